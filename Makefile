@@ -1,0 +1,29 @@
+# PushBridge: the two commands are `make run` and `make test`. Each installs what is missing first.
+SWIFT       ?= swift
+BUILD_FLAGS ?=
+BIN_DEBUG   := .build/debug/pushbridge
+
+.PHONY: deps build test run release clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build $(BUILD_FLAGS)
+
+## make test: the whole suite, including integration tests against librdkafka's mock cluster
+## and the APNs simulator over TLS + HTTP/2.
+test: deps
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	$(SWIFT) test --skip-build $(BUILD_FLAGS)
+
+## make run: the main job so far (see README.md).
+run: deps
+	$(SWIFT) build --product pushbridge $(BUILD_FLAGS)
+	$(BIN_DEBUG) $(or $(RUN_ARGS),--help)
+
+release: deps
+	$(SWIFT) build -c release --product pushbridge $(BUILD_FLAGS)
+
+clean:
+	rm -rf .build .build-*

@@ -1,0 +1,191 @@
+// swift-tools-version: 6.2
+//
+// PushBridge: a Kafka-to-APNs bridge. Module boundaries follow SPEC §7: each C library is wrapped once,
+// pure code (routes, templates, APNs models) has no I/O, and the pipeline sees only small protocols.
+
+import PackageDescription
+
+/// Settings every PushBridge target compiles with: Swift 6 mode (strict concurrency) and no warnings.
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .treatAllWarnings(as: .error),
+]
+
+let package = Package(
+    name: "pushbridge",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "pushbridge", targets: ["PushBridgeCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "5.0.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        // MARK: C libraries (system packages, installed by the Makefile)
+        .systemLibrary(
+            name: "CRdKafka",
+            pkgConfig: "rdkafka",
+            providers: [.apt(["librdkafka-dev"])]
+        ),
+        .systemLibrary(
+            name: "CNghttp2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
+
+        // MARK: Kafka: the only code that calls rd_kafka_*
+        .target(
+            name: "Kafka",
+            dependencies: [
+                "CRdKafka",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: HTTP/2 over libnghttp2, driven by SwiftNIO: the only code that calls nghttp2_*
+        .target(
+            name: "HTTP2",
+            dependencies: [
+                "CNghttp2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: APNs: pure models, the client, and the simulator
+        .target(
+            name: "APNSCore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "APNSClient",
+            dependencies: [
+                "APNSCore",
+                "HTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "APNSSimulator",
+            dependencies: [
+                "APNSCore",
+                "HTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Routes and templates (pure) and configuration loading
+        .target(
+            name: "Routing",
+            dependencies: [
+                "APNSCore",
+                .product(name: "Mustache", package: "swift-mustache"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "Configuration",
+            dependencies: [
+                "Routing",
+                "APNSCore",
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: The bridge pipeline
+        .target(
+            name: "Bridge",
+            dependencies: [
+                "Kafka",
+                "APNSClient",
+                "Routing",
+                "Configuration",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: The executable
+        .executableTarget(
+            name: "PushBridgeCLI",
+            dependencies: [
+                "Bridge",
+                "Kafka",
+                "APNSCore",
+                "APNSClient",
+                "APNSSimulator",
+                "Routing",
+                "Configuration",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Test helpers shipped as a library (mock cluster fixtures, TLS material, child processes)
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "Kafka",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Tests
+        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "APNSTests",
+            dependencies: ["APNSCore", "APNSClient", "APNSSimulator", "TestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "RoutingTests",
+            dependencies: [
+                "Routing",
+                "APNSCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "ConfigurationTests",
+            dependencies: ["Configuration", "Routing", "TestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BridgeTests",
+            dependencies: ["Bridge", "TestSupport"],
+            swiftSettings: strict
+        ),
+    ]
+)

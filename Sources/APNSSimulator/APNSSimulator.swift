@@ -1,0 +1,1 @@
+// The APNSSimulator module. See docs/architecture.md for where it sits in PushBridge.

@@ -1,0 +1,2 @@
+// libnghttp2's public API, exposed to Swift as one module.
+#include <nghttp2/nghttp2.h>

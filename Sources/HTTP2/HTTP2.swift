@@ -1,0 +1,1 @@
+// The HTTP2 module. See docs/architecture.md for where it sits in PushBridge.

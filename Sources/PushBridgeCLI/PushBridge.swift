@@ -1,0 +1,24 @@
+import ArgumentParser
+
+/// The `pushbridge` executable: one command per job (SPEC §1).
+///
+/// Exit status: 0 success, 1 a failure the output explains, 2 wrong usage or invalid configuration.
+@main
+struct PushBridge: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pushbridge",
+        abstract: "Bridge Kafka events to the Apple Push Notification service.",
+        subcommands: [
+            RunCommand.self,
+            DemoCommand.self,
+            ValidateCommand.self,
+            RenderCommand.self,
+            SendCommand.self,
+            SimulatorCommand.self,
+            DoctorCommand.self,
+        ]
+    )
+}
+
+/// A failure the command has already explained on standard error; ends the process with exit status 1.
+struct CommandFailed: Error {}

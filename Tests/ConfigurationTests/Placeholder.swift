@@ -1,0 +1,2 @@
+// Tests for this module arrive with its implementation.
+import Testing
