@@ -25,5 +25,8 @@ run: deps
 release: deps
 	$(SWIFT) build -c release --product pushbridge $(BUILD_FLAGS)
 
+# Each area adds its own targets (benchmarks, tools) in mk/*.mk.
+-include mk/*.mk
+
 clean:
 	rm -rf .build .build-*

@@ -1,0 +1,50 @@
+import Foundation
+
+/// One APNs request, fully resolved: what the mapper produces from an event and what the client sends.
+///
+/// Values are taken as given; ``NotificationValidation`` (in this module) checks them against Apple's rules
+/// and answers with the reason APNs itself would give, so a local fault and a remote one look the same
+/// downstream.
+public struct Notification: Sendable, Hashable {
+    /// The device token, hex, as it goes into `/3/device/<token>`.
+    public var deviceToken: String
+    /// The full `apns-topic`, push-type suffix included (see ``PushType/topic(for:)``).
+    public var topic: String
+    /// `apns-push-type`.
+    public var pushType: PushType
+    /// `apns-priority`.
+    public var priority: Priority
+    /// `apns-expiration` in UNIX epoch seconds; `nil` leaves the header out (APNs' storage policy applies),
+    /// `0` asks APNs to try once and not store.
+    public var expirationEpochSeconds: Int64?
+    /// `apns-collapse-id`, at most 64 bytes; `nil` leaves the header out.
+    public var collapseID: String?
+    /// `apns-id`: sent so that an outcome and Apple's logs name the same notification.
+    public var id: UUID
+    /// The payload: the UTF-8 bytes of one JSON object.
+    public var payload: [UInt8]
+
+    /// Creates a notification; `priority` defaults to the push type's default.
+    public init(
+        deviceToken: String,
+        topic: String,
+        pushType: PushType,
+        priority: Priority? = nil,
+        expirationEpochSeconds: Int64? = nil,
+        collapseID: String? = nil,
+        id: UUID,
+        payload: [UInt8]
+    ) {
+        self.deviceToken = deviceToken
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority ?? pushType.defaultPriority
+        self.expirationEpochSeconds = expirationEpochSeconds
+        self.collapseID = collapseID
+        self.id = id
+        self.payload = payload
+    }
+
+    /// `apns-id` as APNs wants it: the canonical UUID form, lowercase.
+    public var apnsID: String { self.id.uuidString.lowercased() }
+}
