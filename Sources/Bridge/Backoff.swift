@@ -1,0 +1,40 @@
+/// Exponential backoff with full jitter: attempt `n` (1-based) waits a random time in
+/// `[0, min(max, initial * 2^(n-1))]`, so many notifications that failed together do not retry together.
+public struct Backoff: Sendable, Hashable {
+    /// The upper bound of the first wait.
+    public var initial: Duration
+    /// The largest wait ever returned.
+    public var maximum: Duration
+
+    /// Creates a backoff policy; `maximum` is raised to `initial` when it is smaller.
+    public init(initial: Duration, maximum: Duration) {
+        self.initial = initial
+        self.maximum = max(initial, maximum)
+    }
+
+    /// The ceiling of the wait before attempt `attempt + 1`, after `attempt` failures (`attempt` ≥ 1).
+    public func ceiling(afterAttempt attempt: Int) -> Duration {
+        let exponent = min(max(attempt - 1, 0), 62)
+        var ceiling = self.initial
+        for _ in 0..<exponent {
+            ceiling = ceiling * 2
+            if ceiling >= self.maximum { return self.maximum }
+        }
+        return min(ceiling, self.maximum)
+    }
+
+    /// A jittered wait before the next attempt, after `attempt` failures.
+    public func delay(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
+        let ceiling = self.ceiling(afterAttempt: attempt)
+        let (seconds, attoseconds) = ceiling.components
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        guard nanoseconds > 0 else { return .zero }
+        return .nanoseconds(Int64.random(in: 0...nanoseconds, using: &generator))
+    }
+
+    /// A jittered wait with the system random number generator.
+    public func delay(afterAttempt attempt: Int) -> Duration {
+        var generator = SystemRandomNumberGenerator()
+        return self.delay(afterAttempt: attempt, using: &generator)
+    }
+}

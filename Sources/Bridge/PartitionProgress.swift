@@ -1,0 +1,74 @@
+import DequeModule
+
+/// Which consumed offsets of one partition are finished, and so how far the partition may be committed.
+///
+/// An event is *finished* when every record it causes (outcomes, invalid tokens, a dead letter) has been
+/// acknowledged by Kafka, or when it caused none (no route matched). Events finish out of order, since
+/// notifications to different devices take different times; the commit position only moves over a run of
+/// finished events, so a crash never skips an unfinished one (SPEC §4, at-least-once).
+///
+/// Offsets are registered in increasing order (Kafka delivers a partition in order) but need not be
+/// contiguous: compaction and transaction markers leave gaps.
+struct PartitionProgress: Sendable {
+    private struct Entry: Sendable {
+        var offset: Int64
+        var finished: Bool
+    }
+
+    /// Unfinished events and finished ones still behind an unfinished one, oldest first.
+    private var entries: Deque<Entry> = []
+
+    /// The offset to commit: one past the last event of the finished run at the front, or `nil` while no
+    /// event has finished since the partition was assigned.
+    private(set) var commitOffset: Int64?
+
+    /// The number of consumed events not yet finished.
+    private(set) var unfinishedCount = 0
+
+    init() {}
+
+    /// Registers a consumed event. Offsets must increase; a repeated or older offset is a caller bug.
+    mutating func begin(offset: Int64) {
+        precondition(self.entries.last.map { $0.offset < offset } ?? true, "offsets must increase")
+        self.entries.append(Entry(offset: offset, finished: false))
+        self.unfinishedCount += 1
+    }
+
+    /// Marks the event at `offset` finished. Returns `true` when ``commitOffset`` moved.
+    ///
+    /// Finishing an offset that was never begun, or twice, is ignored and returns `false`: a late
+    /// acknowledgement for a partition that was revoked and re-assigned must not corrupt the new state.
+    @discardableResult
+    mutating func finish(offset: Int64) -> Bool {
+        guard let index = self.index(of: offset), !self.entries[index].finished else {
+            return false
+        }
+        self.entries[index].finished = true
+        self.unfinishedCount -= 1
+        var advanced = false
+        while let first = self.entries.first, first.finished {
+            self.entries.removeFirst()
+            self.commitOffset = first.offset + 1
+            advanced = true
+        }
+        return advanced
+    }
+
+    /// Binary search: entries are sorted by offset.
+    private func index(of offset: Int64) -> Int? {
+        var low = self.entries.startIndex
+        var high = self.entries.endIndex
+        while low < high {
+            let middle = low + (high - low) / 2
+            let value = self.entries[middle].offset
+            if value == offset {
+                return middle
+            } else if value < offset {
+                low = middle + 1
+            } else {
+                high = middle
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,263 @@
+/// Where an event came from: the coordinates every record carries back to Kafka.
+public struct SourceCoordinates: Sendable, Hashable {
+    /// The input topic.
+    public var topic: String
+    /// The input partition.
+    public var partition: Int32
+    /// The event's offset in that partition.
+    public var offset: Int64
+    /// The event's key bytes, if it had one.
+    public var key: [UInt8]?
+
+    /// Creates source coordinates.
+    public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+    }
+
+    /// The key as text for JSON records: UTF-8, with invalid sequences replaced by U+FFFD.
+    var keyText: String? {
+        self.key.map { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+/// The final status of one notification in its outcome record (SPEC §3).
+public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
+    /// APNs answered 200.
+    case delivered
+    /// APNs answered a permanent fault, or the bridge found the same fault before sending.
+    case rejected
+    /// Retryable answers still failed after `retry.max_attempts`.
+    case failed
+    /// `apns-expiration` passed before the notification could be sent.
+    case expired
+}
+
+/// `pushbridge.outcome.v1`: one per notification, keyed by the device token.
+public struct OutcomeRecord: Sendable, Hashable {
+    /// The schema name written into every outcome.
+    public static let schema = "pushbridge.outcome.v1"
+
+    public var notificationID: String
+    public var route: String
+    public var source: SourceCoordinates
+    public var deviceToken: String
+    public var apnsTopic: String
+    public var pushType: String
+    public var priority: Int
+    public var status: OutcomeStatus
+    /// APNs' HTTP status; `nil` when nothing was answered (expired, or a fault found before sending).
+    public var httpStatus: Int?
+    /// Apple's reason string when not delivered.
+    public var reason: String?
+    /// `apns-unique-id` (sandbox only).
+    public var apnsUniqueID: String?
+    /// How many times it was sent (0 when never sent).
+    public var attempts: Int
+    /// From the first send to the final answer, in milliseconds; `nil` when never sent.
+    public var latencyMilliseconds: Double?
+    /// When it was first sent, in milliseconds since the epoch; `nil` when never sent.
+    public var sentAtEpochMilliseconds: Int64?
+    /// When its fate was decided, in milliseconds since the epoch.
+    public var completedAtEpochMilliseconds: Int64
+
+    /// Creates an outcome record.
+    public init(
+        notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
+        pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
+        apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
+        completedAtEpochMilliseconds: Int64
+    ) {
+        self.notificationID = notificationID
+        self.route = route
+        self.source = source
+        self.deviceToken = deviceToken
+        self.apnsTopic = apnsTopic
+        self.pushType = pushType
+        self.priority = priority
+        self.status = status
+        self.httpStatus = httpStatus
+        self.reason = reason
+        self.apnsUniqueID = apnsUniqueID
+        self.attempts = attempts
+        self.latencyMilliseconds = latencyMilliseconds
+        self.sentAtEpochMilliseconds = sentAtEpochMilliseconds
+        self.completedAtEpochMilliseconds = completedAtEpochMilliseconds
+    }
+
+    /// The record's Kafka key: the device token.
+    public var key: [UInt8] { Array(self.deviceToken.utf8) }
+
+    /// The record's value: UTF-8 JSON.
+    public func encoded() -> [UInt8] {
+        var json = JSONWriter()
+        json.beginObject()
+        json.key("schema")
+        json.string(Self.schema)
+        json.key("notification_id")
+        json.string(self.notificationID)
+        json.key("route")
+        json.string(self.route)
+        json.key("source")
+        json.source(self.source)
+        json.key("device_token")
+        json.string(self.deviceToken)
+        json.key("apns_topic")
+        json.string(self.apnsTopic)
+        json.key("push_type")
+        json.string(self.pushType)
+        json.key("priority")
+        json.int(self.priority)
+        json.key("status")
+        json.string(self.status.rawValue)
+        json.key("http_status")
+        json.int(self.httpStatus)
+        json.key("reason")
+        json.string(self.reason)
+        json.key("apns_unique_id")
+        json.string(self.apnsUniqueID)
+        json.key("attempts")
+        json.int(self.attempts)
+        json.key("latency_ms")
+        json.milliseconds(self.latencyMilliseconds)
+        json.key("sent_at")
+        json.string(self.sentAtEpochMilliseconds.map { Timestamp.rfc3339(epochMilliseconds: $0) })
+        json.key("completed_at")
+        json.string(Timestamp.rfc3339(epochMilliseconds: self.completedAtEpochMilliseconds))
+        json.endObject()
+        return json.bytes
+    }
+}
+
+/// `pushbridge.invalid-token.v1`: one per token APNs says is dead, or that is malformed, keyed by the token.
+public struct InvalidTokenRecord: Sendable, Hashable {
+    /// The schema name written into every invalid-token record.
+    public static let schema = "pushbridge.invalid-token.v1"
+
+    public var deviceToken: String
+    public var apnsTopic: String
+    /// Apple's reason string (`Unregistered`, `ExpiredToken`, `BadDeviceToken`, `DeviceTokenNotForTopic`).
+    public var reason: String
+    /// From the 410 answer's `timestamp`, in milliseconds since the epoch; otherwise `nil`.
+    public var invalidSinceEpochMilliseconds: Int64?
+    public var notificationID: String
+    public var route: String
+    public var source: SourceCoordinates
+
+    /// Creates an invalid-token record.
+    public init(
+        deviceToken: String, apnsTopic: String, reason: String, invalidSinceEpochMilliseconds: Int64?,
+        notificationID: String, route: String, source: SourceCoordinates
+    ) {
+        self.deviceToken = deviceToken
+        self.apnsTopic = apnsTopic
+        self.reason = reason
+        self.invalidSinceEpochMilliseconds = invalidSinceEpochMilliseconds
+        self.notificationID = notificationID
+        self.route = route
+        self.source = source
+    }
+
+    /// The record's Kafka key: the device token.
+    public var key: [UInt8] { Array(self.deviceToken.utf8) }
+
+    /// The record's value: UTF-8 JSON.
+    public func encoded() -> [UInt8] {
+        var json = JSONWriter(reservingCapacity: 384)
+        json.beginObject()
+        json.key("schema")
+        json.string(Self.schema)
+        json.key("device_token")
+        json.string(self.deviceToken)
+        json.key("apns_topic")
+        json.string(self.apnsTopic)
+        json.key("reason")
+        json.string(self.reason)
+        json.key("invalid_since")
+        json.string(self.invalidSinceEpochMilliseconds.map { Timestamp.rfc3339(epochMilliseconds: $0) })
+        json.key("notification_id")
+        json.string(self.notificationID)
+        json.key("route")
+        json.string(self.route)
+        json.key("source")
+        json.source(self.source)
+        json.endObject()
+        return json.bytes
+    }
+}
+
+/// A dead letter: the source event's bytes and headers unchanged, plus headers that say why (SPEC §3).
+public struct DeadLetter: Sendable, Hashable {
+    /// Header names the bridge adds.
+    public enum Header {
+        public static let error = "pushbridge-error"
+        public static let route = "pushbridge-route"
+        public static let sourceTopic = "pushbridge-source-topic"
+        public static let sourcePartition = "pushbridge-source-partition"
+        public static let sourceOffset = "pushbridge-source-offset"
+    }
+
+    /// A human-readable reason that names the route and the field.
+    public var error: String
+    /// The route that could not map the event; empty when the event failed before any route (not JSON).
+    public var route: String
+    public var source: SourceCoordinates
+    /// The source event's value, unchanged.
+    public var value: [UInt8]?
+    /// The source event's headers, unchanged and in order.
+    public var sourceHeaders: [(String, [UInt8])]
+
+    /// Creates a dead letter.
+    public init(
+        error: String, route: String, source: SourceCoordinates, value: [UInt8]?, sourceHeaders: [(String, [UInt8])]
+    ) {
+        self.error = error
+        self.route = route
+        self.source = source
+        self.value = value
+        self.sourceHeaders = sourceHeaders
+    }
+
+    /// The record's Kafka key: the source event's key.
+    public var key: [UInt8]? { self.source.key }
+
+    /// The record's headers: the source headers followed by the `pushbridge-*` headers.
+    public var headers: [(String, [UInt8])] {
+        var headers = self.sourceHeaders
+        headers.append((Header.error, Array(self.error.utf8)))
+        headers.append((Header.route, Array(self.route.utf8)))
+        headers.append((Header.sourceTopic, Array(self.source.topic.utf8)))
+        headers.append((Header.sourcePartition, Array(String(self.source.partition).utf8)))
+        headers.append((Header.sourceOffset, Array(String(self.source.offset).utf8)))
+        return headers
+    }
+
+    public static func == (lhs: DeadLetter, rhs: DeadLetter) -> Bool {
+        lhs.error == rhs.error && lhs.route == rhs.route && lhs.source == rhs.source && lhs.value == rhs.value
+            && lhs.sourceHeaders.elementsEqual(rhs.sourceHeaders) { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.error)
+        hasher.combine(self.route)
+        hasher.combine(self.source)
+        hasher.combine(self.value)
+    }
+}
+
+extension JSONWriter {
+    mutating func source(_ source: SourceCoordinates) {
+        self.beginObject()
+        self.key("topic")
+        self.string(source.topic)
+        self.key("partition")
+        self.int(source.partition)
+        self.key("offset")
+        self.int(source.offset)
+        self.key("key")
+        self.string(source.keyText)
+        self.endObject()
+    }
+}

@@ -1,0 +1,95 @@
+import Testing
+
+@testable import Bridge
+
+@Suite("Partition progress")
+struct PartitionProgressTests {
+    @Test("nothing is committable until the oldest event finishes")
+    func waitsForOldest() {
+        var progress = PartitionProgress()
+        for offset in Int64(10)...12 { progress.begin(offset: offset) }
+        let finishedMiddle = progress.finish(offset: 11)
+        let finishedLast = progress.finish(offset: 12)
+        #expect(!finishedMiddle && !finishedLast)
+        #expect(progress.commitOffset == nil)
+        let finishedOldest = progress.finish(offset: 10)
+        #expect(finishedOldest)
+        #expect(progress.commitOffset == 13)
+        #expect(progress.unfinishedCount == 0)
+    }
+
+    @Test("the commit offset stops at the first unfinished event")
+    func stopsAtGap() {
+        var progress = PartitionProgress()
+        for offset in Int64(0)..<5 { progress.begin(offset: offset) }
+        progress.finish(offset: 0)
+        progress.finish(offset: 1)
+        progress.finish(offset: 3)
+        #expect(progress.commitOffset == 2)
+        #expect(progress.unfinishedCount == 2)
+    }
+
+    @Test("offsets with gaps (compaction, transaction markers) are tracked")
+    func gaps() {
+        var progress = PartitionProgress()
+        for offset: Int64 in [3, 7, 100] { progress.begin(offset: offset) }
+        progress.finish(offset: 7)
+        progress.finish(offset: 3)
+        #expect(progress.commitOffset == 8)
+        progress.finish(offset: 100)
+        #expect(progress.commitOffset == 101)
+    }
+
+    @Test("finishing an unknown or already finished offset changes nothing")
+    func ignoresStrays() {
+        var progress = PartitionProgress()
+        progress.begin(offset: 5)
+        let unknown = progress.finish(offset: 4)
+        let first = progress.finish(offset: 5)
+        let second = progress.finish(offset: 5)
+        #expect(!unknown && first && !second)
+        #expect(progress.commitOffset == 6)
+        #expect(progress.unfinishedCount == 0)
+    }
+
+    @Test("random finishing orders always commit exactly past the finished prefix")
+    func randomOrders() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            var progress = PartitionProgress()
+            let count = Int.random(in: 1...60, using: &generator)
+            for offset in 0..<count { progress.begin(offset: Int64(offset)) }
+            var finished = Set<Int64>()
+            for offset in (0..<count).map(Int64.init).shuffled(using: &generator) {
+                progress.finish(offset: offset)
+                finished.insert(offset)
+                var prefix: Int64 = 0
+                while finished.contains(prefix) { prefix += 1 }
+                #expect(progress.commitOffset == (prefix == 0 ? nil : prefix))
+            }
+        }
+    }
+}
+
+@Suite("Backoff")
+struct BackoffTests {
+    @Test("ceilings double from the initial wait up to the maximum")
+    func ceilings() {
+        let backoff = Backoff(initial: .seconds(1), maximum: .seconds(10))
+        #expect(backoff.ceiling(afterAttempt: 1) == .seconds(1))
+        #expect(backoff.ceiling(afterAttempt: 2) == .seconds(2))
+        #expect(backoff.ceiling(afterAttempt: 4) == .seconds(8))
+        #expect(backoff.ceiling(afterAttempt: 5) == .seconds(10))
+        #expect(backoff.ceiling(afterAttempt: 1000) == .seconds(10))
+    }
+
+    @Test("jittered delays stay within the ceiling")
+    func jitter() {
+        let backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(5))
+        for attempt in 1...20 {
+            let delay = backoff.delay(afterAttempt: attempt)
+            #expect(delay >= .zero)
+            #expect(delay <= backoff.ceiling(afterAttempt: attempt))
+        }
+    }
+}

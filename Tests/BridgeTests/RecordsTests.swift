@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+
+@testable import Bridge
+
+@Suite("Records")
+struct RecordsTests {
+    let source = SourceCoordinates(topic: "orders.shipped", partition: 3, offset: 1234, key: Array("customer-42".utf8))
+
+    @Test("an outcome encodes every SPEC §3 field with JSON types")
+    func outcomeFields() throws {
+        let record = OutcomeRecord(
+            notificationID: "8b4c2a1e-0000-8000-8000-000000000000", route: "order-shipped", source: self.source,
+            deviceToken: String(repeating: "ab", count: 32), apnsTopic: "com.example.shop", pushType: "alert",
+            priority: 10, status: .delivered, httpStatus: 200, reason: nil, apnsUniqueID: nil, attempts: 1,
+            latencyMilliseconds: 12.4, sentAtEpochMilliseconds: 1_795_860_000_123,
+            completedAtEpochMilliseconds: 1_795_860_000_135
+        )
+        let object = try #require(JSONSerialization.jsonObject(with: Data(record.encoded())) as? [String: Any])
+        #expect(object["schema"] as? String == "pushbridge.outcome.v1")
+        #expect(object["status"] as? String == "delivered")
+        #expect(object["http_status"] as? Int == 200)
+        #expect(object["reason"] is NSNull)
+        #expect(object["latency_ms"] as? Double == 12.4)
+        #expect(object["sent_at"] as? String == "2026-11-28T10:00:00.123Z")
+        #expect(object["completed_at"] as? String == "2026-11-28T10:00:00.135Z")
+        let source = try #require(object["source"] as? [String: Any])
+        #expect(source["partition"] as? Int == 3)
+        #expect(source["offset"] as? Int == 1234)
+        #expect(source["key"] as? String == "customer-42")
+        #expect(Set(object.keys).count == 16)
+    }
+
+    @Test("hostile strings stay valid JSON")
+    func escaping() throws {
+        let hostile = "quote\" backslash\\ newline\n nul\u{0} tab\t emoji 🚀 {{x}}"
+        let record = InvalidTokenRecord(
+            deviceToken: "00", apnsTopic: hostile, reason: "Unregistered", invalidSinceEpochMilliseconds: 0,
+            notificationID: "id", route: hostile, source: self.source
+        )
+        let object = try #require(JSONSerialization.jsonObject(with: Data(record.encoded())) as? [String: Any])
+        #expect(object["apns_topic"] as? String == hostile)
+        #expect(object["invalid_since"] as? String == "1970-01-01T00:00:00.000Z")
+    }
+
+    @Test("timestamps match Foundation's calendar", arguments: [
+        Int64(0), 951_782_400_000, 4_107_542_399_999, -1, 1_795_860_000_123,
+    ])
+    func timestamps(milliseconds: Int64) {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        let expected = formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+        #expect(Timestamp.rfc3339(epochMilliseconds: milliseconds) == expected)
+    }
+
+    @Test("a dead letter keeps the source headers and adds the pushbridge headers")
+    func deadLetterHeaders() {
+        let letter = DeadLetter(
+            error: "route order-shipped: device_tokens: {{customer.apns_tokens}} is missing",
+            route: "order-shipped", source: self.source, value: Array("{}".utf8),
+            sourceHeaders: [("trace", [1, 2, 3])]
+        )
+        let names = letter.headers.map(\.0)
+        #expect(names == [
+            "trace", "pushbridge-error", "pushbridge-route", "pushbridge-source-topic",
+            "pushbridge-source-partition", "pushbridge-source-offset",
+        ])
+        #expect(letter.headers[0].1 == [1, 2, 3])
+        #expect(letter.headers[5].1 == Array("1234".utf8))
+        #expect(letter.key == Array("customer-42".utf8))
+    }
+}
