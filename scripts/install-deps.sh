@@ -20,6 +20,13 @@ for package in "${packages[@]}"; do
         missing+=("$package")
     fi
 done
+python_ok=1
+python3 -c "import jsonschema, referencing, rfc3339_validator" 2>/dev/null || python_ok=0
+if [[ $python_ok -eq 0 ]]; then
+    # The record schemas in schemas/ are checked by the tests with Python's jsonschema (PyPI).
+    echo "Installing Python package jsonschema (record schema checks)"
+    python3 -m pip install --quiet jsonschema rfc3339-validator
+fi
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 echo "Installing missing Debian packages: ${missing[*]}"

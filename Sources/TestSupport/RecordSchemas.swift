@@ -1,0 +1,56 @@
+import Foundation
+
+/// Checks records against the JSON Schemas in `schemas/` with `scripts/validate-records.py` (Python's
+/// jsonschema, installed by `make test`), so the schemas users read and the records the bridge writes cannot
+/// drift apart.
+public enum RecordSchemas {
+    /// A schema file name under `schemas/`.
+    public enum Schema: String, Sendable {
+        case outcome = "outcome.v1.schema.json"
+        case invalidToken = "invalid-token.v1.schema.json"
+        case deadLetterHeaders = "dead-letter-headers.v1.schema.json"
+    }
+
+    /// The validator's verdict: the problems it printed, one per line; empty when every record is valid.
+    public struct Report: Sendable {
+        public var problems: [String]
+        public var exitStatus: Int32
+    }
+
+    /// Validates `records` (each a JSON document) against their schemas.
+    public static func validate(_ records: [(Schema, [UInt8])]) throws -> Report {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", RepositoryPaths.root.appendingPathComponent("scripts/validate-records.py").path]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var text = Data()
+        for (schema, json) in records {
+            text.append(contentsOf: Array(schema.rawValue.utf8))
+            text.append(UInt8(ascii: "\t"))
+            text.append(contentsOf: json.filter { $0 != UInt8(ascii: "\n") })
+            text.append(UInt8(ascii: "\n"))
+        }
+        input.fileHandleForWriting.write(text)
+        try input.fileHandleForWriting.close()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let problems = String(decoding: printed, as: UTF8.self).split(separator: "\n").map(String.init)
+        return Report(problems: problems, exitStatus: process.terminationStatus)
+    }
+}
+
+/// Paths inside the repository, found from this source file's location.
+public enum RepositoryPaths {
+    /// The repository's root directory.
+    public static var root: URL {
+        URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent()  // TestSupport
+            .deletingLastPathComponent()  // Sources
+            .deletingLastPathComponent()
+    }
+}

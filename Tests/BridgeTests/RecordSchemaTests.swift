@@ -1,0 +1,54 @@
+import Bridge
+import Testing
+import TestSupport
+
+@Suite("Record schemas")
+struct RecordSchemaTests {
+    let source = SourceCoordinates(topic: "orders", partition: 0, offset: 7, key: nil)
+    let id = "0b4c2a1e-1111-8222-9333-444455556666"
+    let token = String(repeating: "ab", count: 32)
+
+    func outcome(_ status: OutcomeStatus, http: Int?, reason: String?, attempts: Int) -> [UInt8] {
+        OutcomeRecord(
+            notificationID: self.id, route: "r", source: self.source, deviceToken: self.token,
+            apnsTopic: "com.example", pushType: "alert", priority: 10, status: status, httpStatus: http,
+            reason: reason, apnsUniqueID: nil, attempts: attempts, latencyMilliseconds: attempts > 0 ? 3.25 : nil,
+            sentAtEpochMilliseconds: attempts > 0 ? 1_000 : nil, completedAtEpochMilliseconds: 2_000
+        ).encoded()
+    }
+
+    @Test("every kind of record the bridge writes satisfies its schema")
+    func recordsMatchSchemas() throws {
+        let letter = DeadLetter(error: "not JSON", route: "", source: self.source, value: [0xFF], sourceHeaders: [])
+        var headerObject = "{"
+        headerObject += letter.headers.map { "\"\($0.0)\":\"\(String(decoding: $0.1, as: UTF8.self))\"" }
+            .joined(separator: ",")
+        headerObject += "}"
+        let report = try RecordSchemas.validate([
+            (.outcome, self.outcome(.delivered, http: 200, reason: nil, attempts: 1)),
+            (.outcome, self.outcome(.rejected, http: 410, reason: "Unregistered", attempts: 1)),
+            (.outcome, self.outcome(.rejected, http: nil, reason: "BadDeviceToken", attempts: 0)),
+            (.outcome, self.outcome(.failed, http: 503, reason: "ServiceUnavailable", attempts: 5)),
+            (.outcome, self.outcome(.expired, http: nil, reason: nil, attempts: 0)),
+            (
+                .invalidToken,
+                InvalidTokenRecord(
+                    deviceToken: self.token, apnsTopic: "com.example", reason: "Unregistered",
+                    invalidSinceEpochMilliseconds: 1_700_000_000_000, notificationID: self.id, route: "r",
+                    source: self.source
+                ).encoded()
+            ),
+            (.deadLetterHeaders, Array(headerObject.utf8)),
+        ])
+        #expect(report.problems == [])
+        #expect(report.exitStatus == 0)
+    }
+
+    @Test("the schema check catches a record that breaks the contract")
+    func brokenRecordIsCaught() throws {
+        let delivered = self.outcome(.delivered, http: 500, reason: nil, attempts: 1)
+        let report = try RecordSchemas.validate([(.outcome, delivered)])
+        #expect(report.exitStatus == 1)
+        #expect(report.problems.count == 1)
+    }
+}
