@@ -195,7 +195,11 @@ let package = Package(
         ),
         .testTarget(
             name: "BridgeTests",
-            dependencies: ["Bridge", "TestSupport"],
+            dependencies: [
+                "Bridge",
+                "TestSupport",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
             swiftSettings: strict
         ),
     ]

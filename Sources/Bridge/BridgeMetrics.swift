@@ -1,0 +1,138 @@
+import CoreMetrics
+import Metrics
+import Synchronization
+
+/// The metrics of SPEC §5, created through swift-metrics so any backend works; `pushbridge run` bootstraps
+/// swift-prometheus and serves it on `/metrics`.
+///
+/// Labelled metric objects are created once per label combination and cached, never per message. No label
+/// ever carries a device token or a message id.
+public final class BridgeMetrics: Sendable {
+    private let factory: any MetricsFactory
+
+    /// `pushbridge_in_flight`: notifications between consumption and their acknowledged outcome.
+    public let inFlight: Gauge
+    /// `pushbridge_apns_connections`: open HTTP/2 connections to APNs.
+    public let apnsConnections: Gauge
+    /// `pushbridge_halted`: 1 while a systemic fault stops the line, else 0.
+    public let halted: Gauge
+    /// `pushbridge_apns_request_duration_seconds`: one observation per APNs answer.
+    public let apnsRequestDuration: Timer
+
+    private let consumed = Mutex<[String: Counter]>([:])
+    private let unmatched = Mutex<[String: Counter]>([:])
+    private let notifications = Mutex<[NotificationKey: Counter]>([:])
+    private let deadLetters = Mutex<[String: Counter]>([:])
+    private let invalidTokens = Mutex<[String: Counter]>([:])
+    private let lag = Mutex<[LagKey: Gauge]>([:])
+
+    private struct NotificationKey: Hashable {
+        var route: String
+        var status: String
+        var reason: String
+    }
+
+    private struct LagKey: Hashable {
+        var topic: String
+        var partition: Int32
+    }
+
+    /// The duration histogram's buckets, in seconds: APNs answers in milliseconds when healthy and in
+    /// seconds when it is not.
+    public static let requestDurationBuckets: [Duration] = [
+        .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+        .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
+        .milliseconds(2500), .seconds(5), .seconds(10),
+    ]
+
+    /// Creates the metrics through `factory` (tests pass their own; production passes the bootstrapped one).
+    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+        self.inFlight = Gauge(label: "pushbridge_in_flight", factory: factory)
+        self.apnsConnections = Gauge(label: "pushbridge_apns_connections", factory: factory)
+        self.halted = Gauge(label: "pushbridge_halted", factory: factory)
+        self.apnsRequestDuration = Timer(
+            label: "pushbridge_apns_request_duration_seconds",
+            preferredDisplayUnit: .seconds,
+            factory: factory
+        )
+        self.halted.record(0)
+        self.inFlight.record(0)
+        self.apnsConnections.record(0)
+    }
+
+    /// Counts `count` events consumed from `topic`.
+    public func eventsConsumed(topic: String, count: Int = 1) {
+        Self.counter(in: self.consumed, key: topic) {
+            Counter(label: "pushbridge_events_consumed_total", dimensions: [("topic", topic)], factory: self.factory)
+        }.increment(by: count)
+    }
+
+    /// Counts an event of `topic` that no route matched.
+    public func eventUnmatched(topic: String) {
+        Self.counter(in: self.unmatched, key: topic) {
+            Counter(label: "pushbridge_events_unmatched_total", dimensions: [("topic", topic)], factory: self.factory)
+        }.increment()
+    }
+
+    /// Counts a notification's final outcome; `reason` is Apple's reason string, empty when delivered.
+    public func notification(route: String, status: OutcomeStatus, reason: String?) {
+        let key = NotificationKey(route: route, status: status.rawValue, reason: reason ?? "")
+        Self.counter(in: self.notifications, key: key) {
+            Counter(
+                label: "pushbridge_notifications_total",
+                dimensions: [("route", key.route), ("status", key.status), ("reason", key.reason)],
+                factory: self.factory
+            )
+        }.increment()
+    }
+
+    /// Counts a dead letter for `route` (empty when the event failed before any route).
+    public func deadLetter(route: String) {
+        Self.counter(in: self.deadLetters, key: route) {
+            Counter(label: "pushbridge_dead_letters_total", dimensions: [("route", route)], factory: self.factory)
+        }.increment()
+    }
+
+    /// Counts an invalid-token record for `reason`.
+    public func invalidToken(reason: String) {
+        Self.counter(in: self.invalidTokens, key: reason) {
+            Counter(label: "pushbridge_invalid_tokens_total", dimensions: [("reason", reason)], factory: self.factory)
+        }.increment()
+    }
+
+    /// Records the consumer lag of one partition (high watermark minus committed offset).
+    public func consumerLag(topic: String, partition: Int32, lag: Int64) {
+        let key = LagKey(topic: topic, partition: partition)
+        if let gauge = self.lag.withLock({ $0[key] }) {
+            gauge.record(lag)
+            return
+        }
+        let gauge = Gauge(
+            label: "pushbridge_consumer_lag",
+            dimensions: [("topic", topic), ("partition", String(partition))],
+            factory: self.factory
+        )
+        self.lag.withLock { gauges in
+            if gauges[key] == nil { gauges[key] = gauge }
+        }
+        gauge.record(lag)
+    }
+
+    private static func counter<Key: Hashable & Sendable>(
+        in cache: borrowing Mutex<[Key: Counter]>,
+        key: Key,
+        make: () -> Counter
+    ) -> Counter {
+        if let counter = cache.withLock({ $0[key] }) {
+            return counter
+        }
+        // Made outside the lock (the factory may lock too); a racing twin is harmless, the first one wins.
+        let counter = make()
+        return cache.withLock { counters in
+            if let existing = counters[key] { return existing }
+            counters[key] = counter
+            return counter
+        }
+    }
+}
