@@ -1,0 +1,168 @@
+import APNSCore
+
+/// The fate of one notification: what the pipeline publishes when it is decided.
+public struct DeliveryOutcome: Sendable, Hashable {
+    /// The outcome record's status.
+    public var status: OutcomeStatus
+    /// APNs' HTTP status, `nil` when APNs did not answer.
+    public var httpStatus: Int?
+    /// Apple's reason string when not delivered.
+    public var reason: String?
+    /// `apns-unique-id`, when APNs sent one.
+    public var apnsUniqueID: String?
+    /// How many times the notification was sent.
+    public var attempts: Int
+    /// When it was first sent (ms since the epoch), `nil` when never sent.
+    public var firstSentAtEpochMilliseconds: Int64?
+    /// When the fate was decided (ms since the epoch).
+    public var completedAtEpochMilliseconds: Int64
+    /// Set when the token must be published as invalid: Apple's reason.
+    public var invalidTokenReason: String?
+    /// The 410 timestamp, when APNs gave one.
+    public var invalidSinceEpochMilliseconds: Int64?
+}
+
+/// Decides, answer by answer, what happens to one notification: send, wait and retry, halt the line, or
+/// finish with an outcome (SPEC §3, §4). A value type without I/O, so every path is tested as plain values.
+struct DeliveryStateMachine: Sendable {
+    enum Action: Sendable, Hashable {
+        /// Send (again) now.
+        case send
+        /// Wait, then call ``retryDue(nowEpochMilliseconds:)``.
+        case wait(Duration)
+        /// APNs refuses the provider itself: stop the line for this reason, then probe.
+        case halt(reason: String)
+        /// Decided: publish the outcome.
+        case finish(DeliveryOutcome)
+    }
+
+    let expirationEpochSeconds: Int64?
+    let localFault: Reason?
+    let maxAttempts: Int
+    let backoff: Backoff
+    private(set) var attempts = 0
+    private(set) var firstSentAtEpochMilliseconds: Int64?
+    /// Consecutive `ExpiredProviderToken` answers; the client already renewed the token once.
+    private var renewals = 0
+
+    init(expirationEpochSeconds: Int64?, localFault: Reason?, maxAttempts: Int, backoff: Backoff) {
+        self.expirationEpochSeconds = expirationEpochSeconds
+        self.localFault = localFault
+        self.maxAttempts = max(1, maxAttempts)
+        self.backoff = backoff
+    }
+
+    /// The first decision, before anything is sent.
+    mutating func start(nowEpochMilliseconds now: Int64) -> Action {
+        if let fault = self.localFault {
+            return .finish(
+                self.outcome(
+                    .rejected, http: nil, reason: fault.rawValue, uniqueID: nil, now: now,
+                    invalidToken: fault.invalidatesToken ? fault.rawValue : nil
+                )
+            )
+        }
+        return self.sendUnlessExpired(now: now)
+    }
+
+    /// A wait asked for by ``Action/wait(_:)`` is over.
+    mutating func retryDue(nowEpochMilliseconds now: Int64) -> Action {
+        self.sendUnlessExpired(now: now)
+    }
+
+    /// The line was halted and has resumed (or the probe is due): send again, unless expired meanwhile.
+    mutating func resumed(nowEpochMilliseconds now: Int64) -> Action {
+        self.sendUnlessExpired(now: now)
+    }
+
+    /// Record that the request is going out now.
+    mutating func sending(nowEpochMilliseconds now: Int64) {
+        self.attempts += 1
+        if self.firstSentAtEpochMilliseconds == nil { self.firstSentAtEpochMilliseconds = now }
+    }
+
+    /// APNs' answer (or its absence) to the last send.
+    mutating func received(_ result: SendResult, nowEpochMilliseconds now: Int64) -> Action {
+        switch result {
+        case .answered(let status, let reason, let uniqueID, let invalidSince):
+            if status == 200 {
+                return .finish(self.outcome(.delivered, http: 200, reason: nil, uniqueID: uniqueID, now: now))
+            }
+            let reason = reason ?? .unknown("HTTP\(status)")
+            switch reason.disposition(status: status) {
+            case .delivered:
+                return .finish(self.outcome(.delivered, http: status, reason: nil, uniqueID: uniqueID, now: now))
+            case .rejected:
+                var outcome = self.outcome(
+                    .rejected, http: status, reason: reason.rawValue, uniqueID: uniqueID, now: now,
+                    invalidToken: reason.invalidatesToken ? reason.rawValue : nil
+                )
+                outcome.invalidSinceEpochMilliseconds = reason.invalidatesToken ? invalidSince : nil
+                return .finish(outcome)
+            case .retryable:
+                return self.retryOrFail(http: status, reason: reason.rawValue, uniqueID: uniqueID, now: now)
+            case .systemic:
+                // A systemic answer says nothing about this notification: it does not use up an attempt.
+                self.attempts -= 1
+                return .halt(reason: reason.rawValue)
+            case .renewToken:
+                // The client renews and retries once itself; a second expiry in a row means the key or
+                // the clock is wrong, which no retry fixes.
+                self.attempts -= 1
+                self.renewals += 1
+                return self.renewals > 1 ? .halt(reason: reason.rawValue) : .send
+            }
+        case .transportFailure(let failure):
+            if case .unreachable(let detail) = failure {
+                self.attempts -= 1
+                return .halt(reason: "APNs unreachable: \(detail)")
+            }
+            return self.retryOrFail(http: nil, reason: failure.reason, uniqueID: nil, now: now)
+        }
+    }
+
+    private mutating func retryOrFail(http: Int?, reason: String, uniqueID: String?, now: Int64) -> Action {
+        if self.attempts >= self.maxAttempts {
+            return .finish(self.outcome(.failed, http: http, reason: reason, uniqueID: uniqueID, now: now))
+        }
+        let delay = self.backoff.delay(afterAttempt: self.attempts)
+        if self.wouldExpire(before: now + delay.milliseconds) {
+            // Waiting would outlive the notification: decide now rather than send something stale.
+            return .finish(self.outcome(.expired, http: http, reason: reason, uniqueID: uniqueID, now: now))
+        }
+        return .wait(delay)
+    }
+
+    private func sendUnlessExpired(now: Int64) -> Action {
+        if self.wouldExpire(before: now) {
+            return .finish(self.outcome(.expired, http: nil, reason: nil, uniqueID: nil, now: now))
+        }
+        return .send
+    }
+
+    /// Whether `apns-expiration` is past at `epochMilliseconds`. `0` means "try once, don't store": it never
+    /// expires before the first send.
+    private func wouldExpire(before epochMilliseconds: Int64) -> Bool {
+        guard let expiration = self.expirationEpochSeconds, expiration > 0 else { return false }
+        return expiration * 1000 <= epochMilliseconds
+    }
+
+    private func outcome(
+        _ status: OutcomeStatus, http: Int?, reason: String?, uniqueID: String?, now: Int64,
+        invalidToken: String? = nil
+    ) -> DeliveryOutcome {
+        DeliveryOutcome(
+            status: status, httpStatus: http, reason: reason, apnsUniqueID: uniqueID, attempts: self.attempts,
+            firstSentAtEpochMilliseconds: self.firstSentAtEpochMilliseconds, completedAtEpochMilliseconds: now,
+            invalidTokenReason: invalidToken, invalidSinceEpochMilliseconds: nil
+        )
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,143 @@
+import APNSCore
+
+/// One partition of an input topic.
+public struct PartitionID: Sendable, Hashable, CustomStringConvertible {
+    /// The topic.
+    public var topic: String
+    /// The partition number.
+    public var partition: Int32
+
+    /// Creates a partition identifier.
+    public init(topic: String, partition: Int32) {
+        self.topic = topic
+        self.partition = partition
+    }
+
+    public var description: String { "\(self.topic)[\(self.partition)]" }
+}
+
+/// One consumed event, as the pipeline sees it, whatever the broker.
+public struct SourceEvent: Sendable {
+    /// Where it came from; `key` is the event's key.
+    public var source: SourceCoordinates
+    /// The value bytes; `nil` for a tombstone.
+    public var value: [UInt8]?
+    /// The headers, in order; a name may repeat.
+    public var headers: [(String, [UInt8])]
+    /// The broker timestamp in milliseconds since the epoch, when known.
+    public var timestampMilliseconds: Int64?
+
+    /// Creates an event.
+    public init(source: SourceCoordinates, value: [UInt8]?, headers: [(String, [UInt8])], timestampMilliseconds: Int64?) {
+        self.source = source
+        self.value = value
+        self.headers = headers
+        self.timestampMilliseconds = timestampMilliseconds
+    }
+
+    /// The partition it came from.
+    public var partition: PartitionID {
+        PartitionID(topic: self.source.topic, partition: self.source.partition)
+    }
+}
+
+/// Hears partition assignment changes from an ``EventSource``.
+public protocol RebalanceListener: Sendable {
+    /// `partitions` were assigned to this instance; their events follow.
+    func partitionsAssigned(_ partitions: [PartitionID]) async
+    /// `partitions` are being taken away. The source completes the revocation (commits and releases them)
+    /// only after this returns, so the listener finishes or abandons their in-flight work first.
+    func partitionsRevoked(_ partitions: [PartitionID]) async
+}
+
+/// Where events come from (Kafka, in production). Another broker plugs in by conforming to this.
+public protocol EventSource: Sendable {
+    /// Starts consuming. Batches of events arrive in order within each partition; the sequence ends when
+    /// the source is closed. Rebalances are reported to `listener`.
+    func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error>
+    /// Everything of `partition` before `nextOffset` is finished and may be committed.
+    func markFinished(_ partition: PartitionID, nextOffset: Int64)
+    /// Stops fetching `partitions` until ``resume(_:)``.
+    func pause(_ partitions: [PartitionID])
+    /// Fetches `partitions` again.
+    func resume(_ partitions: [PartitionID])
+    /// Commits what was marked finished, leaves the group and releases resources. Never hangs.
+    func close() async
+}
+
+/// A record the pipeline publishes: an outcome, an invalid token or a dead letter.
+public struct OutgoingRecord: Sendable {
+    /// The destination topic.
+    public var topic: String
+    /// The key.
+    public var key: [UInt8]?
+    /// The value.
+    public var value: [UInt8]?
+    /// The headers, in order.
+    public var headers: [(String, [UInt8])]
+
+    /// Creates a record.
+    public init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [(String, [UInt8])] = []) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+        self.headers = headers
+    }
+}
+
+/// Where records go (the Kafka producer, in production).
+public protocol RecordSink: Sendable {
+    /// Publishes `record`, returning once the broker acknowledged it durably; throws when it could not.
+    func publish(_ record: OutgoingRecord) async throws
+    /// Waits until everything published so far is acknowledged, at most `timeout`.
+    func flush(timeout: Duration) async throws
+}
+
+/// A transport fault: APNs gave no answer for the request.
+public enum TransportFailure: Sendable, Hashable {
+    /// The request timed out; APNs may or may not have received it.
+    case timeout
+    /// The connection broke before the answer and the request could not be re-sent in time.
+    case connectionLost
+    /// No connection to APNs could be made (DNS, TCP, TLS): a systemic fault.
+    case unreachable(String)
+
+    /// The reason written into outcomes and metrics.
+    public var reason: String {
+        switch self {
+        case .timeout: "RequestTimeout"
+        case .connectionLost: "ConnectionLost"
+        case .unreachable: "Unreachable"
+        }
+    }
+}
+
+/// What APNs (or the transport) said about one send.
+public enum SendResult: Sendable, Hashable {
+    /// APNs answered with `status`; `reason` is set when it is not 200.
+    case answered(status: Int, reason: Reason?, apnsUniqueID: String?, invalidSinceEpochMilliseconds: Int64?)
+    /// No answer.
+    case transportFailure(TransportFailure)
+}
+
+/// Sends notifications (APNs over HTTP/2, in production; or the `log` sender). Another sender plugs in by
+/// conforming to this.
+public protocol NotificationSender: Sendable {
+    /// Sends `notification` with the credentials of `app` (`nil`: the default `apns` block) and returns
+    /// APNs' answer. It never throws: every fault is a ``SendResult``.
+    func send(_ notification: Notification, app: String?) async -> SendResult
+}
+
+/// What one route made of an event.
+public enum RouteResult: Sendable {
+    /// Notifications to send, in token order.
+    case notifications(route: String, app: String?, [Notification])
+    /// The event cannot become a notification through this route.
+    case deadLetter(route: String, reason: String)
+}
+
+/// Maps events to notifications (routes and templates, in production).
+public protocol EventMapper: Sendable {
+    /// What each matching route makes of `event`. An empty array means no route matched.
+    func map(_ event: SourceEvent) -> [RouteResult]
+}

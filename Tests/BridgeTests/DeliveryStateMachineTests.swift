@@ -1,0 +1,180 @@
+import APNSCore
+import Testing
+
+@testable import Bridge
+
+@Suite("Delivery state machine")
+struct DeliveryStateMachineTests {
+    let now: Int64 = 1_800_000_000_000
+    let backoff = Backoff(initial: .milliseconds(10), maximum: .milliseconds(80))
+
+    func machine(expiration: Int64? = nil, fault: Reason? = nil, maxAttempts: Int = 3) -> DeliveryStateMachine {
+        DeliveryStateMachine(
+            expirationEpochSeconds: expiration, localFault: fault, maxAttempts: maxAttempts, backoff: self.backoff
+        )
+    }
+
+    func answer(_ status: Int, _ reason: Reason? = nil, since: Int64? = nil) -> SendResult {
+        .answered(status: status, reason: reason, apnsUniqueID: nil, invalidSinceEpochMilliseconds: since)
+    }
+
+    @Test("200 is delivered after one attempt")
+    func delivered() {
+        var machine = self.machine()
+        #expect(machine.start(nowEpochMilliseconds: self.now) == .send)
+        machine.sending(nowEpochMilliseconds: self.now)
+        guard case .finish(let outcome) = machine.received(self.answer(200), nowEpochMilliseconds: self.now + 5) else {
+            Issue.record("not finished")
+            return
+        }
+        #expect(outcome.status == .delivered)
+        #expect(outcome.httpStatus == 200)
+        #expect(outcome.attempts == 1)
+        #expect(outcome.firstSentAtEpochMilliseconds == self.now)
+        #expect(outcome.invalidTokenReason == nil)
+    }
+
+    @Test("a local fault is rejected without sending, with Apple's reason and no HTTP status")
+    func localFault() {
+        var machine = self.machine(fault: .badDeviceToken)
+        guard case .finish(let outcome) = machine.start(nowEpochMilliseconds: self.now) else {
+            Issue.record("not finished")
+            return
+        }
+        #expect(outcome.status == .rejected)
+        #expect(outcome.httpStatus == nil)
+        #expect(outcome.reason == "BadDeviceToken")
+        #expect(outcome.attempts == 0)
+        #expect(outcome.invalidTokenReason == "BadDeviceToken")
+    }
+
+    @Test("an expired notification is never sent")
+    func expiredBeforeSending() {
+        var machine = self.machine(expiration: self.now / 1000 - 1)
+        guard case .finish(let outcome) = machine.start(nowEpochMilliseconds: self.now) else {
+            Issue.record("not finished")
+            return
+        }
+        #expect(outcome.status == .expired)
+        #expect(outcome.attempts == 0)
+        #expect(outcome.httpStatus == nil)
+    }
+
+    @Test("expiration 0 means try once, not expired")
+    func expirationZero() {
+        var machine = self.machine(expiration: 0)
+        #expect(machine.start(nowEpochMilliseconds: self.now) == .send)
+    }
+
+    @Test("410 Unregistered is rejected and flags the token with its timestamp")
+    func unregistered() {
+        var machine = self.machine()
+        _ = machine.start(nowEpochMilliseconds: self.now)
+        machine.sending(nowEpochMilliseconds: self.now)
+        let action = machine.received(self.answer(410, .unregistered, since: 1_700_000_000_000), nowEpochMilliseconds: self.now)
+        guard case .finish(let outcome) = action else {
+            Issue.record("not finished")
+            return
+        }
+        #expect(outcome.status == .rejected)
+        #expect(outcome.httpStatus == 410)
+        #expect(outcome.invalidTokenReason == "Unregistered")
+        #expect(outcome.invalidSinceEpochMilliseconds == 1_700_000_000_000)
+    }
+
+    @Test("retryable answers wait with backoff, then fail after max attempts")
+    func retriesThenFails() {
+        var machine = self.machine(maxAttempts: 3)
+        _ = machine.start(nowEpochMilliseconds: self.now)
+        for attempt in 1...3 {
+            machine.sending(nowEpochMilliseconds: self.now)
+            let action = machine.received(self.answer(503, .serviceUnavailable), nowEpochMilliseconds: self.now)
+            if attempt < 3 {
+                guard case .wait(let delay) = action else {
+                    Issue.record("expected a wait, got \(action)")
+                    return
+                }
+                #expect(delay <= self.backoff.ceiling(afterAttempt: attempt))
+                #expect(machine.retryDue(nowEpochMilliseconds: self.now) == .send)
+            } else {
+                guard case .finish(let outcome) = action else {
+                    Issue.record("expected finish, got \(action)")
+                    return
+                }
+                #expect(outcome.status == .failed)
+                #expect(outcome.reason == "ServiceUnavailable")
+                #expect(outcome.httpStatus == 503)
+                #expect(outcome.attempts == 3)
+            }
+        }
+    }
+
+    @Test("timeouts are retried like 5xx and reported as RequestTimeout")
+    func timeouts() {
+        var machine = self.machine(maxAttempts: 1)
+        _ = machine.start(nowEpochMilliseconds: self.now)
+        machine.sending(nowEpochMilliseconds: self.now)
+        guard case .finish(let outcome) = machine.received(.transportFailure(.timeout), nowEpochMilliseconds: self.now)
+        else {
+            Issue.record("not finished")
+            return
+        }
+        #expect(outcome.status == .failed)
+        #expect(outcome.reason == "RequestTimeout")
+        #expect(outcome.httpStatus == nil)
+    }
+
+    @Test("systemic answers halt the line and do not use up attempts")
+    func systemic() {
+        var machine = self.machine(maxAttempts: 1)
+        _ = machine.start(nowEpochMilliseconds: self.now)
+        for _ in 0..<5 {
+            machine.sending(nowEpochMilliseconds: self.now)
+            let action = machine.received(self.answer(403, .invalidProviderToken), nowEpochMilliseconds: self.now)
+            #expect(action == .halt(reason: "InvalidProviderToken"))
+            #expect(machine.resumed(nowEpochMilliseconds: self.now) == .send)
+        }
+        machine.sending(nowEpochMilliseconds: self.now)
+        guard case .finish(let outcome) = machine.received(self.answer(200), nowEpochMilliseconds: self.now) else {
+            Issue.record("not finished")
+            return
+        }
+        #expect(outcome.status == .delivered)
+        #expect(outcome.attempts == 1)
+    }
+
+    @Test("an unreachable APNs halts the line")
+    func unreachable() {
+        var machine = self.machine()
+        _ = machine.start(nowEpochMilliseconds: self.now)
+        machine.sending(nowEpochMilliseconds: self.now)
+        let action = machine.received(.transportFailure(.unreachable("connection refused")), nowEpochMilliseconds: self.now)
+        #expect(action == .halt(reason: "APNs unreachable: connection refused"))
+    }
+
+    @Test("a second ExpiredProviderToken in a row halts instead of looping")
+    func expiredProviderToken() {
+        var machine = self.machine()
+        _ = machine.start(nowEpochMilliseconds: self.now)
+        machine.sending(nowEpochMilliseconds: self.now)
+        #expect(machine.received(self.answer(403, .expiredProviderToken), nowEpochMilliseconds: self.now) == .send)
+        machine.sending(nowEpochMilliseconds: self.now)
+        #expect(
+            machine.received(self.answer(403, .expiredProviderToken), nowEpochMilliseconds: self.now)
+                == .halt(reason: "ExpiredProviderToken")
+        )
+    }
+
+    @Test("a notification that expires while halted ends as expired")
+    func expiresWhileHalted() {
+        var machine = self.machine(expiration: self.now / 1000 + 60)
+        _ = machine.start(nowEpochMilliseconds: self.now)
+        machine.sending(nowEpochMilliseconds: self.now)
+        _ = machine.received(self.answer(403, .badCertificate), nowEpochMilliseconds: self.now)
+        guard case .finish(let outcome) = machine.resumed(nowEpochMilliseconds: self.now + 61_000) else {
+            Issue.record("not finished")
+            return
+        }
+        #expect(outcome.status == .expired)
+    }
+}
