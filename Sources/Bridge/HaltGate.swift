@@ -35,14 +35,20 @@ public final class HaltGate: Sendable {
     }
 
     /// Closes the gate for `reason`. A gate already closed keeps its first reason and start time.
-    public func halt(reason: String) {
+    ///
+    /// Returns `true` when this call closed the gate: that caller probes APNs and calls ``resume()`` once it
+    /// accepts again; everyone else waits in ``waitUntilOpen()``.
+    @discardableResult
+    public func halt(reason: String) -> Bool {
         let changed: Halt? = self.state.withLock { state in
             guard state.halt == nil else { return nil }
             let halt = Halt(reason: reason, since: .now)
             state.halt = halt
             return halt
         }
-        if let changed { self.onChange(changed) }
+        guard let changed else { return false }
+        self.onChange(changed)
+        return true
     }
 
     /// Opens the gate and wakes every waiter.
