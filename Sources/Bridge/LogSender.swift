@@ -1,0 +1,29 @@
+import APNSCore
+import Logging
+
+/// The `log` sender: writes each notification to the log instead of sending it, and reports it delivered.
+/// For trying routes and templates end to end without Apple credentials.
+public struct LogSender: NotificationSender {
+    private let logger: Logger
+
+    /// Creates a sender that logs at `notice` level through `logger`.
+    public init(logger: Logger) {
+        self.logger = logger
+    }
+
+    public func send(_ notification: Notification, app: String?) async -> SendResult {
+        self.logger.notice(
+            "Notification (log sender, not sent)",
+            metadata: [
+                "apns.app": "\(app ?? "default")",
+                "apns.token": "\(notification.deviceToken.prefix(8))",
+                "apns.topic": "\(notification.topic)",
+                "apns.push_type": "\(notification.pushType.rawValue)",
+                "apns.priority": "\(notification.priority.rawValue)",
+                "apns.id": "\(notification.apnsID)",
+                "apns.payload": "\(String(decoding: notification.payload, as: UTF8.self))",
+            ]
+        )
+        return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+    }
+}

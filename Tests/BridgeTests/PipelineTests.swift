@@ -1,0 +1,339 @@
+import APNSCore
+@testable import Bridge
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+// Pipeline logic against in-memory parts: the protocols' contracts, driven event by event. The same pipeline
+// runs against librdkafka's mock cluster and the APNs simulator in the integration suite.
+
+@Suite("Pipeline")
+struct PipelineTests {
+    @Test("every event is accounted for: outcomes, invalid tokens, dead letters, unmatched; commits reach the end")
+    func accounting() async throws {
+        let events = [
+            TestEvent.json(offset: 0, #"{"tokens":["aa01","aa02"]}"#),
+            TestEvent.json(offset: 1, #"{"tokens":["dead"]}"#),
+            TestEvent.raw(offset: 2, "not json"),
+            TestEvent.json(offset: 3, #"{"other":true}"#),
+        ]
+        let harness = Harness(events: events) { token in
+            token == "dead" ? .answered(status: 410, reason: .unregistered, apnsUniqueID: nil, invalidSinceEpochMilliseconds: 1_700_000_000_000)
+                : .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+        }
+        try await harness.runToEnd()
+        let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
+        #expect(outcomes.count == 3)
+        #expect(outcomes.filter { $0["status"] as? String == "delivered" }.count == 2)
+        let rejected = try #require(outcomes.first { $0["status"] as? String == "rejected" })
+        #expect(rejected["reason"] as? String == "Unregistered")
+        #expect(rejected["http_status"] as? Int == 410)
+        let invalid = harness.sink.values(topic: "pushbridge.invalid-tokens")
+        #expect(invalid.count == 1)
+        #expect(invalid.first?["invalid_since"] as? String == "2023-11-14T22:13:20.000Z")
+        let deadLetters = harness.sink.records(topic: "pushbridge.dead-letters")
+        #expect(deadLetters.count == 1)
+        #expect(deadLetters.first?.value == Array("not json".utf8))
+        #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == 4)
+        #expect(harness.source.closed)
+    }
+
+    @Test("an offset is not committed before its records are acknowledged")
+    func commitWaitsForAcknowledgement() async throws {
+        let events = (0..<3).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
+        let harness = Harness(events: events) { _ in
+            .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+        }
+        harness.sink.holdAcknowledgements(forKey: "aa01")
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.sink.values(topic: "pushbridge.outcomes").count == 2 }
+        try await waitUntil { harness.source.committed[PartitionID(topic: "in", partition: 0)] == 1 }
+        try await Task.sleep(for: .milliseconds(50))
+        // Offset 2 is done, but offset 1's outcome is not acknowledged: the commit stays at 1.
+        #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == 1)
+        harness.sink.releaseAcknowledgements()
+        try await waitUntil { harness.source.committed[PartitionID(topic: "in", partition: 0)] == 3 }
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test("retryable answers are retried, then the outcome is failed after max attempts")
+    func retriesThenFails() async throws {
+        let calls = Tally()
+        let harness = Harness(
+            events: [TestEvent.json(offset: 0, #"{"tokens":["aa01","bb02"]}"#)],
+            configuration: PipelineConfiguration(
+                maxAttempts: 3, retryBackoff: Backoff(initial: .milliseconds(1), maximum: .milliseconds(2))
+            )
+        ) { token in
+            let attempt = calls.add(token)
+            if token == "aa01" && attempt >= 2 {
+                return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+            }
+            return .answered(status: 503, reason: .serviceUnavailable, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+        }
+        try await harness.runToEnd()
+        let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
+        let delivered = try #require(outcomes.first { $0["device_token"] as? String == "aa01" })
+        #expect(delivered["status"] as? String == "delivered")
+        #expect(delivered["attempts"] as? Int == 2)
+        let failed = try #require(outcomes.first { $0["device_token"] as? String == "bb02" })
+        #expect(failed["status"] as? String == "failed")
+        #expect(failed["reason"] as? String == "ServiceUnavailable")
+        #expect(failed["attempts"] as? Int == 3)
+    }
+
+    @Test("an expired notification is never sent and its outcome is expired")
+    func expired() async throws {
+        let calls = Tally()
+        let harness = Harness(
+            events: [TestEvent.json(offset: 0, #"{"tokens":["aa01"]}"#)],
+            expiration: 1_000
+        ) { token in
+            calls.add(token)
+            return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+        }
+        try await harness.runToEnd()
+        #expect(calls.total == 0)
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").first?["status"] as? String == "expired")
+    }
+
+    @Test("a systemic fault halts the line: not ready, partitions paused, nothing published, then it resumes")
+    func haltsAndResumes() async throws {
+        let accepting = Flag()
+        let events = (0..<5).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
+        let harness = Harness(
+            events: events,
+            configuration: PipelineConfiguration(haltProbeBackoff: Backoff(initial: .milliseconds(5), maximum: .milliseconds(10)))
+        ) { _ in
+            accepting.isSet
+                ? .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+                : .answered(status: 403, reason: .invalidProviderToken, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+        }
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.pipeline.gate.current != nil }
+        #expect(harness.pipeline.readiness == .notReady("halted: app default: InvalidProviderToken"))
+        try await waitUntil { harness.source.isPaused(PartitionID(topic: "in", partition: 0)) }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").isEmpty)
+        #expect(harness.source.committed.isEmpty)
+        accepting.set()
+        try await waitUntil { harness.sink.values(topic: "pushbridge.outcomes").count == 5 }
+        #expect(harness.pipeline.readiness == .ready)
+        #expect(!harness.source.isPaused(PartitionID(topic: "in", partition: 0)))
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").allSatisfy { $0["status"] as? String == "delivered" })
+        try await waitUntil { harness.source.committed[PartitionID(topic: "in", partition: 0)] == 5 }
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test("in-flight never exceeds max_in_flight")
+    func backpressure() async throws {
+        let concurrency = Concurrency()
+        let tokens = (0..<40).map { String(format: "%04x", $0) }
+        let events = [TestEvent.json(offset: 0, #"{"tokens":[\#(tokens.map { "\"\($0)\"" }.joined(separator: ","))]}"#)]
+        let harness = Harness(events: events, configuration: PipelineConfiguration(maxInFlight: 3)) { _ in
+            concurrency.enter()
+            try? await Task.sleep(for: .milliseconds(2))
+            concurrency.leave()
+            return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+        }
+        try await harness.runToEnd()
+        #expect(concurrency.highest <= 3)
+        #expect(concurrency.highest >= 2)
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 40)
+    }
+
+    @Test("graceful shutdown drains in-flight work, flushes, commits and closes")
+    func gracefulShutdown() async throws {
+        let events = (0..<10).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
+        let harness = Harness(events: events) { _ in
+            try? await Task.sleep(for: .milliseconds(20))
+            return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: harness.pipeline)], logger: Logger(label: "test"))
+        )
+        let run = Task { try await group.run() }
+        try await waitUntil { harness.pipeline.inFlight > 0 }
+        await group.triggerGracefulShutdown()
+        try await run.value
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == harness.source.committed[PartitionID(topic: "in", partition: 0)].map(Int.init) ?? -1)
+        #expect(harness.sink.flushed)
+        #expect(harness.source.closed)
+    }
+}
+
+// MARK: In-memory parts
+
+private enum TestEvent {
+    static func json(offset: Int64, _ text: String) -> SourceEvent { raw(offset: offset, text) }
+    static func raw(offset: Int64, _ text: String) -> SourceEvent {
+        SourceEvent(
+            source: SourceCoordinates(topic: "in", partition: 0, offset: offset, key: Array("k\(offset)".utf8)),
+            value: Array(text.utf8), headers: [], timestampMilliseconds: nil
+        )
+    }
+}
+
+/// Maps `{"tokens": [...]}` to one alert per token; not JSON dead-letters; no `tokens` matches nothing.
+private struct TokensMapper: EventMapper {
+    let expiration: Int64?
+    func map(_ event: SourceEvent) -> [RouteResult] {
+        guard let value = event.value,
+            let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
+        else { return [.deadLetter(route: "r", reason: "route r: the event is not JSON")] }
+        guard let tokens = object["tokens"] as? [String] else { return [] }
+        let notifications = tokens.enumerated().map { index, token in
+            APNSCore.Notification(
+                deviceToken: token, topic: "com.example", pushType: .alert, expirationEpochSeconds: self.expiration,
+                id: UUID(uuidString: String(format: "00000000-0000-0000-%04d-%012d", index, event.source.offset))!,
+                payload: Array(#"{"aps":{}}"#.utf8)
+            )
+        }
+        return [.notifications(route: "r", app: nil, notifications)]
+    }
+}
+
+private final class MemorySource: EventSource {
+    private struct State {
+        var committed: [PartitionID: Int64] = [:]
+        var paused: Set<PartitionID> = []
+        var closed = false
+        var continuation: AsyncThrowingStream<[SourceEvent], any Error>.Continuation?
+    }
+    private let events: [SourceEvent]
+    private let state = Mutex(State())
+
+    init(events: [SourceEvent]) { self.events = events }
+
+    func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
+        await listener.partitionsAssigned([PartitionID(topic: "in", partition: 0)])
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: [SourceEvent].self)
+        continuation.yield(self.events)
+        self.state.withLock { $0.continuation = continuation }
+        return stream
+    }
+    func markFinished(_ partition: PartitionID, nextOffset: Int64) {
+        self.state.withLock { $0.committed[partition] = nextOffset }
+    }
+    func pause(_ partitions: [PartitionID]) { self.state.withLock { $0.paused.formUnion(partitions) } }
+    func resume(_ partitions: [PartitionID]) { self.state.withLock { $0.paused.subtract(partitions) } }
+    func close() async { self.state.withLock { $0.closed = true } }
+    func finish() { self.state.withLock { $0.continuation }?.finish() }
+
+    var committed: [PartitionID: Int64] { self.state.withLock { $0.committed } }
+    var closed: Bool { self.state.withLock { $0.closed } }
+    func isPaused(_ partition: PartitionID) -> Bool { self.state.withLock { $0.paused.contains(partition) } }
+}
+
+private final class MemorySink: RecordSink {
+    private struct State {
+        var records: [OutgoingRecord] = []
+        var heldKey: [UInt8]?
+        var held: [CheckedContinuation<Void, Never>] = []
+        var flushed = false
+    }
+    private let state = Mutex(State())
+
+    func publish(_ record: OutgoingRecord) async throws {
+        let hold = self.state.withLock { $0.heldKey != nil && $0.heldKey == record.key }
+        if hold {
+            await withCheckedContinuation { continuation in
+                let release = self.state.withLock { state -> Bool in
+                    guard state.heldKey != nil else { return true }
+                    state.held.append(continuation)
+                    return false
+                }
+                if release { continuation.resume() }
+            }
+        }
+        self.state.withLock { $0.records.append(record) }
+    }
+    func flush(timeout: Duration) async throws { self.state.withLock { $0.flushed = true } }
+
+    func holdAcknowledgements(forKey key: String) { self.state.withLock { $0.heldKey = Array(key.utf8) } }
+    func releaseAcknowledgements() {
+        let held = self.state.withLock { state in
+            state.heldKey = nil
+            defer { state.held = [] }
+            return state.held
+        }
+        for continuation in held { continuation.resume() }
+    }
+    func records(topic: String) -> [OutgoingRecord] { self.state.withLock { $0.records.filter { $0.topic == topic } } }
+    func values(topic: String) -> [[String: Any]] {
+        self.records(topic: topic).compactMap { record in
+            record.value.flatMap { try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any] }
+        }
+    }
+    var flushed: Bool { self.state.withLock { $0.flushed } }
+}
+
+private struct ScriptedSender: NotificationSender {
+    let answer: @Sendable (String) async -> SendResult
+    func send(_ notification: APNSCore.Notification, app: String?) async -> SendResult {
+        await self.answer(notification.deviceToken)
+    }
+}
+
+private struct Harness {
+    let source: MemorySource
+    let sink = MemorySink()
+    let pipeline: Pipeline
+
+    init(
+        events: [SourceEvent],
+        configuration: PipelineConfiguration = PipelineConfiguration(),
+        expiration: Int64? = nil,
+        answer: @escaping @Sendable (String) async -> SendResult
+    ) {
+        self.source = MemorySource(events: events)
+        self.pipeline = Pipeline(
+            source: self.source, mapper: TokensMapper(expiration: expiration), sender: ScriptedSender(answer: answer),
+            sink: self.sink, configuration: configuration, metrics: BridgeMetrics(), logger: Logger(label: "test")
+        )
+    }
+
+    /// Runs until every event's records are published, then ends the stream and waits for the drain.
+    func runToEnd() async throws {
+        let run = Task { try await self.pipeline.run() }
+        try await waitUntil { self.source.committed[PartitionID(topic: "in", partition: 0)] != nil && self.pipeline.inFlight == 0 }
+        self.source.finish()
+        try await run.value
+    }
+}
+
+private final class Tally: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+    @discardableResult
+    func add(_ key: String) -> Int { self.counts.withLock { $0[key, default: 0] += 1; return $0[key]! } }
+    var total: Int { self.counts.withLock { $0.values.reduce(0, +) } }
+}
+
+private final class Flag: Sendable {
+    private let value = Mutex(false)
+    func set() { self.value.withLock { $0 = true } }
+    var isSet: Bool { self.value.withLock { $0 } }
+}
+
+private final class Concurrency: Sendable {
+    private let state = Mutex((current: 0, highest: 0))
+    func enter() { self.state.withLock { $0.current += 1; $0.highest = max($0.highest, $0.current) } }
+    func leave() { self.state.withLock { $0.current -= 1 } }
+    var highest: Int { self.state.withLock { $0.highest } }
+}
+
+/// Polls `condition` every few milliseconds for at most 10 seconds.
+private func waitUntil(_ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("condition not met within 10 s")
+            throw CancellationError()
+        }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+}
