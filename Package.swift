@@ -171,6 +171,19 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Benchmarks (not tests): Kafka consume throughput, Swift layer vs. a plain C loop
+        .target(name: "KafkaConsumeC", dependencies: ["CRdKafka"], path: "Benchmarks/KafkaConsumeC"),
+        .executableTarget(
+            name: "KafkaConsumeBenchmark",
+            dependencies: [
+                "Kafka",
+                "KafkaConsumeC",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/KafkaConsume",
+            swiftSettings: strict
+        ),
+
         // MARK: Tests
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"], swiftSettings: strict),

@@ -1,0 +1,130 @@
+/// Where a consumer starts in a partition that has no committed offset (`auto.offset.reset`).
+public enum KafkaOffsetReset: String, Sendable, Hashable {
+    /// The oldest message still on the broker.
+    case earliest
+    /// Only messages produced after the consumer joined.
+    case latest
+    /// Fail with an error on the partition.
+    case error
+}
+
+/// Settings of a ``KafkaConsumer``. Every optional property left `nil` keeps librdkafka's default;
+/// ``properties`` passes any other librdkafka property verbatim (`security.protocol`, `sasl.*`, `ssl.*`).
+public struct KafkaConsumerConfiguration: Sendable {
+    /// `bootstrap.servers`: `host:port` pairs separated by commas.
+    public var bootstrapServers: String
+    /// `group.id`: the consumer group shared by all instances.
+    public var groupID: String
+    /// `client.id`.
+    public var clientID: String?
+    /// How often stored offsets are committed in the background (`auto.commit.interval.ms`).
+    public var commitInterval: Duration?
+    /// `session.timeout.ms`.
+    public var sessionTimeout: Duration?
+    /// `heartbeat.interval.ms`.
+    public var heartbeatInterval: Duration?
+    /// `max.poll.interval.ms`: how long the stream may go unread before this member leaves the group.
+    public var maxPollInterval: Duration?
+    /// `auto.offset.reset`.
+    public var autoOffsetReset: KafkaOffsetReset?
+    /// `partition.assignment.strategy`, e.g. `range,roundrobin` or `cooperative-sticky`.
+    public var partitionAssignmentStrategy: String?
+    /// More librdkafka properties, applied as given (before the settings above, which win).
+    public var properties: [String: String]
+
+    /// The most messages in one batch of ``KafkaConsumer/batches``.
+    public var maxBatchMessageCount: Int = 1000
+    /// How many batches wait in memory for the reader before polling stops (the bounded buffer).
+    public var bufferedBatchCount: Int = 4
+    /// How long one poll waits for the first message of a batch.
+    public var pollTimeout: Duration = .milliseconds(100)
+    /// The longest the poll thread waits for a ``KafkaRebalanceListener`` before it completes the
+    /// rebalance anyway.
+    public var rebalanceListenerTimeout: Duration = .seconds(30)
+
+    /// Creates a configuration for the group `groupID` on `bootstrapServers`.
+    public init(bootstrapServers: String, groupID: String, properties: [String: String] = [:]) {
+        self.bootstrapServers = bootstrapServers
+        self.groupID = groupID
+        self.properties = properties
+    }
+
+    /// The librdkafka properties, in the order they are applied. The layer's own invariants come last:
+    /// offsets are stored only by ``KafkaConsumer/storeOffset(_:for:)`` and committed in the background.
+    var librdkafkaProperties: [(String, String)] {
+        var result = self.properties.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        result.append(("bootstrap.servers", self.bootstrapServers))
+        result.append(("group.id", self.groupID))
+        result.appendIfSet("client.id", self.clientID)
+        result.appendIfSet("auto.commit.interval.ms", self.commitInterval.map(\.kafkaMilliseconds))
+        result.appendIfSet("session.timeout.ms", self.sessionTimeout.map(\.kafkaMilliseconds))
+        result.appendIfSet("heartbeat.interval.ms", self.heartbeatInterval.map(\.kafkaMilliseconds))
+        result.appendIfSet("max.poll.interval.ms", self.maxPollInterval.map(\.kafkaMilliseconds))
+        result.appendIfSet("auto.offset.reset", self.autoOffsetReset?.rawValue)
+        result.appendIfSet("partition.assignment.strategy", self.partitionAssignmentStrategy)
+        result.append(("enable.auto.offset.store", "false"))
+        result.append(("enable.auto.commit", "true"))
+        return result
+    }
+}
+
+/// Settings of a ``KafkaProducer``. Every optional property left `nil` keeps librdkafka's default;
+/// ``properties`` passes any other librdkafka property verbatim. Idempotence and `acks=all` are always on.
+public struct KafkaProducerConfiguration: Sendable {
+    /// `bootstrap.servers`: `host:port` pairs separated by commas.
+    public var bootstrapServers: String
+    /// `client.id`.
+    public var clientID: String?
+    /// `linger.ms`: how long messages wait to fill a batch.
+    public var linger: Duration?
+    /// `message.timeout.ms`: how long a message may take, retries included, before it fails.
+    public var messageTimeout: Duration?
+    /// `queue.buffering.max.messages`: the most messages waiting in the local queue.
+    public var maxQueuedMessageCount: Int?
+    /// `compression.type`, e.g. `lz4` or `zstd`.
+    public var compression: String?
+    /// More librdkafka properties, applied as given (before the settings above, which win).
+    public var properties: [String: String]
+
+    /// Creates a configuration for `bootstrapServers`.
+    public init(bootstrapServers: String, properties: [String: String] = [:]) {
+        self.bootstrapServers = bootstrapServers
+        self.properties = properties
+    }
+
+    /// The librdkafka properties, in the order they are applied; the delivery guarantees come last.
+    var librdkafkaProperties: [(String, String)] {
+        var result = self.properties.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        result.append(("bootstrap.servers", self.bootstrapServers))
+        result.appendIfSet("client.id", self.clientID)
+        result.appendIfSet("linger.ms", self.linger.map(\.kafkaMilliseconds))
+        result.appendIfSet("message.timeout.ms", self.messageTimeout.map(\.kafkaMilliseconds))
+        result.appendIfSet("queue.buffering.max.messages", self.maxQueuedMessageCount.map(String.init))
+        result.appendIfSet("compression.type", self.compression)
+        result.append(("enable.idempotence", "true"))
+        result.append(("acks", "all"))
+        return result
+    }
+}
+
+extension [(String, String)] {
+    fileprivate mutating func appendIfSet(_ name: String, _ value: String?) {
+        if let value {
+            self.append((name, value))
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds as librdkafka wants them in `*.ms` properties (at least 1 for a positive duration).
+    var kafkaMilliseconds: String {
+        String(self.milliseconds)
+    }
+
+    /// Whole milliseconds, rounded up so that a positive duration never becomes 0; clamped to `Int32`.
+    var milliseconds: Int32 {
+        let (seconds, attoseconds) = self.components
+        let total = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return Int32(clamping: total)
+    }
+}

@@ -1,0 +1,486 @@
+import CRdKafka
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// Hears partition assignment changes of a ``KafkaConsumer``. Both methods run while the poll thread waits
+/// for them (at most ``KafkaConsumerConfiguration/rebalanceListenerTimeout``), so the rebalance completes only
+/// after they return.
+public protocol KafkaRebalanceListener: Sendable {
+    /// `partitions` were assigned to this member; their messages follow.
+    func partitionsAssigned(_ partitions: [KafkaPartition]) async
+    /// `partitions` are being taken away. When this returns, the consumer commits the stored offsets
+    /// synchronously and releases the partitions, so finish (and store) or abandon their work first.
+    func partitionsRevoked(_ partitions: [KafkaPartition]) async
+}
+
+/// A member of a consumer group over librdkafka.
+///
+/// Messages are fetched on a dedicated poll thread (never Swift's cooperative pool) and delivered through
+/// ``batches``. Offsets are committed only once stored with ``storeOffset(_:for:)``: librdkafka commits stored
+/// offsets in the background every `commitInterval`, and synchronously when partitions are revoked and when
+/// the consumer closes. Call ``close()`` when done.
+public final class KafkaConsumer: Sendable {
+    private let client: RDKafkaClient
+    private let context: ConsumerContext
+
+    /// The consumed messages, in batches. Iterate from one task.
+    public let batches: KafkaMessageBatches
+
+    /// Joins `configuration.groupID`, subscribes to `topics` and starts fetching on a new thread.
+    /// Throws a ``KafkaError`` naming the property when librdkafka rejects the configuration.
+    public init(
+        configuration: KafkaConsumerConfiguration,
+        topics: [String],
+        listener: (any KafkaRebalanceListener)? = nil,
+        logger: Logger
+    ) throws(KafkaError) {
+        guard !topics.isEmpty else {
+            throw KafkaError(code: .invalidArgument, message: "a consumer needs at least one topic to subscribe to")
+        }
+        let buffer = BatchBuffer(capacity: configuration.bufferedBatchCount)
+        let context = ConsumerContext(
+            buffer: buffer,
+            listener: listener,
+            listenerTimeout: configuration.rebalanceListenerTimeout,
+            logger: logger
+        )
+        let client = try RDKafkaClient.make(RD_KAFKA_CONSUMER, properties: configuration.librdkafkaProperties) {
+            conf in
+            rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
+            rd_kafka_conf_set_rebalance_cb(conf, rebalanceCallback)
+            rd_kafka_conf_set_error_cb(conf, consumerErrorCallback)
+        }
+        // Everything (rebalances, errors, messages) is served from the consumer queue by the poll thread.
+        rd_kafka_poll_set_consumer(client.pointer)
+        let subscription = RDKafkaPartitionList(capacity: topics.count)
+        for topic in topics {
+            subscription.add(KafkaPartition(topic: topic, partition: RD_KAFKA_PARTITION_UA), offset: nil)
+        }
+        let error = rd_kafka_subscribe(client.pointer, subscription.pointer)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            client.destroy()
+            throw KafkaError(error, context: "subscribing to \(topics.joined(separator: ", "))")
+        }
+        self.client = client
+        self.context = context
+        self.batches = KafkaMessageBatches(buffer: buffer)
+        let loop = PollLoop(
+            client: client,
+            context: context,
+            maxBatchMessageCount: max(1, configuration.maxBatchMessageCount),
+            pollTimeoutMilliseconds: configuration.pollTimeout.milliseconds
+        )
+        let thread = Thread { loop.run() }
+        thread.name = "kafka-consumer-poll"
+        thread.start()
+    }
+
+    deinit {
+        self.context.closeRequested.store(true, ordering: .relaxed)
+    }
+
+    /// Marks everything of `partition` before `nextOffset` finished: the next commit records `nextOffset`
+    /// (pass a message's `offset + 1`). Throws `_STATE` when the partition is no longer assigned.
+    public func storeOffset(_ nextOffset: Int64, for partition: KafkaPartition) throws {
+        try self.storeOffsets([partition: nextOffset])
+    }
+
+    /// ``storeOffset(_:for:)`` for several partitions at once.
+    public func storeOffsets(_ nextOffsets: [KafkaPartition: Int64]) throws {
+        let list = RDKafkaPartitionList(capacity: nextOffsets.count)
+        for (partition, offset) in nextOffsets {
+            list.add(partition, offset: offset)
+        }
+        try self.client.withHandle { handle in
+            let error = rd_kafka_offsets_store(handle, list.pointer)
+            if let partitionError = list.firstError(context: "storing the offset of") {
+                throw partitionError
+            }
+            if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+                throw KafkaError(error, context: "storing offsets")
+            }
+        }
+    }
+
+    /// Stops fetching `partitions` until ``resume(_:)``. Batches already buffered are still delivered.
+    public func pause(_ partitions: [KafkaPartition]) throws {
+        try self.pauseOrResume(partitions, pause: true)
+    }
+
+    /// Fetches `partitions` again, from the first message not yet delivered.
+    public func resume(_ partitions: [KafkaPartition]) throws {
+        try self.pauseOrResume(partitions, pause: false)
+    }
+
+    private func pauseOrResume(_ partitions: [KafkaPartition], pause: Bool) throws {
+        guard !partitions.isEmpty else {
+            return
+        }
+        let list = RDKafkaPartitionList(partitions)
+        try self.client.withHandle { handle in
+            let error = pause
+                ? rd_kafka_pause_partitions(handle, list.pointer) : rd_kafka_resume_partitions(handle, list.pointer)
+            if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+                throw KafkaError(error, context: pause ? "pausing partitions" : "resuming partitions")
+            }
+            if let partitionError = list.firstError(context: pause ? "pausing" : "resuming") {
+                throw partitionError
+            }
+        }
+    }
+
+    /// The partitions currently assigned to this member.
+    public func assignment() throws -> [KafkaPartition] {
+        try self.client.withHandle { handle in
+            var assigned: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+            let error = rd_kafka_assignment(handle, &assigned)
+            // The list librdkafka returns is ours to free, also when there is an error.
+            let list = assigned.map(RDKafkaPartitionList.init(adopting:))
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                throw KafkaError(error, context: "reading the assignment")
+            }
+            return list?.elements.map(\.partition) ?? []
+        }
+    }
+
+    /// The watermarks and position of `partitions`, from what the consumer last heard from the brokers
+    /// (no network round trip, so it is cheap enough for a metrics scrape). Lag is 0 until the first fetch.
+    public func lag(for partitions: [KafkaPartition]) throws -> [KafkaPartitionLag] {
+        let positions = RDKafkaPartitionList(partitions)
+        return try self.client.withHandle { handle in
+            let error = rd_kafka_position(handle, positions.pointer)
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                throw KafkaError(error, context: "reading positions")
+            }
+            return positions.elements.map { element in
+                var low: Int64 = -1
+                var high: Int64 = -1
+                _ = rd_kafka_get_watermark_offsets(
+                    handle, element.partition.topic, element.partition.partition, &low, &high)
+                return KafkaPartitionLag(
+                    partition: element.partition,
+                    lowWatermark: max(0, low),
+                    highWatermark: max(0, high),
+                    position: element.offset >= 0 ? element.offset : nil
+                )
+            }
+        }
+    }
+
+    /// Asks the partition's leader for its current watermarks (a network round trip, at most `timeout`).
+    public func queryWatermarks(
+        for partition: KafkaPartition,
+        timeout: Duration
+    ) async throws -> (low: Int64, high: Int64) {
+        let client = self.client
+        return try await runOnDedicatedThread(name: "kafka-watermarks") {
+            try client.withHandle { handle in
+                var low: Int64 = -1
+                var high: Int64 = -1
+                let error = rd_kafka_query_watermark_offsets(
+                    handle, partition.topic, partition.partition, &low, &high, Int32(timeout.milliseconds))
+                guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                    throw KafkaError(error, context: "querying the watermarks of \(partition)")
+                }
+                return (low, high)
+            }
+        }
+    }
+
+    /// The group's committed offsets of `partitions` (asked of the group coordinator, at most `timeout`);
+    /// partitions without a committed offset are left out.
+    public func committedOffsets(
+        for partitions: [KafkaPartition],
+        timeout: Duration
+    ) async throws -> [KafkaPartition: Int64] {
+        let client = self.client
+        return try await runOnDedicatedThread(name: "kafka-committed") {
+            let list = RDKafkaPartitionList(partitions)
+            return try client.withHandle { handle in
+                let error = rd_kafka_committed(handle, list.pointer, Int32(timeout.milliseconds))
+                guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                    throw KafkaError(error, context: "reading committed offsets")
+                }
+                var result: [KafkaPartition: Int64] = [:]
+                for element in list.elements where element.offset >= 0 {
+                    result[element.partition] = element.offset
+                }
+                return result
+            }
+        }
+    }
+
+    /// Commits the stored offsets now and waits for the broker's answer. Nothing to commit is not an error.
+    public func commit() async throws {
+        let client = self.client
+        try await runOnDedicatedThread(name: "kafka-commit") {
+            try client.withHandle { handle in
+                let error = rd_kafka_commit(handle, nil, 0)
+                guard error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET else {
+                    throw KafkaError(error, context: "committing offsets")
+                }
+            }
+        }
+    }
+
+    /// Stops fetching, revokes the assignment (the listener runs, stored offsets are committed
+    /// synchronously), leaves the group and frees librdkafka's resources. ``batches`` ends. Safe to call more
+    /// than once and from several tasks; every call returns once the consumer is closed.
+    public func close() async {
+        self.context.closeRequested.store(true, ordering: .relaxed)
+        await self.context.closed.waitUntilClosed()
+    }
+}
+
+/// What the C callbacks of one consumer reach through librdkafka's opaque pointer. It outlives the
+/// `rd_kafka_t`: the poll thread holds it until after `rd_kafka_destroy`.
+final class ConsumerContext: Sendable {
+    let buffer: BatchBuffer
+    let listener: (any KafkaRebalanceListener)?
+    let listenerTimeout: Duration
+    let logger: Logger
+    let closeRequested = Atomic<Bool>(false)
+    let closed = CloseSignal()
+
+    init(buffer: BatchBuffer, listener: (any KafkaRebalanceListener)?, listenerTimeout: Duration, logger: Logger) {
+        self.buffer = buffer
+        self.listener = listener
+        self.listenerTimeout = listenerTimeout
+        self.logger = logger
+    }
+
+
+    /// Runs a listener method from the poll thread and blocks it until the method returns or the timeout.
+    func awaitListener(_ event: String, _ body: @escaping @Sendable (any KafkaRebalanceListener) async -> Void) {
+        guard let listener = self.listener else {
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
+        // The poll thread is not part of Swift concurrency, so the listener runs in a task of its own while
+        // the thread waits; that is the point of the bound: a stuck listener cannot stall the group forever.
+        Task {
+            await body(listener)
+            done.signal()
+        }
+        let timeoutMilliseconds = Int(self.listenerTimeout.milliseconds)
+        if done.wait(timeout: .now() + .milliseconds(timeoutMilliseconds)) == .timedOut {
+            self.logger.warning(
+                "Rebalance listener did not return in time; completing the rebalance",
+                metadata: ["kafka.rebalance": "\(event)", "kafka.timeout_ms": "\(timeoutMilliseconds)"]
+            )
+        }
+    }
+
+    /// Serves one rebalance event on the poll thread (inside `rd_kafka_consumer_poll` or `_close`).
+    func rebalance(
+        _ handle: OpaquePointer,
+        _ event: rd_kafka_resp_err_t,
+        _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+    ) {
+        let partitions = list.map { RDKafkaPartitionList.elements(of: $0).map(\.partition) } ?? []
+        let cooperative = rd_kafka_rebalance_protocol(handle).map { String(cString: $0) } == "COOPERATIVE"
+        switch event {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            self.logger.info(
+                "Partitions assigned",
+                metadata: ["kafka.partitions": "\(partitions.map(\.description).joined(separator: ","))"]
+            )
+            if cooperative {
+                if let error = rd_kafka_incremental_assign(handle, list) {
+                    self.logger.error("Could not assign partitions", metadata: [
+                        "kafka.error": "\(KafkaError(consuming: error))",
+                    ])
+                }
+            } else {
+                self.logIfFailed(rd_kafka_assign(handle, list), "Could not assign partitions")
+            }
+            self.awaitListener("assign") { await $0.partitionsAssigned(partitions) }
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            let lost = rd_kafka_assignment_lost(handle) != 0
+            self.logger.info(
+                "Partitions revoked",
+                metadata: [
+                    "kafka.partitions": "\(partitions.map(\.description).joined(separator: ","))",
+                    "kafka.lost": "\(lost)",
+                ]
+            )
+            self.buffer.discard(Set(partitions))
+            self.awaitListener("revoke") { await $0.partitionsRevoked(partitions) }
+            if !lost {
+                // Synchronous: the next owner must see every offset stored for these partitions.
+                let error = rd_kafka_commit(handle, nil, 0)
+                if error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET {
+                    // At-least-once still holds: the next owner re-reads from the last successful commit.
+                    self.logger.warning(
+                        "Could not commit offsets of revoked partitions",
+                        metadata: ["kafka.error": "\(KafkaError(error))"]
+                    )
+                }
+            }
+            if cooperative {
+                if let error = rd_kafka_incremental_unassign(handle, list) {
+                    self.logger.error("Could not release partitions", metadata: [
+                        "kafka.error": "\(KafkaError(consuming: error))",
+                    ])
+                }
+            } else {
+                self.logIfFailed(rd_kafka_assign(handle, nil), "Could not release partitions")
+            }
+        default:
+            self.logger.error("Rebalance failed", metadata: ["kafka.error": "\(KafkaError(event))"])
+            self.logIfFailed(rd_kafka_assign(handle, nil), "Could not release partitions")
+        }
+    }
+
+    private func logIfFailed(_ error: rd_kafka_resp_err_t, _ message: Logger.Message) {
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            self.logger.error(message, metadata: ["kafka.error": "\(KafkaError(error))"])
+        }
+    }
+}
+
+/// The poll thread's work: fetch into batches while there is room, then close and destroy the handle.
+private struct PollLoop: Sendable {
+    let client: RDKafkaClient
+    let context: ConsumerContext
+    let maxBatchMessageCount: Int
+    let pollTimeoutMilliseconds: Int32
+
+    func run() {
+        let handle = self.client.pointer
+        var topicNames = TopicNameCache()
+        var failure: KafkaError?
+        let shouldStop = { self.context.closeRequested.load(ordering: .relaxed) }
+        while !shouldStop(), failure == nil, self.context.buffer.waitForSpace(shouldStop: shouldStop) {
+            // Wait for the first message, then take what is already there without waiting.
+            var next = rd_kafka_consumer_poll(handle, self.pollTimeoutMilliseconds)
+            guard next != nil else {
+                continue
+            }
+            var batch: [KafkaMessage] = []
+            batch.reserveCapacity(self.maxBatchMessageCount)
+            while let message = next {
+                if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
+                    batch.append(Self.copy(message, topic: topicNames.name(of: message.pointee.rkt)))
+                } else {
+                    failure = self.report(message)
+                }
+                rd_kafka_message_destroy(message)
+                if failure != nil || batch.count >= self.maxBatchMessageCount {
+                    break
+                }
+                next = rd_kafka_consumer_poll(handle, 0)
+            }
+            if !batch.isEmpty {
+                self.context.buffer.push(batch)
+            }
+        }
+        // Revokes the assignment through the rebalance callback (listener, synchronous commit), then leaves.
+        let closeError = rd_kafka_consumer_close(handle)
+        if closeError != RD_KAFKA_RESP_ERR_NO_ERROR {
+            self.context.logger.warning("Consumer close reported an error", metadata: [
+                "kafka.error": "\(KafkaError(closeError))",
+            ])
+        }
+        self.client.destroy()
+        self.context.buffer.finish(failure.map(BatchBuffer.End.failed) ?? .closed)
+        self.context.closed.markClosed()
+    }
+
+    /// Logs a consumer error event; returns the fatal error that ends consumption, if it is one.
+    private func report(_ message: UnsafeMutablePointer<rd_kafka_message_t>) -> KafkaError? {
+        let code = message.pointee.err
+        if code == RD_KAFKA_RESP_ERR__PARTITION_EOF {
+            return nil
+        }
+        if code == RD_KAFKA_RESP_ERR__FATAL {
+            let error = self.client.fatalError() ?? KafkaError(code)
+            self.context.logger.error("Consumer failed", metadata: ["kafka.error": "\(error)"])
+            return error
+        }
+        let text = rd_kafka_message_errstr(message).map { String(cString: $0) } ?? ""
+        self.context.logger.warning(
+            "Consumer error",
+            metadata: ["kafka.error": "\(KafkaError.Code(code).name)", "kafka.reason": "\(text)"]
+        )
+        return nil
+    }
+
+    private static func copy(_ message: UnsafeMutablePointer<rd_kafka_message_t>, topic: String) -> KafkaMessage {
+        let fields = message.pointee
+        let value = fields.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: fields.len)) }
+        let key = fields.key.map { Array(UnsafeRawBufferPointer(start: $0, count: fields.key_len)) }
+        var headers: [KafkaHeader] = []
+        var list: OpaquePointer?
+        if rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list {
+            var index = 0
+            var name: UnsafePointer<CChar>?
+            var headerValue: UnsafeRawPointer?
+            var size = 0
+            while rd_kafka_header_get_all(list, index, &name, &headerValue, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
+                headers.append(
+                    KafkaHeader(
+                        name: name.map { String(cString: $0) } ?? "",
+                        value: headerValue.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }
+                    )
+                )
+                index += 1
+            }
+        }
+        var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
+        let timestamp = rd_kafka_message_timestamp(message, &timestampType)
+        return KafkaMessage(
+            topic: topic,
+            partition: fields.partition,
+            offset: fields.offset,
+            key: key,
+            value: value,
+            headers: headers,
+            timestampMilliseconds: timestamp >= 0 ? timestamp : nil
+        )
+    }
+}
+
+/// Remembers the Swift name of the last topic handle seen, so a batch from one topic makes one `String`.
+private struct TopicNameCache {
+    private var cachedName = ""
+    private var cachedC: [CChar] = [0]
+
+    mutating func name(of topic: OpaquePointer?) -> String {
+        guard let topic, let cName = rd_kafka_topic_name(topic) else {
+            return ""
+        }
+        if strcmp(cName, self.cachedC) != 0 {
+            self.cachedName = String(cString: cName)
+            self.cachedC = Array(self.cachedName.utf8CString)
+        }
+        return self.cachedName
+    }
+}
+
+private func rebalanceCallback(
+    handle: OpaquePointer?,
+    event: rd_kafka_resp_err_t,
+    partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let handle, let opaque else {
+        return
+    }
+    Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue().rebalance(handle, event, partitions)
+}
+
+private func consumerErrorCallback(
+    handle: OpaquePointer?,
+    code: Int32,
+    reason: UnsafePointer<CChar>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let opaque else {
+        return
+    }
+    let context = Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue()
+    logClientError(context.logger, code: code, reason: reason)
+}

@@ -1,0 +1,97 @@
+/// One partition of a topic.
+public struct KafkaPartition: Sendable, Hashable, CustomStringConvertible {
+    /// The topic name.
+    public var topic: String
+    /// The partition number.
+    public var partition: Int32
+
+    /// Creates a partition identifier.
+    public init(topic: String, partition: Int32) {
+        self.topic = topic
+        self.partition = partition
+    }
+
+    /// `topic[partition]`.
+    public var description: String { "\(self.topic)[\(self.partition)]" }
+}
+
+/// A message header. Names may repeat within one message; a value may be null.
+public struct KafkaHeader: Sendable, Hashable {
+    /// The header name.
+    public var name: String
+    /// The value bytes; `nil` for a null value.
+    public var value: [UInt8]?
+
+    /// Creates a header.
+    public init(name: String, value: [UInt8]?) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A consumed message, copied out of librdkafka.
+public struct KafkaMessage: Sendable {
+    /// The topic.
+    public var topic: String
+    /// The partition.
+    public var partition: Int32
+    /// The message's offset in its partition; the offset to store once it is finished is `offset + 1`.
+    public var offset: Int64
+    /// The key; `nil` when the message has none.
+    public var key: [UInt8]?
+    /// The value; `nil` for a tombstone.
+    public var value: [UInt8]?
+    /// The headers, in order.
+    public var headers: [KafkaHeader]
+    /// The message timestamp in milliseconds since the epoch, when the broker reports one.
+    public var timestampMilliseconds: Int64?
+
+    /// Creates a message (for tests and adapters; consumers receive them from ``KafkaConsumer/batches``).
+    public init(
+        topic: String,
+        partition: Int32,
+        offset: Int64,
+        key: [UInt8]?,
+        value: [UInt8]?,
+        headers: [KafkaHeader],
+        timestampMilliseconds: Int64?
+    ) {
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.timestampMilliseconds = timestampMilliseconds
+    }
+
+    /// The partition the message came from.
+    public var kafkaPartition: KafkaPartition {
+        KafkaPartition(topic: self.topic, partition: self.partition)
+    }
+}
+
+/// Where the broker stored a produced message.
+public struct KafkaDelivery: Sendable, Hashable {
+    /// The partition it was written to.
+    public var partition: KafkaPartition
+    /// Its offset; `nil` when librdkafka does not know it (a retried message of the idempotent producer).
+    public var offset: Int64?
+}
+
+/// A partition's offsets as the consumer sees them.
+public struct KafkaPartitionLag: Sendable, Hashable {
+    /// The partition.
+    public var partition: KafkaPartition
+    /// The oldest offset on the broker.
+    public var lowWatermark: Int64
+    /// The offset the next produced message will get.
+    public var highWatermark: Int64
+    /// The offset of the next message this consumer will fetch; `nil` before it fetched anything.
+    public var position: Int64?
+
+    /// Messages not yet consumed: `highWatermark - position` (or `- lowWatermark` before the first fetch).
+    public var lagMessageCount: Int64 {
+        max(0, self.highWatermark - (self.position ?? self.lowWatermark))
+    }
+}

@@ -1,0 +1,315 @@
+import CRdKafka
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// An idempotent producer (`enable.idempotence=true`, `acks=all`) over librdkafka.
+///
+/// ``send(topic:key:value:headers:partition:)`` returns once the broker acknowledged the message durably, or throws
+/// the delivery error. Many sends may be in flight at once: librdkafka batches them. A dedicated thread
+/// serves the delivery reports. Call ``close(timeout:)`` when done.
+public final class KafkaProducer: Sendable {
+    private let client: RDKafkaClient
+    private let context: ProducerContext
+
+    /// Creates the producer and starts its delivery-report thread. Throws a ``KafkaError`` naming the
+    /// property when librdkafka rejects the configuration.
+    public init(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) {
+        let context = ProducerContext(logger: logger)
+        self.client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: configuration.librdkafkaProperties) {
+            conf in
+            rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
+            rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
+            rd_kafka_conf_set_error_cb(conf, producerErrorCallback)
+        }
+        self.context = context
+        let client = self.client
+        let thread = Thread {
+            // Delivery reports and errors are served here, in the callbacks below.
+            while !context.stopPolling.load(ordering: .relaxed) {
+                rd_kafka_poll(client.pointer, 100)
+            }
+            context.pollThreadStopped.signal()
+        }
+        thread.name = "kafka-producer-poll"
+        thread.start()
+    }
+
+    deinit {
+        // Without close(), the thread stops and the handle stays allocated; close() is the way to free it.
+        self.context.stopPolling.store(true, ordering: .relaxed)
+    }
+
+    /// Messages sent but not yet delivered or failed.
+    public var inFlightMessageCount: Int {
+        self.context.inFlightCount
+    }
+
+    /// Produces one message and waits for its delivery report. The partition follows from the key unless
+    /// `partition` names one.
+    /// Throws a ``KafkaError``: the delivery error (e.g. `_MSG_TIMED_OUT` after librdkafka's own retries),
+    /// or `_DESTROY` once the producer is closing. When librdkafka's local queue is full, waits for
+    /// deliveries to make room instead of failing.
+    @discardableResult
+    public func send(
+        topic: String,
+        key: [UInt8]?,
+        value: [UInt8]?,
+        headers: [KafkaHeader] = [],
+        partition: Int32? = nil
+    ) async throws -> KafkaDelivery {
+        while true {
+            do {
+                return try await withCheckedThrowingContinuation { continuation in
+                    // Retained once here, released once: by the delivery report, or below if produce fails.
+                    let box = Unmanaged.passRetained(DeliveryBox(continuation))
+                    do {
+                        try self.produce(
+                            topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
+                    } catch {
+                        box.release()
+                        continuation.resume(throwing: error)
+                    }
+                }
+            } catch let error as KafkaError where error.code == .queueFull {
+                await self.context.waitForDelivery()
+            }
+        }
+    }
+
+    private func produce(
+        topic: String,
+        partition: Int32?,
+        key: [UInt8]?,
+        value: [UInt8]?,
+        headers: [KafkaHeader],
+        opaque: Unmanaged<DeliveryBox>
+    ) throws {
+        try self.client.withHandle { handle in
+            var headerList: OpaquePointer?
+            if !headers.isEmpty {
+                headerList = rd_kafka_headers_new(headers.count)
+                for header in headers {
+                    if let bytes = header.value {
+                        bytes.withUnsafeBytes { buffer in
+                            _ = rd_kafka_header_add(headerList, header.name, -1, buffer.baseAddress, buffer.count)
+                        }
+                    } else {
+                        _ = rd_kafka_header_add(headerList, header.name, -1, nil, 0)
+                    }
+                }
+            }
+            self.context.willProduce()
+            let error = withBytes(of: key) { keyPointer, keyCount in
+                withBytes(of: value) { valuePointer, valueCount in
+                    topic.withCString { topicName in
+                        withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7) { fields in
+                            var count = 0
+                            func append(_ type: rd_kafka_vtype_t, _ set: (inout rd_kafka_vu_t) -> Void) {
+                                var field = rd_kafka_vu_t()
+                                field.vtype = type
+                                set(&field)
+                                fields[count] = field
+                                count += 1
+                            }
+                            append(RD_KAFKA_VTYPE_TOPIC) { $0.u.cstr = topicName }
+                            if let partition {
+                                append(RD_KAFKA_VTYPE_PARTITION) { $0.u.i32 = partition }
+                            }
+                            append(RD_KAFKA_VTYPE_MSGFLAGS) { $0.u.i = RD_KAFKA_MSG_F_COPY }
+                            append(RD_KAFKA_VTYPE_OPAQUE) { $0.u.ptr = opaque.toOpaque() }
+                            if let keyPointer {
+                                append(RD_KAFKA_VTYPE_KEY) {
+                                    $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: keyPointer)
+                                    $0.u.mem.size = keyCount
+                                }
+                            }
+                            if let valuePointer {
+                                append(RD_KAFKA_VTYPE_VALUE) {
+                                    $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: valuePointer)
+                                    $0.u.mem.size = valueCount
+                                }
+                            }
+                            if let headerList {
+                                append(RD_KAFKA_VTYPE_HEADERS) { $0.u.headers = headerList }
+                            }
+                            return rd_kafka_produceva(handle, fields.baseAddress, count)
+                        }
+                    }
+                }
+            }
+            if let error {
+                // On failure the headers stay ours, and no delivery report will come.
+                if let headerList {
+                    rd_kafka_headers_destroy(headerList)
+                }
+                self.context.didDeliver()
+                throw KafkaError(consuming: error, context: "producing to \(topic)")
+            }
+        }
+    }
+
+    /// Waits until every message sent so far is delivered or failed, at most `timeout`; throws
+    /// `_TIMED_OUT` when some are still outstanding.
+    public func flush(timeout: Duration) async throws {
+        let client = self.client
+        try await runOnDedicatedThread(name: "kafka-flush") {
+            try client.withHandle { handle in
+                let error = rd_kafka_flush(handle, Int32(timeout.milliseconds))
+                if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    throw KafkaError(error, context: "flushing \(rd_kafka_outq_len(handle)) outstanding messages")
+                }
+            }
+        }
+    }
+
+    /// Stops accepting sends, waits up to `timeout` for outstanding deliveries, fails the rest with
+    /// `_PURGE_QUEUE`/`_PURGE_INFLIGHT` (every pending ``send(topic:key:value:headers:partition:)`` returns), and frees
+    /// librdkafka's resources. Safe to call more than once.
+    public func close(timeout: Duration = .seconds(10)) async {
+        let client = self.client
+        let context = self.context
+        guard !context.closing.exchange(true, ordering: .relaxed) else {
+            await context.closed.waitUntilClosed()
+            return
+        }
+        _ = try? await runOnDedicatedThread(name: "kafka-producer-close") {
+            client.stopAccepting()
+            let handle = client.pointer
+            let flushError = rd_kafka_flush(handle, Int32(timeout.milliseconds))
+            if flushError != RD_KAFKA_RESP_ERR_NO_ERROR {
+                context.logger.warning(
+                    "Producer closed with undelivered messages; failing them",
+                    metadata: ["kafka.outstanding": "\(rd_kafka_outq_len(handle))"]
+                )
+            }
+            context.stopPolling.store(true, ordering: .relaxed)
+            context.pollThreadStopped.wait()
+            _ = rd_kafka_purge(handle, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT)
+            // Serve the purged messages' delivery reports so that every continuation is resumed.
+            let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+            while context.inFlightCount > 0, ContinuousClock.now < deadline {
+                rd_kafka_poll(handle, 50)
+            }
+            client.destroy()
+        }
+        context.closed.markClosed()
+    }
+}
+
+/// Calls `body` with a pointer to `bytes` and their count; an empty array still gets a non-null pointer
+/// (librdkafka tells an empty value from a null one by the pointer).
+private func withBytes<Result>(
+    of bytes: [UInt8]?,
+    _ body: (UnsafeRawPointer?, Int) -> Result
+) -> Result {
+    guard let bytes else {
+        return body(nil, 0)
+    }
+    if bytes.isEmpty {
+        return withUnsafeTemporaryAllocation(byteCount: 1, alignment: 1) { body(UnsafeRawPointer($0.baseAddress), 0) }
+    }
+    return bytes.withUnsafeBytes { body($0.baseAddress, $0.count) }
+}
+
+/// One send's continuation, travelling through librdkafka as the message opaque.
+final class DeliveryBox: Sendable {
+    let continuation: CheckedContinuation<KafkaDelivery, any Error>
+
+    init(_ continuation: CheckedContinuation<KafkaDelivery, any Error>) {
+        self.continuation = continuation
+    }
+}
+
+/// What the producer's C callbacks reach through librdkafka's opaque pointer; outlives the `rd_kafka_t`.
+final class ProducerContext: Sendable {
+    let logger: Logger
+    let stopPolling = Atomic<Bool>(false)
+    let closing = Atomic<Bool>(false)
+    let pollThreadStopped = DispatchSemaphore(value: 0)
+    private let inFlight = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
+    let closed = CloseSignal()
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    var inFlightCount: Int {
+        self.inFlight.withLock { $0.count }
+    }
+
+    func willProduce() {
+        self.inFlight.withLock { $0.count += 1 }
+    }
+
+    /// One message left librdkafka (delivered, failed, or never accepted): wakes senders waiting for room.
+    func didDeliver() {
+        let waiters = self.inFlight.withLock { inFlight in
+            inFlight.count -= 1
+            defer { inFlight.waiters.removeAll() }
+            return inFlight.waiters
+        }
+        for waiter in waiters {
+            waiter.resume()
+        }
+    }
+
+    /// Returns after the next delivery report (at once when nothing is in flight to report).
+    func waitForDelivery() async {
+        await withCheckedContinuation { continuation in
+            let wait = self.inFlight.withLock { inFlight in
+                if inFlight.count > 0 {
+                    inFlight.waiters.append(continuation)
+                    return true
+                }
+                return false
+            }
+            if !wait {
+                continuation.resume()
+            }
+        }
+    }
+
+
+    func delivered(_ message: UnsafePointer<rd_kafka_message_t>) {
+        let fields = message.pointee
+        if let opaque = fields._private {
+            let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
+            let topic = fields.rkt.flatMap { rd_kafka_topic_name($0) }.map { String(cString: $0) } ?? ""
+            let partition = KafkaPartition(topic: topic, partition: fields.partition)
+            if fields.err == RD_KAFKA_RESP_ERR_NO_ERROR {
+                box.continuation.resume(
+                    returning: KafkaDelivery(partition: partition, offset: fields.offset >= 0 ? fields.offset : nil)
+                )
+            } else {
+                box.continuation.resume(throwing: KafkaError(fields.err, context: "delivering to \(partition)"))
+            }
+        }
+        self.didDeliver()
+    }
+}
+
+private func deliveryReportCallback(
+    handle: OpaquePointer?,
+    message: UnsafePointer<rd_kafka_message_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let message, let opaque else {
+        return
+    }
+    Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue().delivered(message)
+}
+
+private func producerErrorCallback(
+    handle: OpaquePointer?,
+    code: Int32,
+    reason: UnsafePointer<CChar>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let opaque else {
+        return
+    }
+    let context = Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue()
+    logClientError(context.logger, code: code, reason: reason)
+}

@@ -1,0 +1,147 @@
+import Kafka
+import Testing
+
+@Suite("Faults: injected errors, broker outages, closing", .timeLimit(.minutes(1)))
+struct KafkaFaultTests {
+    @Test("retryable produce errors are retried by the idempotent producer: every message lands once, in order")
+    func retryableProduceErrorsAreRetried() async throws {
+        let topic = "retry"
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await producer.send(topic: topic, key: nil, value: Array("warm-up".utf8))
+        try cluster.injectErrors([.notEnoughReplicas, .notLeaderForPartition, .notEnoughReplicas], on: .produce)
+        try await produce(producer, topic: topic, count: 50, partitionCount: 1)
+        await producer.close()
+
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: "retry"), topics: [topic], logger: testLogger("c"))
+        let received = try await read(consumer) { $0.count >= 51 }
+        await consumer.close()
+        #expect(received.count == 51)
+        #expect(Set(received.dropFirst().map(\.text)) == Set((0..<50).map { "m-\($0)" }))
+    }
+
+    @Test("a permanent produce error surfaces as a typed error: what was acknowledged is exactly what is written")
+    func permanentProduceErrorSurfaces() async throws {
+        let topic = "permanent"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await producer.send(topic: topic, key: nil, value: Array("before".utf8))
+        try cluster.injectErrors([.topicAuthorizationFailed], on: .produce)
+        // librdkafka may also refuse later sends at once while it believes the topic unauthorized: those
+        // surface as errors too. What matters is that no acknowledged message is missing and no failed one
+        // is written.
+        var acknowledged = ["before"]
+        var failures: [KafkaError] = []
+        for index in 0..<5 {
+            do {
+                try await producer.send(topic: topic, key: nil, value: Array("m-\(index)".utf8))
+                acknowledged.append("m-\(index)")
+            } catch let error as KafkaError {
+                failures.append(error)
+            }
+        }
+        await producer.close()
+        #expect(failures.first?.code == .topicAuthorizationFailed)
+        #expect(failures.allSatisfy { $0.code == .topicAuthorizationFailed })
+
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: "permanent"), topics: [topic], logger: testLogger("c"))
+        let (_, high) = try await consumer.queryWatermarks(for: partition, timeout: .seconds(5))
+        let received = try await read(consumer) { $0.count >= high }
+        await consumer.close()
+        #expect(received.map(\.text) == acknowledged)
+    }
+
+    @Test("a broker that goes down and comes back mid-stream loses no message")
+    func brokerDownThenUpLosesNothing() async throws {
+        let topic = "outage"
+        let cluster = try makeCluster(topic: topic, partitionCount: 2)
+        let producer = try makeProducer(cluster)
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: "outage"), topics: [topic], logger: testLogger("c"))
+        let received = startReading(consumer, storeOffsets: true)
+        try await produce(producer, topic: topic, count: 100, prefix: "before")
+        try await received.wait("messages before the outage") { $0.count >= 100 }
+
+        try cluster.setBrokerDown(1)
+        let sending = Task { try await produce(producer, topic: topic, count: 100, prefix: "during") }
+        // The outage lasts a moment: sends queue up and connections fail meanwhile.
+        try await Task.sleep(for: .seconds(1))
+        try cluster.setBrokerUp(1)
+        try await withTimeout(.seconds(30), "sends after the outage") { try await sending.value }
+        let texts = try await received.wait("messages after the outage") { messages in
+            Set(messages.map(\.text)).count >= 200
+        }.map(\.text)
+        await consumer.close()
+        await producer.close()
+        let expected = Set((0..<100).map { "before-\($0)" } + (0..<100).map { "during-\($0)" })
+        #expect(Set(texts) == expected)
+    }
+
+    @Test("closing a consumer with assigned partitions and unread batches returns promptly")
+    func consumerCloseIsPrompt() async throws {
+        let topic = "close"
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 500, partitionCount: 1)
+        await producer.close()
+
+        var configuration = consumerConfiguration(cluster, group: "close")
+        configuration.maxBatchMessageCount = 10
+        configuration.bufferedBatchCount = 1
+        let recorder = RebalanceRecorder()
+        let consumer = try KafkaConsumer(
+            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("c"))
+        let first = try await read(consumer) { !$0.isEmpty }
+        #expect(first.count == 10)
+        // The poll thread is now blocked on the full buffer, with the partition assigned.
+        let clock = ContinuousClock()
+        let elapsed = try await clock.measure {
+            try await withTimeout(.seconds(10), "close") { await consumer.close() }
+        }
+        #expect(elapsed < .seconds(5))
+        #expect(recorder.revoked.value == [KafkaPartition(topic: topic, partition: 0)])
+        var batches = consumer.batches.makeAsyncIterator()
+        #expect(try await batches.next() == nil)
+    }
+
+    @Test("closing a producer with undeliverable sends in flight fails them promptly instead of hanging")
+    func producerCloseFailsInFlightSends() async throws {
+        let topic = "stuck"
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await producer.send(topic: topic, key: nil, value: Array("warm-up".utf8))
+        try cluster.setBrokerDown(1)
+        let outcomes = Observed<[Result<KafkaDelivery, KafkaError>]>([])
+        for index in 0..<10 {
+            Task {
+                do {
+                    let delivery = try await producer.send(topic: topic, key: nil, value: Array("\(index)".utf8))
+                    outcomes.update { $0.append(.success(delivery)) }
+                } catch let error as KafkaError {
+                    outcomes.update { $0.append(.failure(error)) }
+                }
+            }
+        }
+        try await withTimeout(.seconds(10), "sends in flight") {
+            while producer.inFlightMessageCount < 10 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        let clock = ContinuousClock()
+        let elapsed = try await clock.measure {
+            try await withTimeout(.seconds(10), "close") { await producer.close(timeout: .milliseconds(300)) }
+        }
+        let results = try await outcomes.wait("every send to return", timeout: .seconds(5)) { $0.count == 10 }
+        #expect(elapsed < .seconds(5))
+        for result in results {
+            guard case .failure(let error) = result else {
+                Issue.record("a send to a down broker succeeded")
+                continue
+            }
+            #expect([.purgedQueued, .purgedInFlight].contains(error.code))
+        }
+    }
+}

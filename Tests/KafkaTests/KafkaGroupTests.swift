@@ -1,0 +1,104 @@
+import Kafka
+import Testing
+
+@Suite("Consumer groups and offsets", .timeLimit(.minutes(1)))
+struct KafkaGroupTests {
+    @Test("two consumers split the partitions; when one leaves the other takes over and nothing is skipped")
+    func twoConsumersSplitAndTakeOver() async throws {
+        let topic = "split"
+        let partitions = (0..<4).map { KafkaPartition(topic: topic, partition: Int32($0)) }
+        let cluster = try makeCluster(topic: topic, partitionCount: 4)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 200, prefix: "first", partitionCount: 4)
+
+        let recorderA = RebalanceRecorder()
+        let recorderB = RebalanceRecorder()
+        let configuration = consumerConfiguration(cluster, group: "split")
+        let consumerA = try KafkaConsumer(
+            configuration: configuration, topics: [topic], listener: recorderA, logger: testLogger("a"))
+        let consumerB = try KafkaConsumer(
+            configuration: configuration, topics: [topic], listener: recorderB, logger: testLogger("b"))
+        let readByA = startReading(consumerA, storeOffsets: true)
+        let readByB = startReading(consumerB, storeOffsets: true)
+
+        let assignedA = try await recorderA.assigned.wait("A's share") { $0.count == 2 }
+        let assignedB = try await recorderB.assigned.wait("B's share") { $0.count == 2 }
+        #expect(assignedA.isDisjoint(with: assignedB))
+        try await readByA.wait("A's messages") { $0.count >= 100 }
+        try await readByB.wait("B's messages") { $0.count >= 100 }
+        #expect(readByA.value.allSatisfy { assignedA.contains($0.kafkaPartition) })
+
+        await consumerB.close()
+        try await recorderA.assigned.wait("A takes over") { $0.count == 4 }
+        try await produce(producer, topic: topic, count: 200, prefix: "second", partitionCount: 4)
+        let seen = Set((readByA.value + readByB.value).map { "\($0.partition)/\($0.offset)" })
+        try await readByA.wait("the rest") { messages in
+            Set(messages.map { "\($0.partition)/\($0.offset)" }).union(seen).count >= 400
+        }
+        try await consumerA.commit()
+        let committed = try await consumerA.committedOffsets(for: partitions, timeout: .seconds(5))
+        await consumerA.close()
+        await producer.close()
+
+        #expect(committed == Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(100)) }))
+        let all = Set((readByA.value + readByB.value).map { "\($0.partition)/\($0.offset)" })
+        let expected = Set((0..<4).flatMap { partition in (0..<100).map { "\(partition)/\($0)" } })
+        #expect(all == expected)
+    }
+
+    @Test("only stored offsets are committed: a message received but not stored is delivered again")
+    func unstoredMessageIsRedeliveredAfterRestart() async throws {
+        let topic = "stored"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 10, partitionCount: 1)
+        await producer.close()
+
+        let configuration = consumerConfiguration(cluster, group: "stored")
+        let first = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("first"))
+        let firstRead = try await read(first) { $0.count >= 10 }
+        #expect(firstRead.map(\.offset) == Array(0..<10))
+        try first.storeOffset(5, for: partition)
+        await first.close()
+
+        let second = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("second"))
+        let committed = try await second.committedOffsets(for: [partition], timeout: .seconds(5))
+        let secondRead = try await read(second) { $0.count >= 5 }
+        await second.close()
+        #expect(committed == [partition: 5])
+        #expect(secondRead.map(\.offset) == Array(5..<10))
+    }
+
+    @Test("a paused partition delivers nothing until it is resumed")
+    func pausedPartitionDeliversNothingUntilResumed() async throws {
+        let topic = "pause"
+        let paused = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 2)
+        let producer = try makeProducer(cluster)
+        let recorder = RebalanceRecorder()
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: "pause"),
+            topics: [topic],
+            listener: recorder,
+            logger: testLogger("consumer")
+        )
+        try await recorder.assigned.wait("assignment") { $0.count == 2 }
+        try consumer.pause([paused])
+        let received = startReading(consumer, storeOffsets: true)
+        for index in 0..<10 {
+            let bytes = Array("p\(index % 2)-\(index)".utf8)
+            try await producer.send(topic: topic, key: nil, value: bytes, partition: Int32(index % 2))
+        }
+        try await received.wait("the unpaused partition") { $0.count >= 5 }
+        // Absence can only be shown over a window: give the paused partition time to (wrongly) deliver.
+        try await Task.sleep(for: .seconds(1))
+        #expect(received.value.allSatisfy { $0.partition == 1 })
+
+        try consumer.resume([paused])
+        let all = try await received.wait("the resumed partition") { $0.count >= 10 }
+        await consumer.close()
+        await producer.close()
+        #expect(all.filter { $0.partition == 0 }.map(\.offset) == Array(0..<5))
+    }
+}

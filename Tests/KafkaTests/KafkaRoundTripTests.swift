@@ -1,0 +1,75 @@
+import Kafka
+import Testing
+
+@Suite("Producing and consuming", .timeLimit(.minutes(1)))
+struct KafkaRoundTripTests {
+    @Test("keys, headers and binary values arrive exactly as produced")
+    func roundTripKeepsKeysHeadersAndBinaryValues() async throws {
+        let cluster = try makeCluster(topic: "round-trip", partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        let everyByte = (0...255).map { UInt8($0) }
+        let sent: [(key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader])] = [
+            (Array("k1".utf8), everyByte, [KafkaHeader(name: "trace", value: [0, 1, 2])]),
+            (nil, Array("no key".utf8), []),
+            (
+                [0xFF, 0x00],
+                [],
+                [
+                    KafkaHeader(name: "dup", value: Array("a".utf8)),
+                    KafkaHeader(name: "dup", value: Array("b".utf8)),
+                    KafkaHeader(name: "null", value: nil),
+                ]
+            ),
+            (Array("tombstone".utf8), nil, []),
+        ]
+        var deliveries: [KafkaDelivery] = []
+        for message in sent {
+            deliveries.append(
+                try await producer.send(
+                    topic: "round-trip", key: message.key, value: message.value, headers: message.headers)
+            )
+        }
+        #expect(deliveries.map(\.offset) == [0, 1, 2, 3])
+        #expect(deliveries.allSatisfy { $0.partition == KafkaPartition(topic: "round-trip", partition: 0) })
+
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: "round-trip"),
+            topics: ["round-trip"],
+            logger: testLogger("consumer")
+        )
+        let received = try await read(consumer) { $0.count >= sent.count }
+        await consumer.close()
+        await producer.close()
+
+        #expect(received.map(\.offset) == [0, 1, 2, 3])
+        for (message, expected) in zip(received, sent) {
+            #expect(message.topic == "round-trip")
+            #expect(message.partition == 0)
+            #expect(message.key == expected.key)
+            #expect(message.value == expected.value)
+            #expect(message.headers == expected.headers)
+            #expect(message.timestampMilliseconds != nil)
+        }
+    }
+
+    @Test("many sends in flight at once are all delivered")
+    func manySendsInFlightAreAllDelivered() async throws {
+        let cluster = try makeCluster(topic: "in-flight", partitionCount: 3)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: "in-flight", count: 3000)
+        try await producer.flush(timeout: .seconds(5))
+        await producer.close()
+
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: "in-flight"),
+            topics: ["in-flight"],
+            logger: testLogger("consumer")
+        )
+        let received = try await read(consumer) { $0.count >= 3000 }
+        let lag = try consumer.lag(for: (0..<3).map { KafkaPartition(topic: "in-flight", partition: $0) })
+        await consumer.close()
+        #expect(Set(received.map(\.text)) == Set((0..<3000).map { "m-\($0)" }))
+        #expect(lag.map(\.highWatermark).reduce(0, +) == 3000)
+        #expect(lag.allSatisfy { $0.lagMessageCount == 0 })
+    }
+}

@@ -1,0 +1,203 @@
+import Kafka
+import Logging
+import Synchronization
+import Testing
+
+/// What the tests fail with when an awaited event does not happen in time.
+struct TimedOut: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "timed out waiting for \(self.what)" }
+}
+
+/// A logger that keeps test output readable: librdkafka's transient complaints are warnings.
+func testLogger(_ label: String) -> Logger {
+    var logger = Logger(label: "kafka-tests.\(label)")
+    logger.logLevel = .error
+    return logger
+}
+
+/// Runs `body`, failing with ``TimedOut`` after `timeout`.
+func withTimeout<Result: Sendable>(
+    _ timeout: Duration,
+    _ what: String,
+    _ body: @escaping @Sendable () async throws -> Result
+) async throws -> Result {
+    try await withThrowingTaskGroup(of: Result.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            throw TimedOut(what: what)
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}
+
+/// A mock cluster with `topic` already created.
+func makeCluster(topic: String, partitionCount: Int32, brokerCount: Int32 = 1) throws -> KafkaMockCluster {
+    let cluster = try KafkaMockCluster(brokerCount: brokerCount, properties: ["log_level": "0"])
+    try cluster.createTopic(topic, partitionCount: partitionCount)
+    return cluster
+}
+
+/// A consumer configuration for tests: earliest offsets, quick heartbeats and commits, small batches.
+func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaConsumerConfiguration {
+    var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
+    configuration.autoOffsetReset = .earliest
+    configuration.commitInterval = .milliseconds(200)
+    configuration.sessionTimeout = .seconds(6)
+    configuration.heartbeatInterval = .milliseconds(300)
+    configuration.maxBatchMessageCount = 100
+    configuration.properties = ["log_level": "0", "topic.metadata.refresh.interval.ms": "1000"]
+    return configuration
+}
+
+func makeProducer(_ cluster: KafkaMockCluster, label: String = "producer") throws -> KafkaProducer {
+    var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+    configuration.linger = .milliseconds(2)
+    configuration.properties = ["log_level": "0"]
+    return try KafkaProducer(configuration: configuration, logger: testLogger(label))
+}
+
+/// Produces `count` messages `prefix-0`, `prefix-1`, ... (key = value), round robin over `partitionCount`
+/// partitions, all in flight at once.
+func produce(
+    _ producer: KafkaProducer,
+    topic: String,
+    count: Int,
+    prefix: String = "m",
+    partitionCount: Int32? = nil
+) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for index in 0..<count {
+            group.addTask {
+                let bytes = Array("\(prefix)-\(index)".utf8)
+                try await producer.send(
+                    topic: topic, key: bytes, value: bytes,
+                    partition: partitionCount.map { Int32(index) % $0 })
+            }
+        }
+        try await group.waitForAll()
+    }
+}
+
+/// Reads batches until `done` says the messages read so far are enough, at most `timeout`.
+func read(
+    _ consumer: KafkaConsumer,
+    timeout: Duration = .seconds(30),
+    onBatch: @escaping @Sendable ([KafkaMessage]) throws -> Void = { _ in },
+    until done: @escaping @Sendable ([KafkaMessage]) -> Bool
+) async throws -> [KafkaMessage] {
+    try await withTimeout(timeout, "messages") {
+        var received: [KafkaMessage] = []
+        for try await batch in consumer.batches {
+            try onBatch(batch)
+            received += batch
+            if done(received) {
+                return received
+            }
+        }
+        return received
+    }
+}
+
+extension KafkaMessage {
+    /// The value as text, for readable expectations.
+    var text: String { self.value.map { String(decoding: $0, as: UTF8.self) } ?? "<null>" }
+}
+
+/// A value the test awaits conditions on, updated from other tasks or threads.
+final class Observed<Value: Sendable>: Sendable {
+    private struct Waiter {
+        var predicate: @Sendable (Value) -> Bool
+        var continuation: CheckedContinuation<Value, Never>
+    }
+
+    private let state: Mutex<(value: Value, waiters: [Waiter])>
+
+    init(_ value: Value) {
+        self.state = Mutex((value, []))
+    }
+
+    var value: Value {
+        self.state.withLock { $0.value }
+    }
+
+    func update(_ body: (inout Value) -> Void) {
+        let ready = self.state.withLock { state -> [(CheckedContinuation<Value, Never>, Value)] in
+            body(&state.value)
+            let value = state.value
+            var ready: [(CheckedContinuation<Value, Never>, Value)] = []
+            state.waiters.removeAll { waiter in
+                guard waiter.predicate(value) else {
+                    return false
+                }
+                ready.append((waiter.continuation, value))
+                return true
+            }
+            return ready
+        }
+        for (continuation, value) in ready {
+            continuation.resume(returning: value)
+        }
+    }
+
+    /// Waits until `predicate` holds, at most `timeout`.
+    @discardableResult
+    func wait(
+        _ what: String,
+        timeout: Duration = .seconds(30),
+        until predicate: @escaping @Sendable (Value) -> Bool
+    ) async throws -> Value {
+        try await withTimeout(timeout, what) {
+            await withCheckedContinuation { continuation in
+                let value = self.state.withLock { state -> Value? in
+                    if predicate(state.value) {
+                        return state.value
+                    }
+                    state.waiters.append(Waiter(predicate: predicate, continuation: continuation))
+                    return nil
+                }
+                if let value {
+                    continuation.resume(returning: value)
+                }
+            }
+        }
+    }
+}
+
+/// Records a consumer's rebalances.
+final class RebalanceRecorder: KafkaRebalanceListener {
+    /// The partitions assigned now.
+    let assigned = Observed<Set<KafkaPartition>>([])
+    /// Every partition ever revoked.
+    let revoked = Observed<[KafkaPartition]>([])
+
+    func partitionsAssigned(_ partitions: [KafkaPartition]) async {
+        self.assigned.update { $0.formUnion(partitions) }
+    }
+
+    func partitionsRevoked(_ partitions: [KafkaPartition]) async {
+        self.assigned.update { $0.subtract(partitions) }
+        self.revoked.update { $0 += partitions }
+    }
+}
+
+/// Reads `consumer` in a task of its own into an ``Observed`` list until the consumer closes; with
+/// `storeOffsets`, stores each batch's offsets after recording it (the message is "finished").
+func startReading(_ consumer: KafkaConsumer, storeOffsets: Bool) -> Observed<[KafkaMessage]> {
+    let received = Observed<[KafkaMessage]>([])
+    Task {
+        for try await batch in consumer.batches {
+            received.update { $0 += batch }
+            if storeOffsets {
+                var next: [KafkaPartition: Int64] = [:]
+                for message in batch {
+                    next[message.kafkaPartition] = message.offset + 1
+                }
+                try? consumer.storeOffsets(next)
+            }
+        }
+    }
+    return received
+}
