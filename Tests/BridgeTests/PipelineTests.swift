@@ -178,25 +178,6 @@ private enum TestEvent {
     }
 }
 
-/// Maps `{"tokens": [...]}` to one alert per token; not JSON dead-letters; no `tokens` matches nothing.
-private struct TokensMapper: EventMapper {
-    let expiration: Int64?
-    func map(_ event: SourceEvent) -> [RouteResult] {
-        guard let value = event.value,
-            let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
-        else { return [.deadLetter(route: "r", reason: "route r: the event is not JSON")] }
-        guard let tokens = object["tokens"] as? [String] else { return [] }
-        let notifications = tokens.enumerated().map { index, token in
-            APNSCore.Notification(
-                deviceToken: token, topic: "com.example", pushType: .alert, expirationEpochSeconds: self.expiration,
-                id: UUID(uuidString: String(format: "00000000-0000-0000-%04d-%012d", index, event.source.offset))!,
-                payload: Array(#"{"aps":{}}"#.utf8)
-            )
-        }
-        return [.notifications(route: "r", app: nil, notifications)]
-    }
-}
-
 private final class MemorySource: EventSource {
     private struct State {
         var committed: [PartitionID: Int64] = [:]
@@ -272,13 +253,6 @@ private final class MemorySink: RecordSink {
     var flushed: Bool { self.state.withLock { $0.flushed } }
 }
 
-private struct ScriptedSender: NotificationSender {
-    let answer: @Sendable (String) async -> SendResult
-    func send(_ notification: APNSCore.Notification, app: String?) async -> SendResult {
-        await self.answer(notification.deviceToken)
-    }
-}
-
 private struct Harness {
     let source: MemorySource
     let sink = MemorySink()
@@ -326,14 +300,3 @@ private final class Concurrency: Sendable {
     var highest: Int { self.state.withLock { $0.highest } }
 }
 
-/// Polls `condition` every few milliseconds for at most 10 seconds.
-private func waitUntil(_ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while !condition() {
-        guard ContinuousClock.now < deadline else {
-            Issue.record("condition not met within 10 s")
-            throw CancellationError()
-        }
-        try await Task.sleep(for: .milliseconds(2))
-    }
-}

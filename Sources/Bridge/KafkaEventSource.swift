@@ -1,0 +1,155 @@
+import Kafka
+import Logging
+import Synchronization
+
+/// The pipeline's event source on a Kafka consumer group (SPEC §4): one ``KafkaConsumer`` subscribed to every
+/// input topic. Finished offsets are stored, and librdkafka commits stored offsets periodically, on
+/// revocation and on close.
+public final class KafkaEventSource: EventSource {
+    private let configuration: KafkaConsumerConfiguration
+    private let topics: [String]
+    private let logger: Logger
+    private let consumer = Mutex<KafkaConsumer?>(nil)
+
+    /// Creates a source for `topics`; it joins the group in ``start(listener:)``.
+    public init(configuration: KafkaConsumerConfiguration, topics: [String], logger: Logger) {
+        self.configuration = configuration
+        self.topics = topics
+        self.logger = logger
+    }
+
+    public func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
+        let consumer = try KafkaConsumer(
+            configuration: self.configuration,
+            topics: self.topics,
+            listener: ListenerAdapter(listener: listener),
+            logger: self.logger
+        )
+        self.consumer.withLock { $0 = consumer }
+        let reader = BatchReader(iterator: consumer.batches.makeAsyncIterator())
+        // Unfolding keeps the consumer's own bound: the next batch is read only when the pipeline asks.
+        return AsyncThrowingStream(unfolding: {
+            guard let batch = try await reader.next() else { return nil }
+            return batch.map(SourceEvent.init(message:))
+        })
+    }
+
+    public func markFinished(_ partition: PartitionID, nextOffset: Int64) {
+        do {
+            try self.consumer.withLock { $0 }?.storeOffset(nextOffset, for: KafkaPartition(partition))
+        } catch {
+            // The partition was revoked meanwhile: its new owner processes these events again.
+            self.logger.debug(
+                "Offset not stored",
+                metadata: ["kafka.partition": "\(partition)", "kafka.offset": "\(nextOffset)", "error": "\(error)"]
+            )
+        }
+    }
+
+    public func pause(_ partitions: [PartitionID]) {
+        do {
+            try self.consumer.withLock { $0 }?.pause(partitions.map(KafkaPartition.init))
+        } catch {
+            self.logger.warning("Pausing partitions failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    public func resume(_ partitions: [PartitionID]) {
+        do {
+            try self.consumer.withLock { $0 }?.resume(partitions.map(KafkaPartition.init))
+        } catch {
+            self.logger.warning("Resuming partitions failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    public func close() async {
+        await self.consumer.withLock { $0 }?.close()
+    }
+
+    /// The consumer lag of every assigned partition, for `pushbridge_consumer_lag`; empty before start.
+    public func lag() -> [KafkaPartitionLag] {
+        guard let consumer = self.consumer.withLock({ $0 }) else { return [] }
+        do {
+            return try consumer.lag(for: consumer.assignment())
+        } catch {
+            return []
+        }
+    }
+
+    private struct ListenerAdapter: KafkaRebalanceListener {
+        let listener: any RebalanceListener
+
+        func partitionsAssigned(_ partitions: [KafkaPartition]) async {
+            await self.listener.partitionsAssigned(partitions.map(PartitionID.init))
+        }
+
+        func partitionsRevoked(_ partitions: [KafkaPartition]) async {
+            await self.listener.partitionsRevoked(partitions.map(PartitionID.init))
+        }
+    }
+}
+
+/// Holds the consumer's batch iterator for the unfolding stream, which calls it from one task at a time
+/// (an `AsyncThrowingStream` asks for the next element only after the previous one was consumed).
+private final class BatchReader: @unchecked Sendable {
+    private var iterator: KafkaMessageBatches.Iterator
+
+    init(iterator: KafkaMessageBatches.Iterator) {
+        self.iterator = iterator
+    }
+
+    func next() async throws -> [KafkaMessage]? {
+        try await self.iterator.next()
+    }
+}
+
+/// The pipeline's record sink on the idempotent Kafka producer (`acks=all`): a publish returns once the
+/// broker acknowledged the record.
+public struct KafkaRecordSink: RecordSink {
+    /// The producer records go through.
+    public let producer: KafkaProducer
+
+    /// Creates a sink on `producer`.
+    public init(producer: KafkaProducer) {
+        self.producer = producer
+    }
+
+    public func publish(_ record: OutgoingRecord) async throws {
+        try await self.producer.send(
+            topic: record.topic,
+            key: record.key,
+            value: record.value,
+            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) }
+        )
+    }
+
+    public func flush(timeout: Duration) async throws {
+        try await self.producer.flush(timeout: timeout)
+    }
+}
+
+extension SourceEvent {
+    /// The pipeline's view of a consumed Kafka message.
+    init(message: KafkaMessage) {
+        self.init(
+            source: SourceCoordinates(
+                topic: message.topic, partition: message.partition, offset: message.offset, key: message.key
+            ),
+            value: message.value,
+            headers: message.headers.map { ($0.name, $0.value ?? []) },
+            timestampMilliseconds: message.timestampMilliseconds
+        )
+    }
+}
+
+extension KafkaPartition {
+    init(_ partition: PartitionID) {
+        self.init(topic: partition.topic, partition: partition.partition)
+    }
+}
+
+extension PartitionID {
+    init(_ partition: KafkaPartition) {
+        self.init(topic: partition.topic, partition: partition.partition)
+    }
+}

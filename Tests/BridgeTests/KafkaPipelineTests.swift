@@ -1,0 +1,164 @@
+import APNSCore
+@testable import Bridge
+import Foundation
+import Kafka
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+// The pipeline on librdkafka's mock cluster (a real Kafka wire-protocol cluster on loopback): consumer group,
+// offset store and commit, idempotent producer.
+
+@Suite("Pipeline on Kafka")
+struct KafkaPipelineTests {
+    @Test("every event is accounted for and committed offsets equal the end offsets after graceful shutdown")
+    func accountingThroughKafka() async throws {
+        let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        defer { cluster.close() }
+        try cluster.createTopic("orders", partitionCount: 3)
+        for topic in ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"] {
+            try cluster.createTopic(topic, partitionCount: 1)
+        }
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger())
+        // Per ten events: one not JSON (dead letter), one without tokens (unmatched), eight with two tokens,
+        // one of which (in the "x2" events) APNs says is unregistered.
+        for index in 0..<90 {
+            let value: String
+            switch index % 10 {
+            case 0: value = "not json \(index)"
+            case 1: value = #"{"other":\#(index)}"#
+            case 2: value = #"{"tokens":["aa\#(index)","dead\#(index)"]}"#
+            default: value = #"{"tokens":["aa\#(index)","bb\#(index)"]}"#
+            }
+            try await producer.send(
+                topic: "orders", key: Array("k\(index)".utf8), value: Array(value.utf8), partition: Int32(index % 3)
+            )
+        }
+
+        let source = KafkaEventSource(
+            configuration: consumerConfiguration(cluster, group: "pushbridge"), topics: ["orders"], logger: quietLogger()
+        )
+        let sink = CountingSink(base: KafkaRecordSink(producer: producer))
+        let pipeline = Pipeline(
+            source: source, mapper: TokensMapper(expiration: nil),
+            sender: ScriptedSender { token in
+                token.hasPrefix("dead")
+                    ? .answered(status: 410, reason: .unregistered, apnsUniqueID: nil, invalidSinceEpochMilliseconds: 1)
+                    : .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+            },
+            sink: sink, configuration: PipelineConfiguration(maxInFlight: 50), metrics: BridgeMetrics(),
+            logger: quietLogger()
+        )
+        let group = ServiceGroup(configuration: .init(services: [.init(service: pipeline)], logger: quietLogger()))
+        let run = Task { try await group.run() }
+        // 144 outcomes + 9 invalid tokens + 9 dead letters.
+        try await waitUntil(timeout: .seconds(60)) { sink.acknowledged == 162 }
+        await group.triggerGracefulShutdown()
+        try await run.value
+
+        let records = try await readBack(
+            cluster, topics: ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"], count: 162
+        )
+        #expect(records["pushbridge.outcomes"]?.count == 144)
+        #expect(records["pushbridge.invalid-tokens"]?.count == 9)
+        let deadLetters = try #require(records["pushbridge.dead-letters"])
+        #expect(deadLetters.count == 9)
+        #expect(deadLetters.allSatisfy { $0.text.hasPrefix("not json") })
+        #expect(deadLetters.allSatisfy { letter in letter.headers.contains { $0.name == "pushbridge-error" } })
+        let committed = try await committedOffsets(cluster, group: "pushbridge", topic: "orders", partitions: 3)
+        #expect(committed == [0: 30, 1: 30, 2: 30])
+        await producer.close()
+    }
+}
+
+// MARK: Kafka helpers
+
+func quietLogger() -> Logger {
+    var logger = Logger(label: "bridge-tests")
+    logger.logLevel = .critical
+    return logger
+}
+
+func producerConfiguration(_ cluster: KafkaMockCluster) -> KafkaProducerConfiguration {
+    var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+    configuration.linger = .milliseconds(2)
+    configuration.properties = ["log_level": "0"]
+    return configuration
+}
+
+func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaConsumerConfiguration {
+    var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
+    configuration.autoOffsetReset = .earliest
+    configuration.commitInterval = .milliseconds(200)
+    configuration.sessionTimeout = .seconds(6)
+    configuration.heartbeatInterval = .milliseconds(300)
+    configuration.properties = ["log_level": "0", "topic.metadata.refresh.interval.ms": "1000"]
+    return configuration
+}
+
+/// Reads `topics` from the start with a fresh group until `count` records arrived (at most 30 s).
+func readBack(_ cluster: KafkaMockCluster, topics: [String], count: Int) async throws -> [String: [KafkaMessage]] {
+    let consumer = try KafkaConsumer(
+        configuration: consumerConfiguration(cluster, group: "reader-\(UUID())"), topics: topics, logger: quietLogger()
+    )
+    var byTopic: [String: [KafkaMessage]] = [:]
+    var total = 0
+    let deadline = ContinuousClock.now + .seconds(30)
+    let reader = Task {
+        var received: [KafkaMessage] = []
+        for try await batch in consumer.batches {
+            received += batch
+            if received.count >= count { break }
+        }
+        return received
+    }
+    let watchdog = Task {
+        try await Task.sleep(until: deadline)
+        await consumer.close()
+    }
+    for message in try await reader.value {
+        byTopic[message.topic, default: []].append(message)
+        total += 1
+    }
+    watchdog.cancel()
+    await consumer.close()
+    return byTopic
+}
+
+/// The group's committed offsets of `topic`'s partitions.
+func committedOffsets(
+    _ cluster: KafkaMockCluster, group: String, topic: String, partitions: Int32
+) async throws -> [Int32: Int64] {
+    let consumer = try KafkaConsumer(
+        configuration: consumerConfiguration(cluster, group: group), topics: [topic], logger: quietLogger()
+    )
+    defer { Task { await consumer.close() } }
+    let offsets = try await consumer.committedOffsets(
+        for: (0..<partitions).map { KafkaPartition(topic: topic, partition: $0) }, timeout: .seconds(10)
+    )
+    var result: [Int32: Int64] = [:]
+    for (partition, offset) in offsets { result[partition.partition] = offset }
+    return result
+}
+
+extension KafkaMessage {
+    var text: String { self.value.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+}
+
+/// Forwards to a sink and counts acknowledged records.
+final class CountingSink: RecordSink {
+    private let base: any RecordSink
+    private let count = Mutex(0)
+
+    init(base: any RecordSink) { self.base = base }
+
+    func publish(_ record: OutgoingRecord) async throws {
+        try await self.base.publish(record)
+        self.count.withLock { $0 += 1 }
+    }
+
+    func flush(timeout: Duration) async throws { try await self.base.flush(timeout: timeout) }
+
+    var acknowledged: Int { self.count.withLock { $0 } }
+}

@@ -1,0 +1,45 @@
+import APNSCore
+@testable import Bridge
+import Foundation
+import Testing
+
+// Parts shared by the pipeline tests: a mapper and a scripted sender. The source and sink are either
+// in-memory (PipelineTests) or librdkafka's mock cluster (KafkaPipelineTests).
+
+/// Maps `{"tokens": [...]}` to one alert per token; not JSON dead-letters; no `tokens` matches nothing.
+struct TokensMapper: EventMapper {
+    let expiration: Int64?
+    func map(_ event: SourceEvent) -> [RouteResult] {
+        guard let value = event.value,
+            let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
+        else { return [.deadLetter(route: "r", reason: "route r: the event is not JSON")] }
+        guard let tokens = object["tokens"] as? [String] else { return [] }
+        let notifications = tokens.enumerated().map { index, token in
+            APNSCore.Notification(
+                deviceToken: token, topic: "com.example", pushType: .alert, expirationEpochSeconds: self.expiration,
+                id: UUID(uuidString: String(format: "00000000-0000-0000-%04d-%012d", index, event.source.offset))!,
+                payload: Array(#"{"aps":{}}"#.utf8)
+            )
+        }
+        return [.notifications(route: "r", app: nil, notifications)]
+    }
+}
+
+struct ScriptedSender: NotificationSender {
+    let answer: @Sendable (String) async -> SendResult
+    func send(_ notification: APNSCore.Notification, app: String?) async -> SendResult {
+        await self.answer(notification.deviceToken)
+    }
+}
+
+/// Polls `condition` every few milliseconds for at most `timeout`.
+func waitUntil(timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("condition not met within \(timeout)")
+            throw CancellationError()
+        }
+        try await Task.sleep(for: .milliseconds(2))
+    }
+}
