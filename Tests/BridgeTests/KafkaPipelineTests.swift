@@ -149,16 +149,82 @@ extension KafkaMessage {
 /// Forwards to a sink and counts acknowledged records.
 final class CountingSink: RecordSink {
     private let base: any RecordSink
-    private let count = Mutex(0)
+    private let state = Mutex((count: 0, keys: Set<String>()))
 
     init(base: any RecordSink) { self.base = base }
 
     func publish(_ record: OutgoingRecord) async throws {
         try await self.base.publish(record)
-        self.count.withLock { $0 += 1 }
+        self.state.withLock { state in
+            state.count += 1
+            if let key = record.key { state.keys.insert(String(decoding: key, as: UTF8.self)) }
+        }
     }
 
     func flush(timeout: Duration) async throws { try await self.base.flush(timeout: timeout) }
 
-    var acknowledged: Int { self.count.withLock { $0 } }
+    var acknowledged: Int { self.state.withLock { $0.count } }
+
+    /// The keys of the acknowledged records, as text.
+    var keys: Set<String> { self.state.withLock { $0.keys } }
+}
+
+@Suite("Pipeline instances in one group")
+struct KafkaGroupPipelineTests {
+    @Test("two instances split the partitions; when one stops, the other finishes everything")
+    func twoInstances() async throws {
+        let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        defer { cluster.close() }
+        try cluster.createTopic("orders", partitionCount: 4)
+        try cluster.createTopic("pushbridge.outcomes", partitionCount: 1)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger())
+        let eventCount = 800
+        for index in 0..<eventCount {
+            try await producer.send(
+                topic: "orders", key: nil, value: Array(#"{"tokens":["aa\#(index)"]}"#.utf8), partition: Int32(index % 4)
+            )
+        }
+        func instance(_ sink: CountingSink) -> (Pipeline, ServiceGroup) {
+            let source = KafkaEventSource(
+                configuration: consumerConfiguration(cluster, group: "pushbridge"), topics: ["orders"],
+                logger: quietLogger()
+            )
+            let pipeline = Pipeline(
+                source: source, mapper: TokensMapper(expiration: nil),
+                sender: ScriptedSender { _ in
+                    try? await Task.sleep(for: .milliseconds(40))
+                    return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+                },
+                sink: sink, configuration: PipelineConfiguration(maxInFlight: 10, drainTimeout: .seconds(10)),
+                metrics: BridgeMetrics(), logger: quietLogger()
+            )
+            let group = ServiceGroup(
+                configuration: .init(services: [.init(service: pipeline)], logger: quietLogger())
+            )
+            return (pipeline, group)
+        }
+        let sinkA = CountingSink(base: KafkaRecordSink(producer: producer))
+        let sinkB = CountingSink(base: KafkaRecordSink(producer: producer))
+        let (_, groupA) = instance(sinkA)
+        let (_, groupB) = instance(sinkB)
+        let runA = Task { try await groupA.run() }
+        try await waitUntil(timeout: .seconds(30)) { sinkA.acknowledged > 0 }
+        let runB = Task { try await groupB.run() }
+        // B only gets work once the group rebalanced and split the partitions.
+        try await waitUntil(timeout: .seconds(30)) { sinkB.acknowledged > 0 }
+        #expect(sinkA.acknowledged < eventCount)
+        await groupA.triggerGracefulShutdown()
+        try await runA.value
+        try await waitUntil(timeout: .seconds(60)) { sinkA.keys.union(sinkB.keys).count == eventCount }
+        await groupB.triggerGracefulShutdown()
+        try await runB.value
+
+        let outcomes = try await readBack(cluster, topics: ["pushbridge.outcomes"], count: sinkA.acknowledged + sinkB.acknowledged)
+        let tokens = Set(outcomes["pushbridge.outcomes", default: []].compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } })
+        let missing = Set((0..<eventCount).map { "aa\($0)" }).subtracting(tokens)
+        #expect(missing.isEmpty, "outcomes missing for \(missing.count) notifications")
+        let committed = try await committedOffsets(cluster, group: "pushbridge", topic: "orders", partitions: 4)
+        #expect(committed == [0: 200, 1: 200, 2: 200, 3: 200])
+        await producer.close()
+    }
 }
