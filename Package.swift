@@ -161,6 +161,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Benchmarks
+        .executableTarget(
+            name: "MapperBench",
+            dependencies: ["Routing"],
+            path: "Benchmarks/MapperBench",
+            swiftSettings: strict
+        ),
+
         // MARK: Test helpers shipped as a library (mock cluster fixtures, TLS material, child processes)
         .target(
             name: "TestSupport",
@@ -184,6 +192,7 @@ let package = Package(
             dependencies: [
                 "Routing",
                 "APNSCore",
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: strict

@@ -21,7 +21,21 @@ public enum NotificationID {
     public static func make(topic: String, partition: Int32, offset: Int64, route: String, tokenIndex: Int) -> UUID {
         var hasher = Insecure.SHA1()
         withUnsafeBytes(of: Self.namespace.uuid) { hasher.update(bufferPointer: $0) }
-        hasher.update(data: Array("\(topic)/\(partition)/\(offset)/\(route)/\(tokenIndex)".utf8))
+        // The name is fed piece by piece: this runs once per notification, and building the joined string
+        // would cost more than hashing it.
+        func feed(_ text: String) {
+            var text = text
+            text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        }
+        feed(topic)
+        feed("/")
+        feed(String(partition))
+        feed("/")
+        feed(String(offset))
+        feed("/")
+        feed(route)
+        feed("/")
+        feed(String(tokenIndex))
         let digest = hasher.finalize()
         return digest.withUnsafeBytes { raw in
             var bytes = (
