@@ -42,14 +42,19 @@ do {
 /// 1024 distinct events, as a producer would send them, with `tokenCount` tokens each.
 func makeEvents(tokenCount: Int) -> [RoutingEvent] {
     (0..<1024).map { index in
-        let tokens = (0..<tokenCount).map { "\"\(String(repeating: String(format: "%02x", (index + $0) % 256), count: 32))\"" }
+        let tokens = (0..<tokenCount).map {
+            "\"\(String(repeating: String(format: "%02x", (index + $0) % 256), count: 32))\""
+        }
         let json = """
-            {"type":"shipped","expires_at":\(1_790_000_000 + index),"order":{"id":"A-\(100_000 + index)","carrier":"UPS",\
+            {"type":"shipped","expires_at":\(1_790_000_000 + index),\
+            "order":{"id":"A-\(100_000 + index)","carrier":"UPS",\
             "eta":"tomorrow","items":[{"sku":"SKU-\(index)","qty":1}],"total":{"amount":129.95,"currency":"EUR"}},\
-            "customer":{"id":"customer-\(index)","apns_tokens":[\(tokens.joined(separator: ","))],"unread_count":\(index % 10)}}
+            "customer":{"id":"customer-\(index)","apns_tokens":[\(tokens.joined(separator: ","))],\
+            "unread_count":\(index % 10)}}
             """
         return RoutingEvent(
-            topic: "orders.shipped", partition: Int32(index % 12), offset: Int64(index), key: Array("customer-\(index)".utf8),
+            topic: "orders.shipped", partition: Int32(index % 12), offset: Int64(index),
+            key: Array("customer-\(index)".utf8),
             timestampMilliseconds: 1_700_000_000_000, headers: [("trace-id", Array("trace-\(index)".utf8))],
             value: Array(json.utf8))
     }

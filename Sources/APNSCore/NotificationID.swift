@@ -12,9 +12,10 @@ import Foundation
 /// that match the same event fan out to token index 0 alike; without it their notifications would share an id.
 public enum NotificationID {
     /// The namespace of PushBridge notification ids (itself a fixed random UUID).
-    public static let namespace = UUID(uuid: (
-        0x6f, 0x1d, 0x4e, 0x52, 0x8a, 0x3b, 0x4c, 0x0e, 0x9d, 0x27, 0x5b, 0xe1, 0x40, 0x8c, 0x72, 0xa9
-    ))
+    public static let namespace = UUID(
+        uuid: (
+            0x6f, 0x1d, 0x4e, 0x52, 0x8a, 0x3b, 0x4c, 0x0e, 0x9d, 0x27, 0x5b, 0xe1, 0x40, 0x8c, 0x72, 0xa9
+        ))
 
     /// The id of the notification for token `tokenIndex` that `route` made of the event at
     /// `topic`/`partition`/`offset`.

@@ -221,7 +221,8 @@ struct CompiledRoute: Sendable {
         case (.some(let tree), nil):
             guard case .object = tree else {
                 diagnostics.report(
-                    .invalidValue, at: "payload", "the payload is \(tree.typeNameWithArticle); APNs wants a JSON object",
+                    .invalidValue, at: "payload",
+                    "the payload is \(tree.typeNameWithArticle); APNs wants a JSON object",
                     hint: "write the payload as a mapping, e.g. `payload: { aps: { alert: \"...\" } }`")
                 return fallback
             }
@@ -298,7 +299,8 @@ struct CompiledRoute: Sendable {
             let notification = Notification(
                 deviceToken: token, topic: self.topic, pushType: self.pushType, priority: self.priority,
                 expirationEpochSeconds: expiration, collapseID: collapseID, id: id, payload: payload)
-            notifications.append(MappedNotification(tokenIndex: index, notification: notification, localRejection: rejection))
+            notifications.append(
+                MappedNotification(tokenIndex: index, notification: notification, localRejection: rejection))
         }
         return .success(notifications)
     }
@@ -308,7 +310,8 @@ struct CompiledRoute: Sendable {
         guard let path = self.deviceTokens.singleTag else {
             switch self.deviceTokens.renderText(scope: &scope) {
             case .failure(let missing):
-                return .failure(self.deadLetter(.missingValue, field, "\(missing.description), so the device token is missing"))
+                return .failure(
+                    self.deadLetter(.missingValue, field, "\(missing.description), so the device token is missing"))
             case .success(let token):
                 guard !token.isEmpty else {
                     return .failure(self.deadLetter(.missingValue, field, "the device token rendered empty (missing)"))
@@ -320,7 +323,8 @@ struct CompiledRoute: Sendable {
         case nil:
             return .failure(self.deadLetter(.missingValue, field, "\(path.text) is missing"))
         case .null?:
-            return .failure(self.deadLetter(.missingValue, field, "\(path.text) is null, so the device token is missing"))
+            return .failure(
+                self.deadLetter(.missingValue, field, "\(path.text) is null, so the device token is missing"))
         case .string(let token)?:
             guard !token.isEmpty else {
                 return .failure(self.deadLetter(.missingValue, field, "\(path.text) is an empty string (missing)"))
@@ -329,7 +333,8 @@ struct CompiledRoute: Sendable {
         case .array(let elements)?:
             guard !elements.isEmpty else {
                 return .failure(
-                    self.deadLetter(.missingValue, field, "\(path.text) is an empty array, so the device tokens are missing"))
+                    self.deadLetter(
+                        .missingValue, field, "\(path.text) is an empty array, so the device tokens are missing"))
             }
             var tokens: [String] = []
             tokens.reserveCapacity(elements.count)
@@ -346,7 +351,8 @@ struct CompiledRoute: Sendable {
         case let value?:
             return .failure(
                 self.deadLetter(
-                    .invalidValue, field, "\(path.text) is \(value.typeNameWithArticle); expected a string or an array of strings"))
+                    .invalidValue, field,
+                    "\(path.text) is \(value.typeNameWithArticle); expected a string or an array of strings"))
         }
     }
 
@@ -401,13 +407,15 @@ struct CompiledRoute: Sendable {
             switch scope.resolve(path) {
             case nil, .null?:
                 return .failure(
-                    self.deadLetter(.missingValue, "payload_from", "\(path.text) is missing; expected the payload object"))
+                    self.deadLetter(
+                        .missingValue, "payload_from", "\(path.text) is missing; expected the payload object"))
             case .object(let members)?:
                 return .success(JSONValue.object(members).serialized())
             case let value?:
                 return .failure(
                     self.deadLetter(
-                        .invalidValue, "payload_from", "\(path.text) is \(value.typeNameWithArticle); expected the payload object"))
+                        .invalidValue, "payload_from",
+                        "\(path.text) is \(value.typeNameWithArticle); expected the payload object"))
             }
         }
     }

@@ -53,27 +53,19 @@ extension JSONValue {
     /// A number without fraction or exponent becomes ``integer(_:)`` when it fits in `Int64`, otherwise
     /// ``double(_:)``. Strings must be valid UTF-8.
     public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
-        let result: Result<JSONValue, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buffer in
-            var parser = JSONParser(buffer)
-            return Result { () throws(JSONParseError) in try parser.parseDocument() }
-        }
-        switch result ?? Array(bytes).withUnsafeBufferPointer({ buffer in
-            var parser = JSONParser(buffer)
-            return Result { () throws(JSONParseError) in try parser.parseDocument() }
-        }) {
-        case .success(let value): self = value
-        case .failure(let error): throw error
-        }
+        let result = bytes.withContiguousStorageIfAvailable(Self.parse)
+        self = try (result ?? Array(bytes).withUnsafeBufferPointer(Self.parse)).get()
     }
 
     /// Parses one JSON document from `text`.
     public init(parsing text: String) throws(JSONParseError) {
         var text = text
-        let result = text.withUTF8 { buffer in
-            var parser = JSONParser(buffer)
-            return Result { () throws(JSONParseError) in try parser.parseDocument() }
-        }
-        self = try result.get()
+        self = try text.withUTF8(Self.parse).get()
+    }
+
+    private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
+        var parser = JSONParser(buffer)
+        return Result { () throws(JSONParseError) in try parser.parseDocument() }
     }
 }
 

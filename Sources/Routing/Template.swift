@@ -81,9 +81,11 @@ struct TextTemplate: Sendable {
 
     /// The text, when the template has no tags.
     var constantText: String? {
-        self.hasTags ? nil : self.segments.reduce(into: "") { text, segment in
-            if case .text(let raw, _) = segment { text += String(decoding: raw, as: UTF8.self) }
-        }
+        self.hasTags
+            ? nil
+            : self.segments.reduce(into: "") { text, segment in
+                if case .text(let raw, _) = segment { text += String(decoding: raw, as: UTF8.self) }
+            }
     }
 
     /// Why a template does not compile: the message and, when useful, a hint.

@@ -48,7 +48,8 @@ func event(
     headers: [(name: String, value: [UInt8])] = []
 ) -> RoutingEvent {
     RoutingEvent(
-        topic: topic, partition: 3, offset: offset, key: key.map { Array($0.utf8) }, timestampMilliseconds: 1_700_000_000_123,
+        topic: topic, partition: 3, offset: offset, key: key.map { Array($0.utf8) },
+        timestampMilliseconds: 1_700_000_000_123,
         headers: headers, value: Array(json.utf8))
 }
 

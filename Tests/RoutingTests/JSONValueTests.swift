@@ -88,7 +88,9 @@ import Testing
     @Test func rejectsNestingDeeperThanTheLimitWithoutCrashing() {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
         #expect(throws: JSONParseError.self) { try JSONValue(parsing: deep) }
-        let fine = String(repeating: "[", count: JSONValue.maximumDepth) + String(repeating: "]", count: JSONValue.maximumDepth)
+        let fine =
+            String(repeating: "[", count: JSONValue.maximumDepth)
+            + String(repeating: "]", count: JSONValue.maximumDepth)
         #expect(throws: Never.self) { try JSONValue(parsing: fine) }
     }
 

@@ -7,20 +7,28 @@ import Testing
 /// strings, extreme numbers and the fields the routes look for, with the wrong types as often as the right ones.
 enum RandomJSON {
     static let strings: [String] = [
-        "", "x", "\"", "\\", "\n", "\u{0}", "{{order.id}}", "{{#a}}", "}}", "&amp;", "😀", "東京", "\u{2028}", "a\"b\\c",
+        "", "x", "\"", "\\", "\n", "\u{0}", "{{order.id}}", "{{#a}}", "}}", "&amp;", "😀", "東京", "\u{2028}",
+        "a\"b\\c",
     ]
-    static let keys = ["type", "order", "id", "customer", "apns_tokens", "unread_count", "expires_at", "carrier", "eta", "x"]
+    static let keys = [
+        "type", "order", "id", "customer", "apns_tokens", "unread_count", "expires_at", "carrier", "eta", "x",
+    ]
 
     static func value(depth: Int, using rng: inout some RandomNumberGenerator) -> JSONValue {
         let choice = Int.random(in: 0..<(depth > 3 ? 7 : 10), using: &rng)
         switch choice {
         case 0: return .null
         case 1: return .bool(Bool.random(using: &rng))
-        case 2: return .integer([0, -1, .max, .min, Int64.random(in: -1000...1000, using: &rng)].randomElement(using: &rng)!)
-        case 3: return .double([0.5, -1e300, 1e-300, Double.random(in: -1e6...1e6, using: &rng)].randomElement(using: &rng)!)
+        case 2:
+            return .integer(
+                [0, -1, .max, .min, Int64.random(in: -1000...1000, using: &rng)].randomElement(using: &rng)!)
+        case 3:
+            return .double(
+                [0.5, -1e300, 1e-300, Double.random(in: -1e6...1e6, using: &rng)].randomElement(using: &rng)!)
         case 4, 5, 6: return .string(self.strings.randomElement(using: &rng)!)
         case 7:
-            return .array((0..<Int.random(in: 0...4, using: &rng)).map { _ in self.value(depth: depth + 1, using: &rng) })
+            return .array(
+                (0..<Int.random(in: 0...4, using: &rng)).map { _ in self.value(depth: depth + 1, using: &rng) })
         default:
             return .object(
                 (0..<Int.random(in: 0...5, using: &rng)).map { _ in
@@ -33,7 +41,8 @@ enum RandomJSON {
     static let events = Generator<[UInt8], Shrink.None<[UInt8]>>(run: { rng in
         var document = RandomJSON.value(depth: 0, using: &rng)
         if Bool.random(using: &rng) {
-            document = .object([(key: "type", value: "shipped")] + [(key: "customer", value: RandomJSON.value(depth: 1, using: &rng))])
+            document = .object(
+                [(key: "type", value: "shipped")] + [(key: "customer", value: RandomJSON.value(depth: 1, using: &rng))])
         }
         var bytes = document.serialized()
         if Int.random(in: 0..<8, using: &rng) == 0, !bytes.isEmpty {
@@ -48,7 +57,9 @@ enum RandomJSON {
         var background = RouteSpec(
             name: "everything", inputTopic: "orders.shipped", deviceTokens: "{{customer.apns_tokens}}",
             topic: "com.example.shop", pushType: "background", expiration: "{{expires_at}}",
-            payload: ["aps": ["content-available": 1], "echo": "{{.}}", "text": "{{#order}}{{id}}: {{carrier}}{{/order}}"])
+            payload: [
+                "aps": ["content-available": 1], "echo": "{{.}}", "text": "{{#order}}{{id}}: {{carrier}}{{/order}}",
+            ])
         background.collapseID = "{{order.id}}"
         return try! Router(routes: [orderShippedRoute(match: []), background])
     }()
@@ -75,7 +86,9 @@ enum RandomJSON {
     }
 
     @Test func parsingTheSerialisedFormGivesTheSameValue() async {
-        let values = Generator<JSONValue, Shrink.None<JSONValue>>(run: { rng in RandomJSON.value(depth: 0, using: &rng) })
+        let values = Generator<JSONValue, Shrink.None<JSONValue>>(run: { rng in
+            RandomJSON.value(depth: 0, using: &rng)
+        })
         await propertyCheck(count: 300, input: values) { value in
             let reparsed = try? JSONValue(parsing: value.serialized())
             #expect(reparsed == value)
@@ -95,7 +108,8 @@ enum RandomJSON {
         switch mapping.outcome {
         case .deadLetter(let reason): return reason.description
         case .notifications(let mapped):
-            return mapped.map { "\($0.notification.id) \($0.notification.deviceToken) \(payloadText($0))" }.joined(separator: "|")
+            return mapped.map { "\($0.notification.id) \($0.notification.deviceToken) \(payloadText($0))" }.joined(
+                separator: "|")
         }
     }
 }

@@ -28,9 +28,11 @@ import Testing
     }
 
     @Test func idIsTheRFC9562Version5UUIDOfTheCoordinates() {
-        // Pinned, and computed independently with Python's `uuid.uuid5(namespace, "orders.shipped/3/1234/order-shipped/0")`.
+        // Pinned, and computed independently with Python:
+        // `uuid.uuid5(namespace, "orders.shipped/3/1234/order-shipped/0")`.
         // Changing the derivation would break de-duplication of events processed again after an upgrade.
-        let id = NotificationID.make(topic: "orders.shipped", partition: 3, offset: 1234, route: "order-shipped", tokenIndex: 0)
+        let id = NotificationID.make(
+            topic: "orders.shipped", partition: 3, offset: 1234, route: "order-shipped", tokenIndex: 0)
         #expect(id.uuidString.lowercased() == Self.pinned)
     }
 

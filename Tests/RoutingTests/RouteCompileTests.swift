@@ -27,7 +27,9 @@ import Testing
         #expect(errors.first?.message.contains(fragment) == true, "\(errors)")
     }
 
-    @Test(arguments: ["{{> partial}}", "{{=<% %>=}}", "{{% CONTENT_TYPE: TEXT}}", "{{uppercased(name)}}", "{{$block}}{{/block}}"])
+    @Test(arguments: [
+        "{{> partial}}", "{{=<% %>=}}", "{{% CONTENT_TYPE: TEXT}}", "{{uppercased(name)}}", "{{$block}}{{/block}}",
+    ])
     func unsupportedMustacheFeaturesAreRejected(template: String) {
         let errors = compileErrors(Self.base { $0.payload = ["t": .string(template)] })
         #expect(errors.map(\.code) == [.brokenTemplate], "\(errors)")
@@ -52,10 +54,11 @@ import Testing
     }
 
     @Test func backgroundWithPriority10IsRejected() {
-        let errors = compileErrors(Self.base {
-            $0.pushType = "background"
-            $0.priority = 10
-        })
+        let errors = compileErrors(
+            Self.base {
+                $0.pushType = "background"
+                $0.priority = 10
+            })
         #expect(errors.map(\.code) == [.priorityNotAllowed])
         #expect(errors.first?.keyPath == "priority")
     }
@@ -83,10 +86,11 @@ import Testing
     }
 
     @Test func expirationWithTTLConflicts() {
-        let errors = compileErrors(Self.base {
-            $0.expiration = "{{exp}}"
-            $0.ttl = .seconds(60)
-        })
+        let errors = compileErrors(
+            Self.base {
+                $0.expiration = "{{exp}}"
+                $0.ttl = .seconds(60)
+            })
         #expect(errors.map(\.code) == [.conflictingFields])
         #expect(errors.first?.keyPath == "expiration")
     }
@@ -112,12 +116,13 @@ import Testing
     }
 
     @Test func emptyRequiredFieldsAreReported() {
-        let errors = compileErrors(Self.base {
-            $0.name = ""
-            $0.inputTopic = ""
-            $0.topic = ""
-            $0.deviceTokens = ""
-        })
+        let errors = compileErrors(
+            Self.base {
+                $0.name = ""
+                $0.inputTopic = ""
+                $0.topic = ""
+                $0.deviceTokens = ""
+            })
         #expect(Set(errors.map(\.keyPath)) == ["name", "input_topic", "topic", "device_tokens"])
         #expect(errors.allSatisfy { $0.code == .missingField })
     }
@@ -151,6 +156,8 @@ import Testing
 
     @Test func errorsDescribeRouteKeyPathMessageAndHint() {
         let errors = compileErrors(Self.base { $0.pushType = "backgound" })
-        #expect(errors.first?.description == #"routes[0] (r): push_type: unknown push type "backgound" (hint: did you mean "background"?)"#)
+        #expect(
+            errors.first?.description
+                == #"routes[0] (r): push_type: unknown push type "backgound" (hint: did you mean "background"?)"#)
     }
 }

@@ -24,7 +24,8 @@ import Testing
         #expect(mapped[0].localRejection == nil)
         #expect(
             payloadText(mapped[0])
-                == #"{"aps":{"alert":{"title":"Your order A-1001 has shipped","body":"UPS expects to deliver it tomorrow"},"#
+                == #"{"aps":{"alert":{"title":"Your order A-1001 has shipped","#
+                + #""body":"UPS expects to deliver it tomorrow"},"#
                 + #""badge":3,"sound":"default"},"order_id":"A-1001"}"#)
         #expect(Set(mapped.map(\.notification.id)).count == 3)
     }
@@ -38,14 +39,18 @@ import Testing
     @Test func emptyTokenArrayDeadLettersAsMissing() throws {
         let router = try router(payload: ["a": 1], deviceTokens: "{{tokens}}")
         let reason = try deadLetter(router, #"{"tokens":[]}"#)
-        #expect(reason?.description == "route test: device_tokens: tokens is an empty array, so the device tokens are missing")
+        #expect(
+            reason?.description
+                == "route test: device_tokens: tokens is an empty array, so the device tokens are missing")
         #expect(reason?.code == .missingValue)
         #expect(reason?.field == "device_tokens")
     }
 
     @Test func absentOrNullTokensDeadLetterAsMissing() throws {
         let router = try router(payload: ["a": 1], deviceTokens: "{{customer.tokens}}")
-        #expect(try deadLetter(router, #"{"customer":{}}"#)?.description == "route test: device_tokens: customer.tokens is missing")
+        #expect(
+            try deadLetter(router, #"{"customer":{}}"#)?.description
+                == "route test: device_tokens: customer.tokens is missing")
         #expect(
             try deadLetter(router, #"{"customer":{"tokens":null}}"#)?.description
                 == "route test: device_tokens: customer.tokens is null, so the device token is missing")
@@ -54,14 +59,17 @@ import Testing
     @Test func nonStringTokenElementDeadLettersNamingIt() throws {
         let router = try router(payload: ["a": 1], deviceTokens: "{{tokens}}")
         let reason = try deadLetter(router, #"{"tokens":["ok",42]}"#)
-        #expect(reason?.description == "route test: device_tokens: tokens[1] is an integer; every token must be a string")
+        #expect(
+            reason?.description == "route test: device_tokens: tokens[1] is an integer; every token must be a string")
         #expect(reason?.code == .invalidValue)
     }
 
     @Test func tokenOfAnotherTypeDeadLetters() throws {
         let router = try router(payload: ["a": 1], deviceTokens: "{{tokens}}")
         let reason = try deadLetter(router, #"{"tokens":{"a":"b"}}"#)
-        #expect(reason?.description == "route test: device_tokens: tokens is an object; expected a string or an array of strings")
+        #expect(
+            reason?.description
+                == "route test: device_tokens: tokens is an object; expected a string or an array of strings")
     }
 
     @Test func textTokenTemplateWithAMissingTagDeadLetters() throws {
@@ -122,19 +130,23 @@ import Testing
             Issue.record("expected a dead letter: \(mappings)")
             return
         }
-        #expect(reason.description == "route order-shipped: the event has no value (tombstone); expected a JSON document")
+        #expect(
+            reason.description == "route order-shipped: the event has no value (tombstone); expected a JSON document")
     }
 
     @Test func matchCanUseKafkaHeaders() throws {
         let router = try router(payload: ["a": 1]) { $0.match = [("_headers.kind", "promo")] }
-        let matching = router.map(event: event(#"{"token":"t"}"#, topic: "events", headers: [("kind", Array("promo".utf8))]))
+        let matching = router.map(
+            event: event(#"{"token":"t"}"#, topic: "events", headers: [("kind", Array("promo".utf8))]))
         #expect(matching.count == 1)
         #expect(router.map(event: event(#"{"token":"t"}"#, topic: "events")).isEmpty)
     }
 
     @Test func expirationAcceptsIntegersAndDigitStrings() throws {
         let router = try router(payload: ["a": 1]) { $0.expiration = "{{exp}}" }
-        #expect(try notifications(router, #"{"token":"t","exp":1790000000}"#).first?.notification.expirationEpochSeconds == 1_790_000_000)
+        #expect(
+            try notifications(router, #"{"token":"t","exp":1790000000}"#).first?.notification.expirationEpochSeconds
+                == 1_790_000_000)
         #expect(try notifications(router, #"{"token":"t","exp":"0"}"#).first?.notification.expirationEpochSeconds == 0)
         #expect(try notifications(router, #"{"token":"t"}"#).first?.notification.expirationEpochSeconds == nil)
     }
@@ -150,7 +162,8 @@ import Testing
 
     @Test func ttlCountsFromTheInjectedClock() throws {
         let router = try router(payload: ["a": 1]) { $0.ttl = .seconds(3600) }
-        #expect(try notifications(router, #"{"token":"t"}"#).first?.notification.expirationEpochSeconds == 1_800_003_600)
+        #expect(
+            try notifications(router, #"{"token":"t"}"#).first?.notification.expirationEpochSeconds == 1_800_003_600)
     }
 
     @Test func collapseIDIsLeftOutWhenItsValueIsMissing() throws {
@@ -208,7 +221,8 @@ import Testing
         #expect(ids(offset: 7) != ids(offset: 8))
         #expect(
             ids(offset: 7).first
-                == NotificationID.make(topic: "orders.shipped", partition: 3, offset: 7, route: "order-shipped", tokenIndex: 0))
+                == NotificationID.make(
+                    topic: "orders.shipped", partition: 3, offset: 7, route: "order-shipped", tokenIndex: 0))
     }
 
     @Test func trialExplainsWhyARouteDoesNotMatch() throws {
@@ -219,7 +233,8 @@ import Testing
         }
         #expect(why == #"match.type: wants "shipped" (string), the event has 1 (integer)"#)
         #expect(router.trial(of: event(orderShippedEvent), route: "nope") == nil)
-        guard case .mapped(let mapping)? = router.trial(of: event(orderShippedEvent, topic: "x"), route: "order-shipped"),
+        guard
+            case .mapped(let mapping)? = router.trial(of: event(orderShippedEvent, topic: "x"), route: "order-shipped"),
             case .notifications(let mapped) = mapping.outcome
         else {
             Issue.record("expected a mapping")

@@ -56,7 +56,8 @@ import Testing
         let router = try router(payload: [
             "n": "{{v.n}}", "d": "{{ v.d }}", "b": "{{v.b}}", "s": "{{v.s}}", "a": "{{v.a}}", "o": "{{{v.o}}}",
         ])
-        let mapped = try notifications(router, #"{"token":"t","v":{"n":3,"d":2.5,"b":false,"s":"x","a":[1,"y"],"o":{"k":null}}}"#)
+        let mapped = try notifications(
+            router, #"{"token":"t","v":{"n":3,"d":2.5,"b":false,"s":"x","a":[1,"y"],"o":{"k":null}}}"#)
         #expect(payloadText(mapped[0]) == #"{"n":3,"d":2.5,"b":false,"s":"x","a":[1,"y"],"o":{"k":null}}"#)
     }
 
@@ -104,7 +105,10 @@ import Testing
 
     @Test func falsySectionsRenderNothingAndInvertedSectionsRender() throws {
         let router = try router(payload: ["t": "A{{#gift}}gift{{/gift}}{{^gift}}no gift{{/gift}}"])
-        for json in [#"{"token":"t"}"#, #"{"token":"t","gift":false}"#, #"{"token":"t","gift":[]}"#, #"{"token":"t","gift":null}"#] {
+        for json in [
+            #"{"token":"t"}"#, #"{"token":"t","gift":false}"#, #"{"token":"t","gift":[]}"#,
+            #"{"token":"t","gift":null}"#,
+        ] {
             let payload = try renderedPayload(router, json)
             #expect(payload["t"] as? String == "Ano gift", "\(json)")
         }
@@ -126,7 +130,8 @@ import Testing
             headers: [("trace-id", Array("first".utf8)), ("trace-id", Array("abc\"1".utf8)), ("x.y", [0x7A])])
         #expect(
             payloadText(mapped[0])
-                == #"{"topic":"events","partition":3,"offset":42,"key":"customer-42","ts":1700000000123,"trace":"abc\"1","dotted":"z"}"#
+                == #"{"topic":"events","partition":3,"offset":42,"key":"customer-42","ts":1700000000123,"#
+                + #""trace":"abc\"1","dotted":"z"}"#
         )
     }
 
@@ -139,7 +144,8 @@ import Testing
     @Test func payloadFromMissingOrNotAnObjectDeadLetters() throws {
         let router = try router(payload: nil) { $0.payloadFrom = "notification" }
         let missing = try deadLetter(router, #"{"token":"t"}"#)
-        #expect(missing?.description == "route test: payload_from: notification is missing; expected the payload object")
+        #expect(
+            missing?.description == "route test: payload_from: notification is missing; expected the payload object")
         #expect(missing?.code == .missingValue)
         let wrong = try deadLetter(router, #"{"token":"t","notification":"hi"}"#)
         #expect(wrong?.description == "route test: payload_from: notification is a string; expected the payload object")
