@@ -161,6 +161,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Benchmarks
+        .executableTarget(
+            name: "MapperBench",
+            dependencies: ["Routing"],
+            path: "Benchmarks/MapperBench",
+            swiftSettings: strict
+        ),
+
         // MARK: Test helpers shipped as a library (mock cluster fixtures, TLS material, child processes)
         .target(
             name: "TestSupport",
@@ -197,6 +205,8 @@ let package = Package(
             dependencies: [
                 "Routing",
                 "APNSCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: strict

@@ -1,0 +1,417 @@
+/// Why bytes are not a JSON document, and where the parser stopped.
+public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong.
+    public enum Code: String, Sendable, Hashable {
+        /// The input ended inside a value (or was empty).
+        case unexpectedEnd
+        /// A byte that cannot start or continue a value here.
+        case unexpectedByte
+        /// A number that does not follow JSON's grammar.
+        case invalidNumber
+        /// A bad escape sequence or an unescaped control character in a string.
+        case invalidString
+        /// String bytes that are not UTF-8.
+        case invalidUTF8
+        /// Something other than whitespace after the document.
+        case trailingBytes
+        /// Arrays and objects nested deeper than ``JSONValue/maximumDepth``.
+        case tooDeep
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// The byte offset where the parser stopped.
+    public var byteOffset: Int
+
+    /// Creates an error.
+    public init(code: Code, byteOffset: Int) {
+        self.code = code
+        self.byteOffset = byteOffset
+    }
+
+    public var description: String {
+        let what =
+            switch self.code {
+            case .unexpectedEnd: "unexpected end of input"
+            case .unexpectedByte: "unexpected character"
+            case .invalidNumber: "invalid number"
+            case .invalidString: "invalid string (bad escape or raw control character)"
+            case .invalidUTF8: "invalid UTF-8 in a string"
+            case .trailingBytes: "unexpected data after the JSON value"
+            case .tooDeep: "nested deeper than \(JSONValue.maximumDepth) levels"
+            }
+        return "\(what) at byte \(self.byteOffset)"
+    }
+}
+
+extension JSONValue {
+    /// How deep arrays and objects may nest; deeper input is rejected rather than risking the stack.
+    public static let maximumDepth = 256
+
+    /// Parses one JSON document (RFC 8259) from UTF-8 `bytes`, surrounding whitespace allowed.
+    ///
+    /// A number without fraction or exponent becomes ``integer(_:)`` when it fits in `Int64`, otherwise
+    /// ``double(_:)``. Strings must be valid UTF-8.
+    public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
+        let result = bytes.withContiguousStorageIfAvailable(Self.parse)
+        self = try (result ?? Array(bytes).withUnsafeBufferPointer(Self.parse)).get()
+    }
+
+    /// Parses one JSON document from `text`.
+    public init(parsing text: String) throws(JSONParseError) {
+        var text = text
+        self = try text.withUTF8(Self.parse).get()
+    }
+
+    private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
+        var parser = JSONParser(buffer)
+        return Result { () throws(JSONParseError) in try parser.parseDocument() }
+    }
+}
+
+/// A recursive-descent parser straight over the input bytes: no intermediate tokens, and strings without
+/// escapes are decoded in one step.
+private struct JSONParser {
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+    private var depth = 0
+
+    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        self.skipWhitespace()
+        let value = try self.parseValue()
+        self.skipWhitespace()
+        guard self.index == self.bytes.count else { throw self.error(.trailingBytes) }
+        return value
+    }
+
+    private func error(_ code: JSONParseError.Code) -> JSONParseError {
+        JSONParseError(code: code, byteOffset: self.index)
+    }
+
+    private mutating func skipWhitespace() {
+        while self.index < self.bytes.count {
+            switch self.bytes[self.index] {
+            case 0x20, 0x0A, 0x0D, 0x09: self.index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        switch self.bytes[self.index] {
+        case UInt8(ascii: "{"): return try self.parseObject()
+        case UInt8(ascii: "["): return try self.parseArray()
+        case UInt8(ascii: "\""): return .string(try self.parseString())
+        case UInt8(ascii: "t"):
+            try self.expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try self.expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try self.expectLiteral("null")
+            return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return try self.parseNumber()
+        default:
+            throw self.error(.unexpectedByte)
+        }
+    }
+
+    private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+        let count = literal.utf8CodeUnitCount
+        guard self.bytes.count - self.index >= count else { throw self.error(.unexpectedEnd) }
+        let start = literal.utf8Start
+        for offset in 0..<count where self.bytes[self.index + offset] != start[offset] {
+            self.index += offset
+            throw self.error(.unexpectedByte)
+        }
+        self.index += count
+    }
+
+    private mutating func enter() throws(JSONParseError) {
+        self.depth += 1
+        guard self.depth <= JSONValue.maximumDepth else { throw self.error(.tooDeep) }
+    }
+
+    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try self.enter()
+        self.index += 1
+        var members: [(key: String, value: JSONValue)] = []
+        // Event objects are small: one allocation of 8 saves the 1-2-4-8 growth steps.
+        members.reserveCapacity(8)
+        self.skipWhitespace()
+        guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        if self.bytes[self.index] == UInt8(ascii: "}") {
+            self.index += 1
+            self.depth -= 1
+            return .object(members)
+        }
+        while true {
+            self.skipWhitespace()
+            guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+            guard self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.error(.unexpectedByte) }
+            let key = try self.parseString()
+            self.skipWhitespace()
+            guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+            guard self.bytes[self.index] == UInt8(ascii: ":") else { throw self.error(.unexpectedByte) }
+            self.index += 1
+            self.skipWhitespace()
+            members.append((key: key, value: try self.parseValue()))
+            self.skipWhitespace()
+            guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+            switch self.bytes[self.index] {
+            case UInt8(ascii: ","):
+                self.index += 1
+            case UInt8(ascii: "}"):
+                self.index += 1
+                self.depth -= 1
+                return .object(members)
+            default:
+                throw self.error(.unexpectedByte)
+            }
+        }
+    }
+
+    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        try self.enter()
+        self.index += 1
+        var elements: [JSONValue] = []
+        self.skipWhitespace()
+        guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        if self.bytes[self.index] == UInt8(ascii: "]") {
+            self.index += 1
+            self.depth -= 1
+            return .array(elements)
+        }
+        while true {
+            self.skipWhitespace()
+            elements.append(try self.parseValue())
+            self.skipWhitespace()
+            guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+            switch self.bytes[self.index] {
+            case UInt8(ascii: ","):
+                self.index += 1
+            case UInt8(ascii: "]"):
+                self.index += 1
+                self.depth -= 1
+                return .array(elements)
+            default:
+                throw self.error(.unexpectedByte)
+            }
+        }
+    }
+
+    /// Parses a string starting at its opening quote.
+    private mutating func parseString() throws(JSONParseError) -> String {
+        self.index += 1
+        let start = self.index
+        var sawNonASCII = false
+        // Fast path: no escapes, so the bytes between the quotes are the string.
+        while self.index < self.bytes.count {
+            let byte = self.bytes[self.index]
+            sawNonASCII = sawNonASCII || byte >= 0x80
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: self.bytes[start..<self.index])
+                guard !sawNonASCII || isValidUTF8(slice) else {
+                    throw JSONParseError(code: .invalidUTF8, byteOffset: start)
+                }
+                self.index += 1
+                return String(decoding: slice, as: UTF8.self)
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw self.error(.invalidString) }
+            self.index += 1
+        }
+        guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        // Slow path: decode escapes into a scratch buffer.
+        var scratch = Array(self.bytes[start..<self.index])
+        while self.index < self.bytes.count {
+            let byte = self.bytes[self.index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                self.index += 1
+                guard scratch.withUnsafeBufferPointer(isValidUTF8) else {
+                    throw JSONParseError(code: .invalidUTF8, byteOffset: start)
+                }
+                return String(decoding: scratch, as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                self.index += 1
+                try self.parseEscape(into: &scratch)
+            case 0..<0x20:
+                throw self.error(.invalidString)
+            default:
+                scratch.append(byte)
+                self.index += 1
+            }
+        }
+        throw self.error(.unexpectedEnd)
+    }
+
+    private mutating func parseEscape(into scratch: inout [UInt8]) throws(JSONParseError) {
+        guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        let byte = self.bytes[self.index]
+        self.index += 1
+        switch byte {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scratch.append(byte)
+        case UInt8(ascii: "b"): scratch.append(0x08)
+        case UInt8(ascii: "f"): scratch.append(0x0C)
+        case UInt8(ascii: "n"): scratch.append(0x0A)
+        case UInt8(ascii: "r"): scratch.append(0x0D)
+        case UInt8(ascii: "t"): scratch.append(0x09)
+        case UInt8(ascii: "u"):
+            var scalar = try self.parseHex4()
+            if (0xD800..<0xDC00).contains(scalar) {
+                // A high surrogate must be followed by an escaped low surrogate.
+                guard self.bytes.count - self.index >= 6, self.bytes[self.index] == UInt8(ascii: "\\"),
+                    self.bytes[self.index + 1] == UInt8(ascii: "u")
+                else { throw self.error(.invalidString) }
+                self.index += 2
+                let low = try self.parseHex4()
+                guard (0xDC00..<0xE000).contains(low) else { throw self.error(.invalidString) }
+                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+            } else if (0xDC00..<0xE000).contains(scalar) {
+                throw self.error(.invalidString)
+            }
+            guard let unicode = Unicode.Scalar(scalar) else { throw self.error(.invalidString) }
+            scratch.append(contentsOf: UTF8.encode(unicode)!)
+        default:
+            self.index -= 1
+            throw self.error(.invalidString)
+        }
+    }
+
+    private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard self.bytes.count - self.index >= 4 else { throw self.error(.unexpectedEnd) }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = self.bytes[self.index]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw self.error(.invalidString)
+            }
+            value = value << 4 | UInt32(digit)
+            self.index += 1
+        }
+        return value
+    }
+
+    private mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = self.index
+        var negative = false
+        if self.bytes[self.index] == UInt8(ascii: "-") {
+            negative = true
+            self.index += 1
+        }
+        guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        let integerStart = self.index
+        if self.bytes[self.index] == UInt8(ascii: "0") {
+            self.index += 1
+        } else {
+            guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
+        }
+        var isInteger = true
+        if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: ".") {
+            isInteger = false
+            self.index += 1
+            guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
+        }
+        if self.index < self.bytes.count, self.bytes[self.index] | 0x20 == UInt8(ascii: "e") {
+            isInteger = false
+            self.index += 1
+            if self.index < self.bytes.count,
+                self.bytes[self.index] == UInt8(ascii: "+") || self.bytes[self.index] == UInt8(ascii: "-")
+            {
+                self.index += 1
+            }
+            guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
+        }
+        if isInteger {
+            // Accumulate negatively so that Int64.min parses too.
+            var value: Int64 = 0
+            var overflow = false
+            for position in integerStart..<self.index {
+                let digit = Int64(self.bytes[position] - UInt8(ascii: "0"))
+                let (times10, o1) = value.multipliedReportingOverflow(by: 10)
+                let (next, o2) = times10.subtractingReportingOverflow(digit)
+                if o1 || o2 {
+                    overflow = true
+                    break
+                }
+                value = next
+            }
+            if !overflow {
+                if !negative {
+                    if value == .min { overflow = true } else { return .integer(-value) }
+                } else {
+                    return .integer(value)
+                }
+            }
+        }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]), as: UTF8.self)
+        guard let double = Double(text) else { throw JSONParseError(code: .invalidNumber, byteOffset: start) }
+        return .double(double)
+    }
+
+    /// Skips ASCII digits and answers how many there were.
+    private mutating func skipDigits() -> Int {
+        let start = self.index
+        while self.index < self.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self.bytes[self.index]) {
+            self.index += 1
+        }
+        return self.index - start
+    }
+}
+
+/// Whether `bytes` are well-formed UTF-8 (RFC 3629: shortest forms only, no surrogates, at most U+10FFFF).
+///
+/// Hand-written because the standard library's validating initialiser goes through generic code that costs
+/// more than the whole rest of string parsing.
+private func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    var index = 0
+    let count = bytes.count
+    while index < count {
+        let lead = bytes[index]
+        if lead < 0x80 {
+            index += 1
+            continue
+        }
+        let length: Int
+        var lower: UInt8 = 0x80
+        var upper: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0:
+            length = 3
+            lower = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED:
+            length = 3
+            upper = 0x9F
+        case 0xF0:
+            length = 4
+            lower = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4:
+            length = 4
+            upper = 0x8F
+        default: return false
+        }
+        guard count - index >= length else { return false }
+        let second = bytes[index + 1]
+        guard second >= lower, second <= upper else { return false }
+        for offset in 2..<length where bytes[index + offset] & 0xC0 != 0x80 {
+            return false
+        }
+        index += length
+    }
+    return true
+}

@@ -1,0 +1,88 @@
+import APNSCore
+
+/// What one matching route made of one event.
+public struct RouteMapping: Sendable {
+    /// The route's name.
+    public var route: String
+    /// The route's `app` (`nil`: the default `apns` block).
+    public var app: String?
+    /// Notifications, or why there are none.
+    public var outcome: Outcome
+
+    /// Creates a mapping.
+    public init(route: String, app: String?, outcome: Outcome) {
+        self.route = route
+        self.app = app
+        self.outcome = outcome
+    }
+
+    /// Notifications, or why there are none.
+    public enum Outcome: Sendable {
+        /// One notification per device token, in token order (never empty).
+        case notifications([MappedNotification])
+        /// The event cannot become a notification through this route; it goes to the dead-letter topic.
+        case deadLetter(DeadLetterReason)
+    }
+}
+
+/// One notification produced by a route, with its place in the fan-out.
+public struct MappedNotification: Sendable {
+    /// The position of its device token among the event's tokens (0-based); part of its deterministic id.
+    public var tokenIndex: Int
+    /// The request to send.
+    public var notification: Notification
+    /// A fault the mapper already knows APNs would reject the notification for, with Apple's reason.
+    ///
+    /// Only ``APNSCore/Reason/payloadTooLarge`` is detected here (the rendered payload exceeds the push type's
+    /// ``APNSCore/PushType/maxPayloadBytes``). The pipeline does not send such a notification but publishes a
+    /// `rejected` outcome with this reason and a null `http_status` (SPEC §3), exactly as for the sender's own
+    /// validation of tokens and collapse IDs. `nil`: nothing known against it.
+    public var localRejection: Reason?
+
+    /// Creates a mapped notification.
+    public init(tokenIndex: Int, notification: Notification, localRejection: Reason? = nil) {
+        self.tokenIndex = tokenIndex
+        self.notification = notification
+        self.localRejection = localRejection
+    }
+}
+
+/// Why an event became a dead letter for a route: human-readable, and naming the route and the field.
+public struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of problem it is.
+    public enum Code: String, Sendable, Hashable {
+        /// The event's value is not a JSON document (or is a tombstone).
+        case notJSON
+        /// A required value is missing or null (no device token, `payload_from` not found).
+        case missingValue
+        /// A value has the wrong type or form (a token that is not a string, an expiration that is not an
+        /// integer, a `payload_from` that is not an object).
+        case invalidValue
+    }
+
+    /// What kind of problem it is.
+    public var code: Code
+    /// The route's name.
+    public var route: String
+    /// The route field at fault, as written in the configuration (`device_tokens`, `expiration`, ...); `nil`
+    /// when the event as a whole is at fault (not JSON).
+    public var field: String?
+    /// What is wrong, without the route and field.
+    public var message: String
+
+    /// Creates a reason.
+    public init(code: Code, route: String, field: String?, message: String) {
+        self.code = code
+        self.route = route
+        self.field = field
+        self.message = message
+    }
+
+    /// The text for the `pushbridge-error` header: `route order-shipped: device_tokens: ...`.
+    public var description: String {
+        if let field = self.field {
+            return "route \(self.route): \(field): \(self.message)"
+        }
+        return "route \(self.route): \(self.message)"
+    }
+}

@@ -1,0 +1,66 @@
+/// One route as the configuration writes it (SPEC §2 `routes:`): plain data, checked and compiled by
+/// ``Router/init(routes:epochSeconds:)``.
+///
+/// Field names follow the YAML keys; the key paths in ``RouteCompileError`` use the YAML spelling
+/// (`device_tokens`, `payload.aps.alert.title`) so the configuration loader can point at the line.
+public struct RouteSpec: Sendable {
+    /// The route's name, unique among routes; it appears in outcomes, dead letters and metrics.
+    public var name: String
+    /// The Kafka topic whose events this route maps.
+    public var inputTopic: String
+    /// A name under the configuration's `apps:`; `nil` selects the default `apns` block.
+    public var app: String?
+    /// Fields that must all equal the given values (dotted paths into the event JSON, type-exact equality),
+    /// in the order written. Empty: every event of the topic matches.
+    public var match: [(path: String, value: JSONValue)]
+    /// Template for the device tokens: a single tag naming a string or an array of strings (fan-out), or text
+    /// with tags that renders one token.
+    public var deviceTokens: String
+    /// `apns-topic`, usually the app's bundle ID; the push type's suffix is added when it is missing.
+    public var topic: String
+    /// `apns-push-type` as written (`alert`, `background`, ...); checked against ``APNSCore/PushType``.
+    public var pushType: String
+    /// `apns-priority` (10, 5 or 1); `nil` uses the push type's default.
+    public var priority: Int?
+    /// Template rendering `apns-expiration` in epoch seconds; exclusive with ``ttl``.
+    public var expiration: String?
+    /// Time to live: `apns-expiration` becomes the mapping time plus this; exclusive with ``expiration``.
+    public var ttl: Duration?
+    /// Template for `apns-collapse-id`.
+    public var collapseID: String?
+    /// The payload as a structured template: every string leaf is a template. Exclusive with ``payloadFrom``.
+    public var payload: JSONValue?
+    /// A dotted path to an object in the event that is sent as the payload. Exclusive with ``payload``.
+    public var payloadFrom: String?
+
+    /// Creates a route specification.
+    public init(
+        name: String,
+        inputTopic: String,
+        app: String? = nil,
+        match: [(path: String, value: JSONValue)] = [],
+        deviceTokens: String,
+        topic: String,
+        pushType: String = "alert",
+        priority: Int? = nil,
+        expiration: String? = nil,
+        ttl: Duration? = nil,
+        collapseID: String? = nil,
+        payload: JSONValue? = nil,
+        payloadFrom: String? = nil
+    ) {
+        self.name = name
+        self.inputTopic = inputTopic
+        self.app = app
+        self.match = match
+        self.deviceTokens = deviceTokens
+        self.topic = topic
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.ttl = ttl
+        self.collapseID = collapseID
+        self.payload = payload
+        self.payloadFrom = payloadFrom
+    }
+}

@@ -1,0 +1,142 @@
+import APNSCore
+import Foundation
+
+/// The compiled routes: turns consumed events into notifications or dead-letter reasons (SPEC §2, §3).
+///
+/// Compiling checks every route and parses every template once; mapping then does no parsing but the event's
+/// own JSON. A `Router` is immutable and can be shared by any number of tasks.
+public struct Router: Sendable {
+    /// The routes as given, in order.
+    public let specs: [RouteSpec]
+    /// Every input topic, in the order routes first name them.
+    public let inputTopics: [String]
+
+    let routes: [CompiledRoute]
+    let routeIndicesByTopic: [String: [Int]]
+    let epochSeconds: @Sendable () -> Int64
+
+    /// Checks and compiles `routes`.
+    ///
+    /// - Parameters:
+    ///   - routes: the routes, in configuration order.
+    ///   - epochSeconds: the clock `ttl` counts from (seconds since 1970); tests inject a fixed one.
+    /// - Throws: every problem found, in route order (see ``RouteCompileError``).
+    public init(
+        routes: [RouteSpec],
+        epochSeconds: @escaping @Sendable () -> Int64 = Router.systemEpochSeconds
+    ) throws(RouteCompileErrors) {
+        var errors: [RouteCompileError] = []
+        var compiled: [CompiledRoute] = []
+        var firstIndexByName: [String: Int] = [:]
+        for (index, spec) in routes.enumerated() {
+            var diagnostics = RouteDiagnostics(routeIndex: index, routeName: spec.name)
+            if !spec.name.isEmpty, let first = firstIndexByName[spec.name] {
+                diagnostics.report(
+                    .duplicateRouteName, at: "name", "the name \"\(spec.name)\" is already used by routes[\(first)]",
+                    hint: "give every route its own name: it appears in outcomes, dead letters and metrics")
+            } else {
+                firstIndexByName[spec.name] = index
+            }
+            let route = CompiledRoute(compiling: spec, diagnostics: &diagnostics)
+            errors.append(contentsOf: diagnostics.errors)
+            if let route { compiled.append(route) }
+        }
+        guard errors.isEmpty else { throw RouteCompileErrors(errors: errors) }
+
+        var topics: [String] = []
+        var indices: [String: [Int]] = [:]
+        for (index, route) in compiled.enumerated() {
+            if indices[route.inputTopic] == nil { topics.append(route.inputTopic) }
+            indices[route.inputTopic, default: []].append(index)
+        }
+        self.specs = routes
+        self.inputTopics = topics
+        self.routes = compiled
+        self.routeIndicesByTopic = indices
+        self.epochSeconds = epochSeconds
+    }
+
+    /// The system clock in whole seconds since 1970.
+    @Sendable public static func systemEpochSeconds() -> Int64 {
+        Int64(Date().timeIntervalSince1970)
+    }
+
+    /// The names of the routes reading `topic`, in configuration order.
+    public func routes(forTopic topic: String) -> [String] {
+        (self.routeIndicesByTopic[topic] ?? []).map { self.routes[$0].name }
+    }
+
+    /// What every route of the event's topic makes of it, in route order; routes whose `match` fails are left
+    /// out, so an empty array means the event matched no route.
+    ///
+    /// An event whose value is not JSON (or is a tombstone) cannot be matched: every route of its topic answers
+    /// with a dead letter.
+    public func map(event: RoutingEvent) -> [RouteMapping] {
+        guard let indices = self.routeIndicesByTopic[event.topic] else { return [] }
+        let document: JSONValue
+        do {
+            document = try Self.parseValue(of: event)
+        } catch {
+            return indices.map { index in
+                let route = self.routes[index]
+                return RouteMapping(
+                    route: route.name, app: route.app,
+                    outcome: .deadLetter(
+                        DeadLetterReason(code: .notJSON, route: route.name, field: nil, message: error.message)))
+            }
+        }
+        var scope = RenderScope(event: event, document: document)
+        var mappings: [RouteMapping] = []
+        for index in indices {
+            let route = self.routes[index]
+            guard route.matches(scope) else { continue }
+            mappings.append(route.map(&scope, epochSeconds: self.epochSeconds))
+        }
+        return mappings
+    }
+
+    /// What the route named `name` makes of `event`, for `pushbridge render`: whether it matches, and if so its
+    /// mapping. `nil` when there is no such route. The event's topic is not checked, so any input can be tried
+    /// against any route.
+    public func trial(of event: RoutingEvent, route name: String) -> RouteTrial? {
+        guard let route = self.routes.first(where: { $0.name == name }) else { return nil }
+        let document: JSONValue
+        do {
+            document = try Self.parseValue(of: event)
+        } catch {
+            return .mapped(
+                RouteMapping(
+                    route: route.name, app: route.app,
+                    outcome: .deadLetter(
+                        DeadLetterReason(code: .notJSON, route: route.name, field: nil, message: error.message))))
+        }
+        var scope = RenderScope(event: event, document: document)
+        if let mismatch = route.firstMismatch(scope) {
+            return .notMatched(mismatch)
+        }
+        return .mapped(route.map(&scope, epochSeconds: self.epochSeconds))
+    }
+
+    private struct NotJSON: Error {
+        var message: String
+    }
+
+    private static func parseValue(of event: RoutingEvent) throws(NotJSON) -> JSONValue {
+        guard let value = event.value else {
+            throw NotJSON(message: "the event has no value (tombstone); expected a JSON document")
+        }
+        do {
+            return try JSONValue(parsing: value)
+        } catch {
+            throw NotJSON(message: "the event value is not JSON: \(error)")
+        }
+    }
+}
+
+/// The answer of ``Router/trial(of:route:)``.
+public enum RouteTrial: Sendable {
+    /// The route's `match` rejects the event; the text says which field differs and how.
+    case notMatched(String)
+    /// The route matches (or the event is not JSON); this is what it makes of the event.
+    case mapped(RouteMapping)
+}

@@ -1,1 +1,0 @@
-// The Routing module. See docs/architecture.md for where it sits in PushBridge.
