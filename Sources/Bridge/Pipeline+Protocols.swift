@@ -128,10 +128,25 @@ public protocol NotificationSender: Sendable {
     func send(_ notification: Notification, app: String?) async -> SendResult
 }
 
+/// A notification to send, and a fault already known against it.
+public struct RoutedNotification: Sendable {
+    /// The request.
+    public var notification: Notification
+    /// A fault the mapper found that APNs would reject the notification for (e.g. `PayloadTooLarge`): the
+    /// notification is not sent and its outcome is `rejected` with this reason.
+    public var localFault: Reason?
+
+    /// Creates a routed notification.
+    public init(_ notification: Notification, localFault: Reason? = nil) {
+        self.notification = notification
+        self.localFault = localFault
+    }
+}
+
 /// What one route made of an event.
 public enum RouteResult: Sendable {
     /// Notifications to send, in token order.
-    case notifications(route: String, app: String?, [Notification])
+    case notifications(route: String, app: String?, [RoutedNotification])
     /// The event cannot become a notification through this route.
     case deadLetter(route: String, reason: String)
 }

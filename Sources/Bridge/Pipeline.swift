@@ -197,10 +197,10 @@ public final class Pipeline: Service, Sendable {
         for result in results {
             switch result {
             case .notifications(let route, let app, let notifications):
-                for notification in notifications {
+                for routed in notifications {
                     await self.limiter.acquire()
                     group.addTask {
-                        await self.deliver(notification, route: route, app: app, event: event, ticket: ticket)
+                        await self.deliver(routed, route: route, app: app, event: event, ticket: ticket)
                     }
                 }
             case .deadLetter(let route, let reason):
@@ -215,11 +215,12 @@ public final class Pipeline: Service, Sendable {
     // MARK: Delivering one notification
 
     private func deliver(
-        _ notification: Notification, route: String, app: String?, event: SourceEvent, ticket: Ticket
+        _ routed: RoutedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket
     ) async {
+        let notification = routed.notification
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: notification.expirationEpochSeconds,
-            localFault: self.validate(notification),
+            localFault: routed.localFault ?? self.validate(notification),
             maxAttempts: self.configuration.maxAttempts,
             backoff: self.configuration.retryBackoff
         )

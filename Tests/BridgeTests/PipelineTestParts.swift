@@ -15,11 +15,11 @@ struct TokensMapper: EventMapper {
         else { return [.deadLetter(route: "r", reason: "route r: the event is not JSON")] }
         guard let tokens = object["tokens"] as? [String] else { return [] }
         let notifications = tokens.enumerated().map { index, token in
-            APNSCore.Notification(
+            RoutedNotification(APNSCore.Notification(
                 deviceToken: token, topic: "com.example", pushType: .alert, expirationEpochSeconds: self.expiration,
                 id: UUID(uuidString: String(format: "00000000-0000-0000-%04d-%012d", index, event.source.offset))!,
                 payload: Array(#"{"aps":{}}"#.utf8)
-            )
+            ))
         }
         return [.notifications(route: "r", app: nil, notifications)]
     }

@@ -1,0 +1,37 @@
+import APNSCore
+import Routing
+
+/// The pipeline's mapper on the configured routes and templates.
+public struct RouterMapper: EventMapper {
+    /// The compiled routes.
+    public let router: Router
+
+    /// Creates a mapper over `router`.
+    public init(router: Router) {
+        self.router = router
+    }
+
+    public func map(_ event: SourceEvent) -> [RouteResult] {
+        let routingEvent = RoutingEvent(
+            topic: event.source.topic,
+            partition: event.source.partition,
+            offset: event.source.offset,
+            key: event.source.key,
+            timestampMilliseconds: event.timestampMilliseconds,
+            headers: event.headers.map { (name: $0.0, value: $0.1) },
+            value: event.value
+        )
+        return self.router.map(event: routingEvent).map { mapping in
+            switch mapping.outcome {
+            case .notifications(let notifications):
+                .notifications(
+                    route: mapping.route,
+                    app: mapping.app,
+                    notifications.map { RoutedNotification($0.notification, localFault: $0.localRejection) }
+                )
+            case .deadLetter(let reason):
+                .deadLetter(route: mapping.route, reason: reason.description)
+            }
+        }
+    }
+}
