@@ -127,8 +127,9 @@ struct DeliveryStateMachine: Sendable {
         }
         let delay = self.backoff.delay(afterAttempt: self.attempts)
         if self.wouldExpire(before: now + delay.milliseconds) {
-            // Waiting would outlive the notification: decide now rather than send something stale.
-            return .finish(self.outcome(.expired, http: http, reason: reason, uniqueID: uniqueID, now: now))
+            // Waiting would outlive the notification: decide now rather than send something stale. The last
+            // answer's reason stays as a clue; `http_status` is null for every expired outcome (SPEC §3).
+            return .finish(self.outcome(.expired, http: nil, reason: reason, uniqueID: uniqueID, now: now))
         }
         return .wait(delay)
     }

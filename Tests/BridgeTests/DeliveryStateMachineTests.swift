@@ -178,3 +178,33 @@ struct DeliveryStateMachineTests {
         #expect(outcome.status == .expired)
     }
 }
+
+@Suite("Delivery state machine: expiry during retries")
+struct DeliveryExpiryDuringRetryTests {
+    @Test("a notification that would expire before its retry ends as expired with a null http status")
+    func expiresBeforeRetry() {
+        let now: Int64 = 1_700_000_000_000
+        var machine = DeliveryStateMachine(
+            expirationEpochSeconds: now / 1000 + 1, localFault: nil, maxAttempts: 5,
+            backoff: Backoff(initial: .seconds(60), maximum: .seconds(60))
+        )
+        #expect(machine.start(nowEpochMilliseconds: now) == .send)
+        machine.sending(nowEpochMilliseconds: now)
+        let action = machine.received(
+            .answered(status: 503, reason: .serviceUnavailable, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil),
+            nowEpochMilliseconds: now
+        )
+        guard case .finish(let outcome) = action else {
+            // A zero jitter draw may still fit before expiry; then the machine waits, which is also right.
+            guard case .wait(let delay) = action else {
+                Issue.record("unexpected \(action)")
+                return
+            }
+            #expect(delay.milliseconds < 1000)
+            return
+        }
+        #expect(outcome.status == .expired)
+        #expect(outcome.httpStatus == nil)
+        #expect(outcome.reason == "ServiceUnavailable")
+    }
+}
