@@ -162,6 +162,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Benchmarks
+        .executableTarget(
+            name: "MapperBench",
+            dependencies: ["Routing"],
+            path: "Benchmarks/MapperBench",
+            swiftSettings: strict
+        ),
+
         // MARK: Test helpers shipped as a library (mock cluster fixtures, TLS material, child processes)
         .target(
             name: "TestSupport",
@@ -185,6 +193,7 @@ let package = Package(
             dependencies: [
                 "Routing",
                 "APNSCore",
+                .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: strict

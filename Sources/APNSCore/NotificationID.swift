@@ -12,16 +12,31 @@ import Foundation
 /// that match the same event fan out to token index 0 alike; without it their notifications would share an id.
 public enum NotificationID {
     /// The namespace of PushBridge notification ids (itself a fixed random UUID).
-    public static let namespace = UUID(uuid: (
-        0x6f, 0x1d, 0x4e, 0x52, 0x8a, 0x3b, 0x4c, 0x0e, 0x9d, 0x27, 0x5b, 0xe1, 0x40, 0x8c, 0x72, 0xa9
-    ))
+    public static let namespace = UUID(
+        uuid: (
+            0x6f, 0x1d, 0x4e, 0x52, 0x8a, 0x3b, 0x4c, 0x0e, 0x9d, 0x27, 0x5b, 0xe1, 0x40, 0x8c, 0x72, 0xa9
+        ))
 
     /// The id of the notification for token `tokenIndex` that `route` made of the event at
     /// `topic`/`partition`/`offset`.
     public static func make(topic: String, partition: Int32, offset: Int64, route: String, tokenIndex: Int) -> UUID {
         var hasher = Insecure.SHA1()
         withUnsafeBytes(of: Self.namespace.uuid) { hasher.update(bufferPointer: $0) }
-        hasher.update(data: Array("\(topic)/\(partition)/\(offset)/\(route)/\(tokenIndex)".utf8))
+        // The name is fed piece by piece: this runs once per notification, and building the joined string
+        // would cost more than hashing it.
+        func feed(_ text: String) {
+            var text = text
+            text.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        }
+        feed(topic)
+        feed("/")
+        feed(String(partition))
+        feed("/")
+        feed(String(offset))
+        feed("/")
+        feed(route)
+        feed("/")
+        feed(String(tokenIndex))
         let digest = hasher.finalize()
         return digest.withUnsafeBytes { raw in
             var bytes = (

@@ -19,34 +19,431 @@ struct RouteDiagnostics {
     }
 }
 
-/// What templates are rendered against: the event's JSON plus `_kafka` and `_headers`.
-struct RenderContext {
-    let event: RoutingEvent
-    let document: JSONValue
-}
-
 /// One route, checked and with its templates parsed.
 struct CompiledRoute: Sendable {
+    /// How `apns-expiration` is found.
+    enum Expiration: Sendable {
+        case none
+        case template(TextTemplate)
+        case ttl(seconds: Int64)
+    }
+
+    /// Where the payload comes from.
+    enum Payload: Sendable {
+        case template(PayloadTemplate)
+        case from(TemplatePath)
+    }
+
     let name: String
     let inputTopic: String
     let app: String?
+    let match: [(path: TemplatePath, value: JSONValue)]
+    let deviceTokens: TextTemplate
+    let topic: String
+    let pushType: PushType
+    let priority: Priority
+    let expiration: Expiration
+    let collapseID: TextTemplate?
+    let payload: Payload
+
+    /// The longest `apns-collapse-id` APNs accepts, in bytes.
+    static let maxCollapseIDBytes = 64
 
     /// Compiles `spec`, reporting every problem to `diagnostics`; `nil` when there was any.
     init?(compiling spec: RouteSpec, diagnostics: inout RouteDiagnostics) {
+        let errorsBefore = diagnostics.errors.count
         self.name = spec.name
         self.inputTopic = spec.inputTopic
         self.app = spec.app
+        if spec.name.isEmpty {
+            diagnostics.report(.missingField, at: "name", "the route has no name", hint: "add `name: <route-name>`")
+        }
+        if spec.inputTopic.isEmpty {
+            diagnostics.report(
+                .missingField, at: "input_topic", "the route has no input topic",
+                hint: "add `input_topic: <kafka topic>`")
+        }
+
+        self.match = spec.match.compactMap { condition in
+            guard let path = TemplatePath(condition.path), !condition.path.isEmpty, path.root != .implicit else {
+                diagnostics.report(
+                    .invalidValue, at: "match.\(condition.path)", "\"\(condition.path)\" is not a dotted path",
+                    hint: "name a field of the event such as `type` or `order.status`")
+                return nil
+            }
+            return (path: path, value: condition.value)
+        }
+
+        self.deviceTokens = Self.compileDeviceTokens(spec.deviceTokens, diagnostics: &diagnostics)
+
+        let pushType = Self.compilePushType(spec.pushType, diagnostics: &diagnostics)
+        self.pushType = pushType ?? .alert
+        self.priority = Self.compilePriority(spec.priority, pushType: pushType, diagnostics: &diagnostics)
+        if spec.topic.isEmpty {
+            diagnostics.report(
+                .missingField, at: "topic", "the route has no APNs topic",
+                hint: "add `topic: <bundle ID>` (for mdm, the certificate's topic)")
+        }
+        self.topic = self.pushType.topic(for: spec.topic)
+
+        self.expiration = Self.compileExpiration(spec, diagnostics: &diagnostics)
+        self.collapseID = spec.collapseID.flatMap { source in
+            guard let template = Self.compileTemplate(source, at: "collapse_id", diagnostics: &diagnostics) else {
+                return nil
+            }
+            if let text = template.constantText, text.utf8.count > Self.maxCollapseIDBytes {
+                diagnostics.report(
+                    .invalidValue, at: "collapse_id",
+                    "\"\(text)\" is \(text.utf8.count) bytes; APNs accepts at most \(Self.maxCollapseIDBytes)",
+                    hint: "shorten it")
+            }
+            return template
+        }
+        self.payload = Self.compilePayload(spec, diagnostics: &diagnostics)
+
+        if diagnostics.errors.count > errorsBefore { return nil }
     }
 
-    func matches(_ document: JSONValue) -> Bool {
-        true
+    private static func compileTemplate(
+        _ source: String,
+        at keyPath: String,
+        diagnostics: inout RouteDiagnostics
+    ) -> TextTemplate? {
+        do {
+            return try TextTemplate(source)
+        } catch {
+            diagnostics.report(.brokenTemplate, at: keyPath, error.message, hint: error.hint)
+            return nil
+        }
     }
 
-    func firstMismatch(_ document: JSONValue) -> String? {
-        nil
+    private static func compileDeviceTokens(_ source: String, diagnostics: inout RouteDiagnostics) -> TextTemplate {
+        let fallback = try! TextTemplate("")  // a literal empty template always parses
+        guard !source.isEmpty else {
+            diagnostics.report(
+                .missingField, at: "device_tokens", "the route has no device_tokens template",
+                hint: "name the event's token field, e.g. `device_tokens: \"{{customer.apns_tokens}}\"`")
+            return fallback
+        }
+        guard let template = Self.compileTemplate(source, at: "device_tokens", diagnostics: &diagnostics) else {
+            return fallback
+        }
+        if !template.hasTags {
+            diagnostics.report(
+                .deviceTokensNotTemplate, at: "device_tokens",
+                "\"\(source)\" has no tag, so every event would go to the same fixed device",
+                hint: "name the event's token field, e.g. `device_tokens: \"{{customer.apns_tokens}}\"`")
+        }
+        return template
     }
 
-    func map(_ context: RenderContext, now: @Sendable () -> Int64) -> RouteMapping {
-        RouteMapping(route: self.name, app: self.app, outcome: .notifications([]))
+    private static func compilePushType(_ text: String, diagnostics: inout RouteDiagnostics) -> PushType? {
+        if let pushType = PushType(rawValue: text) { return pushType }
+        let names = PushType.allCases.map(\.rawValue)
+        let suggestion = closestName(to: text, among: names)
+        diagnostics.report(
+            .unknownPushType, at: "push_type", "unknown push type \"\(text)\"",
+            hint: suggestion.map { "did you mean \"\($0)\"?" } ?? "use one of: \(names.joined(separator: ", "))")
+        return nil
     }
+
+    private static func compilePriority(
+        _ value: Int?,
+        pushType: PushType?,
+        diagnostics: inout RouteDiagnostics
+    ) -> Priority {
+        let fallback = pushType?.defaultPriority ?? .immediate
+        guard let value else { return fallback }
+        guard let priority = Priority(rawValue: value) else {
+            diagnostics.report(
+                .invalidPriority, at: "priority", "priority \(value) is not one APNs accepts",
+                hint: "use 10 (immediate), 5 (power-considerate) or 1 (power-saving)")
+            return fallback
+        }
+        if let pushType, !pushType.allows(priority) {
+            diagnostics.report(
+                .priorityNotAllowed, at: "priority",
+                "push type \(pushType.rawValue) does not allow priority \(value)",
+                hint: "use priority 5 (or leave it out: the default is \(pushType.defaultPriority.rawValue))")
+        }
+        return priority
+    }
+
+    private static func compileExpiration(_ spec: RouteSpec, diagnostics: inout RouteDiagnostics) -> Expiration {
+        if spec.expiration != nil, spec.ttl != nil {
+            diagnostics.report(
+                .conflictingFields, at: "expiration", "both expiration and ttl are given",
+                hint: "keep one: `expiration` (epoch seconds from the event) or `ttl` (a duration from now)")
+            return .none
+        }
+        if let ttl = spec.ttl {
+            let seconds = ttl.components.seconds
+            guard ttl > .zero, seconds > 0 else {
+                diagnostics.report(
+                    .invalidValue, at: "ttl", "ttl must be at least one second, got \(ttl)",
+                    hint: "write a duration such as `ttl: 1h`; for \"deliver now or never\" use `expiration: \"0\"`")
+                return .none
+            }
+            return .ttl(seconds: seconds)
+        }
+        guard let source = spec.expiration,
+            let template = Self.compileTemplate(source, at: "expiration", diagnostics: &diagnostics)
+        else { return .none }
+        if let text = template.constantText, Int64(text) == nil || Int64(text)! < 0 {
+            diagnostics.report(
+                .invalidValue, at: "expiration", "\"\(text)\" is not epoch seconds",
+                hint: "write a tag naming the event's expiry, e.g. \"{{expires_at}}\", or use `ttl: 1h`")
+        }
+        return .template(template)
+    }
+
+    private static func compilePayload(_ spec: RouteSpec, diagnostics: inout RouteDiagnostics) -> Payload {
+        let fallback = Payload.template(.constant(Array("{}".utf8)))
+        switch (spec.payload, spec.payloadFrom) {
+        case (.some, .some):
+            diagnostics.report(
+                .conflictingFields, at: "payload", "both payload and payload_from are given",
+                hint: "keep `payload` (a template) or `payload_from` (a path to a ready payload), not both")
+            return fallback
+        case (nil, nil):
+            diagnostics.report(
+                .missingField, at: "payload", "the route has neither payload nor payload_from",
+                hint: "add a `payload:` template, or `payload_from: <path>` when the event carries the payload")
+            return fallback
+        case (nil, .some(let pathText)):
+            guard let path = TemplatePath(pathText), path.root == .scope else {
+                diagnostics.report(
+                    .invalidValue, at: "payload_from", "\"\(pathText)\" is not a dotted path into the event",
+                    hint: "name the event's field that holds the payload object, e.g. `payload_from: notification`")
+                return fallback
+            }
+            return .from(path)
+        case (.some(let tree), nil):
+            guard case .object = tree else {
+                diagnostics.report(
+                    .invalidValue, at: "payload",
+                    "the payload is \(tree.typeNameWithArticle); APNs wants a JSON object",
+                    hint: "write the payload as a mapping, e.g. `payload: { aps: { alert: \"...\" } }`")
+                return fallback
+            }
+            return .template(PayloadTemplate(compiling: tree, keyPath: "payload", diagnostics: &diagnostics))
+        }
+    }
+
+    // MARK: Mapping
+
+    /// Whether every `match` condition holds for the event.
+    func matches(_ scope: RenderScope) -> Bool {
+        self.match.allSatisfy { scope.resolve($0.path) == $0.value }
+    }
+
+    /// Why the event does not match, or `nil` when it does.
+    func firstMismatch(_ scope: RenderScope) -> String? {
+        for condition in self.match {
+            let actual = scope.resolve(condition.path)
+            guard actual != condition.value else { continue }
+            let found = actual.map { "\($0.jsonText) (\($0.typeName))" } ?? "nothing"
+            return "match.\(condition.path.text): wants \(condition.value.jsonText) (\(condition.value.typeName)), "
+                + "the event has \(found)"
+        }
+        return nil
+    }
+
+    /// What this route makes of the event in `scope`.
+    func map(_ scope: inout RenderScope, epochSeconds: @Sendable () -> Int64) -> RouteMapping {
+        switch self.render(&scope, epochSeconds: epochSeconds) {
+        case .success(let notifications):
+            return RouteMapping(route: self.name, app: self.app, outcome: .notifications(notifications))
+        case .failure(let reason):
+            return RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason))
+        }
+    }
+
+    private func deadLetter(_ code: DeadLetterReason.Code, _ field: String, _ message: String) -> DeadLetterReason {
+        DeadLetterReason(code: code, route: self.name, field: field, message: message)
+    }
+
+    private func render(
+        _ scope: inout RenderScope,
+        epochSeconds: @Sendable () -> Int64
+    ) -> Result<[MappedNotification], DeadLetterReason> {
+        let tokens: [String]
+        switch self.renderDeviceTokens(&scope) {
+        case .success(let value): tokens = value
+        case .failure(let reason): return .failure(reason)
+        }
+        let expiration: Int64?
+        switch self.renderExpiration(&scope, epochSeconds: epochSeconds) {
+        case .success(let value): expiration = value
+        case .failure(let reason): return .failure(reason)
+        }
+        var collapseID: String?
+        if let template = self.collapseID, case .success(let text) = template.renderText(scope: &scope),
+            !text.isEmpty
+        {
+            collapseID = text
+        }
+        let payload: [UInt8]
+        switch self.renderPayload(&scope) {
+        case .success(let value): payload = value
+        case .failure(let reason): return .failure(reason)
+        }
+        let rejection: Reason? = payload.count > self.pushType.maxPayloadBytes ? .payloadTooLarge : nil
+        let event = scope.event
+        var notifications: [MappedNotification] = []
+        notifications.reserveCapacity(tokens.count)
+        for (index, token) in tokens.enumerated() {
+            let id = NotificationID.make(
+                topic: event.topic, partition: event.partition, offset: event.offset, route: self.name,
+                tokenIndex: index)
+            let notification = Notification(
+                deviceToken: token, topic: self.topic, pushType: self.pushType, priority: self.priority,
+                expirationEpochSeconds: expiration, collapseID: collapseID, id: id, payload: payload)
+            notifications.append(
+                MappedNotification(tokenIndex: index, notification: notification, localRejection: rejection))
+        }
+        return .success(notifications)
+    }
+
+    private func renderDeviceTokens(_ scope: inout RenderScope) -> Result<[String], DeadLetterReason> {
+        let field = "device_tokens"
+        guard let path = self.deviceTokens.singleTag else {
+            switch self.deviceTokens.renderText(scope: &scope) {
+            case .failure(let missing):
+                return .failure(
+                    self.deadLetter(.missingValue, field, "\(missing.description), so the device token is missing"))
+            case .success(let token):
+                guard !token.isEmpty else {
+                    return .failure(self.deadLetter(.missingValue, field, "the device token rendered empty (missing)"))
+                }
+                return .success([token])
+            }
+        }
+        switch scope.resolve(path) {
+        case nil:
+            return .failure(self.deadLetter(.missingValue, field, "\(path.text) is missing"))
+        case .null?:
+            return .failure(
+                self.deadLetter(.missingValue, field, "\(path.text) is null, so the device token is missing"))
+        case .string(let token)?:
+            guard !token.isEmpty else {
+                return .failure(self.deadLetter(.missingValue, field, "\(path.text) is an empty string (missing)"))
+            }
+            return .success([token])
+        case .array(let elements)?:
+            guard !elements.isEmpty else {
+                return .failure(
+                    self.deadLetter(
+                        .missingValue, field, "\(path.text) is an empty array, so the device tokens are missing"))
+            }
+            var tokens: [String] = []
+            tokens.reserveCapacity(elements.count)
+            for (offset, element) in elements.enumerated() {
+                guard case .string(let token) = element, !token.isEmpty else {
+                    let what = element == .string("") ? "an empty string" : element.typeNameWithArticle
+                    return .failure(
+                        self.deadLetter(
+                            .invalidValue, field, "\(path.text)[\(offset)] is \(what); every token must be a string"))
+                }
+                tokens.append(token)
+            }
+            return .success(tokens)
+        case let value?:
+            return .failure(
+                self.deadLetter(
+                    .invalidValue, field,
+                    "\(path.text) is \(value.typeNameWithArticle); expected a string or an array of strings"))
+        }
+    }
+
+    private func renderExpiration(
+        _ scope: inout RenderScope,
+        epochSeconds: @Sendable () -> Int64
+    ) -> Result<Int64?, DeadLetterReason> {
+        switch self.expiration {
+        case .none:
+            return .success(nil)
+        case .ttl(let seconds):
+            return .success(epochSeconds() + seconds)
+        case .template(let template):
+            let text: String
+            if let path = template.singleTag {
+                switch scope.resolve(path) {
+                case nil, .null?: return .success(nil)
+                case .integer(let value)? where value >= 0: return .success(value)
+                case .double(let value)? where value >= 0 && value.rounded() == value && value < 9.2e18:
+                    return .success(Int64(value))
+                case .string(let string)?: text = string
+                case let value?:
+                    return .failure(
+                        self.deadLetter(
+                            .invalidValue, "expiration",
+                            "\(path.text) is \(value.jsonText); expected integer epoch seconds (0 or more)"))
+                }
+            } else {
+                switch template.renderText(scope: &scope) {
+                case .failure: return .success(nil)
+                case .success(let rendered): text = rendered
+                }
+            }
+            guard let value = Int64(text), value >= 0 else {
+                return .failure(
+                    self.deadLetter(
+                        .invalidValue, "expiration",
+                        "rendered \(JSONValue.string(text).jsonText); expected integer epoch seconds (0 or more)"))
+            }
+            return .success(value)
+        }
+    }
+
+    private func renderPayload(_ scope: inout RenderScope) -> Result<[UInt8], DeadLetterReason> {
+        switch self.payload {
+        case .template(let template):
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(512)
+            _ = template.render(into: &bytes, scope: &scope)
+            return .success(bytes)
+        case .from(let path):
+            switch scope.resolve(path) {
+            case nil, .null?:
+                return .failure(
+                    self.deadLetter(
+                        .missingValue, "payload_from", "\(path.text) is missing; expected the payload object"))
+            case .object(let members)?:
+                return .success(JSONValue.object(members).serialized())
+            case let value?:
+                return .failure(
+                    self.deadLetter(
+                        .invalidValue, "payload_from",
+                        "\(path.text) is \(value.typeNameWithArticle); expected the payload object"))
+            }
+        }
+    }
+}
+
+/// The candidate closest to `name` by edit distance (case-insensitive), when it is close enough to be a typo.
+func closestName(to name: String, among candidates: [String]) -> String? {
+    let target = Array(name.lowercased().utf8)
+    var best: (name: String, distance: Int)?
+    for candidate in candidates {
+        let distance = editDistance(target, Array(candidate.lowercased().utf8))
+        if distance < (best?.distance ?? Int.max) { best = (candidate, distance) }
+    }
+    guard let best, best.distance <= max(2, target.count / 3) else { return nil }
+    return best.name
+}
+
+/// Levenshtein distance between two byte strings.
+private func editDistance(_ left: [UInt8], _ right: [UInt8]) -> Int {
+    if left.isEmpty { return right.count }
+    var previous = Array(0...right.count)
+    var current = previous
+    for (i, l) in left.enumerated() {
+        current[0] = i + 1
+        for (j, r) in right.enumerated() {
+            current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (l == r ? 0 : 1))
+        }
+        swap(&previous, &current)
+    }
+    return previous[right.count]
 }

@@ -53,27 +53,19 @@ extension JSONValue {
     /// A number without fraction or exponent becomes ``integer(_:)`` when it fits in `Int64`, otherwise
     /// ``double(_:)``. Strings must be valid UTF-8.
     public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
-        let result: Result<JSONValue, JSONParseError>? = bytes.withContiguousStorageIfAvailable { buffer in
-            var parser = JSONParser(buffer)
-            return Result { () throws(JSONParseError) in try parser.parseDocument() }
-        }
-        switch result ?? Array(bytes).withUnsafeBufferPointer({ buffer in
-            var parser = JSONParser(buffer)
-            return Result { () throws(JSONParseError) in try parser.parseDocument() }
-        }) {
-        case .success(let value): self = value
-        case .failure(let error): throw error
-        }
+        let result = bytes.withContiguousStorageIfAvailable(Self.parse)
+        self = try (result ?? Array(bytes).withUnsafeBufferPointer(Self.parse)).get()
     }
 
     /// Parses one JSON document from `text`.
     public init(parsing text: String) throws(JSONParseError) {
         var text = text
-        let result = text.withUTF8 { buffer in
-            var parser = JSONParser(buffer)
-            return Result { () throws(JSONParseError) in try parser.parseDocument() }
-        }
-        self = try result.get()
+        self = try text.withUTF8(Self.parse).get()
+    }
+
+    private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
+        var parser = JSONParser(buffer)
+        return Result { () throws(JSONParseError) in try parser.parseDocument() }
     }
 }
 
@@ -151,6 +143,8 @@ private struct JSONParser {
         try self.enter()
         self.index += 1
         var members: [(key: String, value: JSONValue)] = []
+        // Event objects are small: one allocation of 8 saves the 1-2-4-8 growth steps.
+        members.reserveCapacity(8)
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "}") {
@@ -217,16 +211,18 @@ private struct JSONParser {
     private mutating func parseString() throws(JSONParseError) -> String {
         self.index += 1
         let start = self.index
+        var sawNonASCII = false
         // Fast path: no escapes, so the bytes between the quotes are the string.
         while self.index < self.bytes.count {
             let byte = self.bytes[self.index]
+            sawNonASCII = sawNonASCII || byte >= 0x80
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: self.bytes[start..<self.index])
-                guard let string = String(validating: slice, as: UTF8.self) else {
+                guard !sawNonASCII || isValidUTF8(slice) else {
                     throw JSONParseError(code: .invalidUTF8, byteOffset: start)
                 }
                 self.index += 1
-                return string
+                return String(decoding: slice, as: UTF8.self)
             }
             if byte == UInt8(ascii: "\\") { break }
             if byte < 0x20 { throw self.error(.invalidString) }
@@ -240,10 +236,10 @@ private struct JSONParser {
             switch byte {
             case UInt8(ascii: "\""):
                 self.index += 1
-                guard let string = String(validating: scratch, as: UTF8.self) else {
+                guard scratch.withUnsafeBufferPointer(isValidUTF8) else {
                     throw JSONParseError(code: .invalidUTF8, byteOffset: start)
                 }
-                return string
+                return String(decoding: scratch, as: UTF8.self)
             case UInt8(ascii: "\\"):
                 self.index += 1
                 try self.parseEscape(into: &scratch)
@@ -373,4 +369,49 @@ private struct JSONParser {
         }
         return self.index - start
     }
+}
+
+/// Whether `bytes` are well-formed UTF-8 (RFC 3629: shortest forms only, no surrogates, at most U+10FFFF).
+///
+/// Hand-written because the standard library's validating initialiser goes through generic code that costs
+/// more than the whole rest of string parsing.
+private func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    var index = 0
+    let count = bytes.count
+    while index < count {
+        let lead = bytes[index]
+        if lead < 0x80 {
+            index += 1
+            continue
+        }
+        let length: Int
+        var lower: UInt8 = 0x80
+        var upper: UInt8 = 0xBF
+        switch lead {
+        case 0xC2...0xDF: length = 2
+        case 0xE0:
+            length = 3
+            lower = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: length = 3
+        case 0xED:
+            length = 3
+            upper = 0x9F
+        case 0xF0:
+            length = 4
+            lower = 0x90
+        case 0xF1...0xF3: length = 4
+        case 0xF4:
+            length = 4
+            upper = 0x8F
+        default: return false
+        }
+        guard count - index >= length else { return false }
+        let second = bytes[index + 1]
+        guard second >= lower, second <= upper else { return false }
+        for offset in 2..<length where bytes[index + offset] & 0xC0 != 0x80 {
+            return false
+        }
+        index += length
+    }
+    return true
 }

@@ -47,6 +47,11 @@ extension JSONValue {
 
     /// One step of a path: an object member, or an array element when `segment` is a decimal index.
     func child(named segment: Substring) -> JSONValue? {
+        self.child(named: String(segment))
+    }
+
+    /// One step of a path: an object member, or an array element when `segment` is a decimal index.
+    func child(named segment: String) -> JSONValue? {
         switch self {
         case .object(let members):
             var index = members.endIndex
@@ -83,6 +88,16 @@ extension JSONValue {
     }
 }
 
+extension JSONValue {
+    /// The type's name with its article, for messages: `an integer`, `a string`.
+    var typeNameWithArticle: String {
+        switch self {
+        case .integer, .array, .object: "an \(self.typeName)"
+        default: "a \(self.typeName)"
+        }
+    }
+}
+
 /// Type-exact equality, as route `match` uses it: `1` (integer) and `1.0` (number) differ, and objects are
 /// equal when they have the same members whatever their order.
 extension JSONValue: Equatable {
@@ -96,6 +111,7 @@ extension JSONValue: Equatable {
         case (.array(let left), .array(let right)): return left == right
         case (.object(let left), .object(let right)):
             guard left.count == right.count else { return false }
+            if left.elementsEqual(right, by: { $0.key == $1.key && $0.value == $1.value }) { return true }
             for member in left where rhs[member.key] != member.value {
                 return false
             }

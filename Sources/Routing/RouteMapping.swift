@@ -48,7 +48,7 @@ public struct MappedNotification: Sendable {
 }
 
 /// Why an event became a dead letter for a route: human-readable, and naming the route and the field.
-public struct DeadLetterReason: Sendable, Hashable, CustomStringConvertible {
+public struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of problem it is.
     public enum Code: String, Sendable, Hashable {
         /// The event's value is not a JSON document (or is a tombstone).

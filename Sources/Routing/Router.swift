@@ -85,12 +85,12 @@ public struct Router: Sendable {
                         DeadLetterReason(code: .notJSON, route: route.name, field: nil, message: error.message)))
             }
         }
-        let context = RenderContext(event: event, document: document)
+        var scope = RenderScope(event: event, document: document)
         var mappings: [RouteMapping] = []
         for index in indices {
             let route = self.routes[index]
-            guard route.matches(document) else { continue }
-            mappings.append(route.map(context, now: self.epochSeconds))
+            guard route.matches(scope) else { continue }
+            mappings.append(route.map(&scope, epochSeconds: self.epochSeconds))
         }
         return mappings
     }
@@ -110,10 +110,11 @@ public struct Router: Sendable {
                     outcome: .deadLetter(
                         DeadLetterReason(code: .notJSON, route: route.name, field: nil, message: error.message))))
         }
-        if let mismatch = route.firstMismatch(document) {
+        var scope = RenderScope(event: event, document: document)
+        if let mismatch = route.firstMismatch(scope) {
             return .notMatched(mismatch)
         }
-        return .mapped(route.map(RenderContext(event: event, document: document), now: self.epochSeconds))
+        return .mapped(route.map(&scope, epochSeconds: self.epochSeconds))
     }
 
     private struct NotJSON: Error {

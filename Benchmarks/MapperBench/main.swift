@@ -1,0 +1,96 @@
+// Events mapped per second on one core for the SPEC §2 example route: parse the event JSON, match, render the
+// header templates and the payload, serialise it, and derive the notification ids.
+//
+// Usage: MapperBench [seconds per scenario, default 3]
+
+import Foundation
+import Routing
+
+let secondsPerScenario = CommandLine.arguments.dropFirst().first.flatMap(Double.init) ?? 3
+
+let route = RouteSpec(
+    name: "order-shipped",
+    inputTopic: "orders.shipped",
+    match: [("type", "shipped")],
+    deviceTokens: "{{customer.apns_tokens}}",
+    topic: "com.example.shop",
+    pushType: "alert",
+    priority: 10,
+    expiration: "{{expires_at}}",
+    collapseID: "order-{{order.id}}",
+    payload: [
+        "aps": [
+            "alert": [
+                "title": "Your order {{order.id}} has shipped",
+                "body": "{{order.carrier}} expects to deliver it {{order.eta}}",
+            ],
+            "badge": "{{customer.unread_count}}",
+            "sound": "default",
+        ],
+        "order_id": "{{order.id}}",
+    ]
+)
+
+let router: Router
+do {
+    router = try Router(routes: [route])
+} catch {
+    print("the benchmark route does not compile: \(error)")
+    exit(1)
+}
+
+/// 1024 distinct events, as a producer would send them, with `tokenCount` tokens each.
+func makeEvents(tokenCount: Int) -> [RoutingEvent] {
+    (0..<1024).map { index in
+        let tokens = (0..<tokenCount).map {
+            "\"\(String(repeating: String(format: "%02x", (index + $0) % 256), count: 32))\""
+        }
+        let json = """
+            {"type":"shipped","expires_at":\(1_790_000_000 + index),\
+            "order":{"id":"A-\(100_000 + index)","carrier":"UPS",\
+            "eta":"tomorrow","items":[{"sku":"SKU-\(index)","qty":1}],"total":{"amount":129.95,"currency":"EUR"}},\
+            "customer":{"id":"customer-\(index)","apns_tokens":[\(tokens.joined(separator: ","))],\
+            "unread_count":\(index % 10)}}
+            """
+        return RoutingEvent(
+            topic: "orders.shipped", partition: Int32(index % 12), offset: Int64(index),
+            key: Array("customer-\(index)".utf8),
+            timestampMilliseconds: 1_700_000_000_000, headers: [("trace-id", Array("trace-\(index)".utf8))],
+            value: Array(json.utf8))
+    }
+}
+
+/// Maps `events` round-robin for `seconds`; returns events per second and notifications per second.
+func measure(_ events: [RoutingEvent], seconds: Double) -> (events: Double, notifications: Double, payloadBytes: Int) {
+    var mapped = 0
+    var notifications = 0
+    var payloadBytes = 0
+    let clock = ContinuousClock()
+    let start = clock.now
+    let deadline = start + .milliseconds(Int(seconds * 1000))
+    while clock.now < deadline {
+        for event in events {
+            for mapping in router.map(event: event) {
+                guard case .notifications(let list) = mapping.outcome else { fatalError("unexpected dead letter") }
+                notifications += list.count
+                payloadBytes &+= list[0].notification.payload.count
+            }
+        }
+        mapped += events.count
+    }
+    let elapsed = start.duration(to: clock.now)
+    let elapsedSeconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    return (Double(mapped) / elapsedSeconds, Double(notifications) / elapsedSeconds, payloadBytes)
+}
+
+print("MapperBench: SPEC §2 example route, one thread, \(secondsPerScenario)s per scenario")
+for tokenCount in [1, 3] {
+    let events = makeEvents(tokenCount: tokenCount)
+    _ = measure(events, seconds: 0.3)  // warm-up
+    let result = measure(events, seconds: secondsPerScenario)
+    let eventBytes = events.reduce(0) { $0 + ($1.value?.count ?? 0) } / events.count
+    print(
+        String(
+            format: "tokens/event=%d  event=%dB  events/s=%.0f  notifications/s=%.0f  (%.2f µs/event)",
+            tokenCount, eventBytes, result.events, result.notifications, 1e6 / result.events))
+}
