@@ -207,6 +207,7 @@ let package = Package(
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
+            exclude: ["Fixtures", "Golden"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -252,4 +252,50 @@ import Testing
         #expect(!text.contains("hunter2"))
         #expect(!text.contains("s3cret-p12-password"))
     }
+
+    @Test func brokenTemplateIsReportedAtItsPayloadLeaf() throws {
+        let yaml = minimalYAML.replacingOccurrences(of: "alert: \"{{text}}\"", with: "alert: \"Hi {{name\"")
+        let problem = try self.onlyProblem(yaml)
+        #expect(problem.code == .route)
+        #expect(problem.path == "routes[0].payload.aps.alert")
+        #expect(problem.line == 16)
+        #expect(problem.message.contains("broken template"))
+    }
+
+    @Test func unknownPushTypeSuggestsTheClosestOne() throws {
+        let yaml = minimalYAML.replacingOccurrences(of: "    topic: com.example.app\n", with: "    topic: com.example.app\n    push_type: alrt\n")
+        let problem = try self.onlyProblem(yaml)
+        #expect(problem.code == .route)
+        #expect(problem.path == "routes[0].push_type")
+        #expect(problem.line == 14)
+        #expect(problem.message.contains("alrt"))
+        #expect(problem.hint?.contains("alert") == true)
+    }
+
+    @Test func backgroundPushWithPriorityTenIsRejected() throws {
+        let yaml = minimalYAML.replacingOccurrences(
+            of: "    topic: com.example.app\n", with: "    topic: com.example.app\n    push_type: background\n    priority: 10\n"
+        )
+        let problem = try self.onlyProblem(yaml)
+        #expect(problem.code == .route)
+        #expect(problem.path == "routes[0].priority")
+        #expect(problem.line == 15)
+        #expect(problem.hint?.contains("5") == true)
+    }
+
+    @Test func routeCompilerFindingsInSeveralRoutesKeepTheirOwnLines() throws {
+        let yaml = minimalYAML + """
+              - name: greeting
+                input_topic: greetings
+                device_tokens: fixed-token
+                topic: com.example.app
+                payload: { aps: { alert: hi } }
+                payload_from: notification
+
+            """
+        let problems = self.files.problems(yaml)
+        #expect(problems.map(\.path) == ["routes[1].name", "routes[1].device_tokens", "routes[1].payload"])
+        #expect(problems.map(\.line) == [17, 19, 21])
+        #expect(problems.allSatisfy { $0.code == .route })
+    }
 }

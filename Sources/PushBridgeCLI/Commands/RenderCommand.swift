@@ -8,8 +8,9 @@ import Routing
 /// input topic (partition 0, offset 0), maps it, and prints the APNs requests it would send, or why it would
 /// be dead-lettered. Sends nothing and needs no credentials: credential files are not checked.
 ///
-/// Exit status: 0 when it renders notifications, 1 when the event would be dead-lettered or does not match the
-/// route, 2 for wrong usage or an invalid configuration.
+/// Exit status: 0 when it renders notifications, 1 when the event would be dead-lettered, does not match the
+/// route, or makes a notification APNs would reject (an oversized payload), 2 for wrong usage or an invalid
+/// configuration.
 struct RenderCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "render",
@@ -83,6 +84,9 @@ struct RenderCommand: AsyncParsableCommand {
                 throw ExitCode(1)
             case .notifications(let notifications):
                 print(self.describe(notifications, route: spec.name, app: mapping.app), terminator: "")
+                if notifications.contains(where: { $0.localRejection != nil }) {
+                    throw ExitCode(1)
+                }
             }
         }
     }
