@@ -31,15 +31,18 @@ extension SectionParser {
         guard let mapping = value.mapping(known: Self.routeKeys) else {
             return nil
         }
-        let name = mapping.required("name", hint: "it names the route in outcomes, dead letters and metrics")?
+        let name =
+            mapping.required("name", hint: "it names the route in outcomes, dead letters and metrics")?
             .nonEmptyString() ?? ""
-        let inputTopic = mapping.required("input_topic", hint: "the Kafka topic this route consumes")
+        let inputTopic =
+            mapping.required("input_topic", hint: "the Kafka topic this route consumes")
             .flatMap { self.topicName($0) } ?? ""
         let app = mapping["app"].flatMap { self.appReference($0, appNames: appNames) }
         let match = mapping["match"].flatMap(self.match) ?? []
-        let deviceTokens = mapping.required(
-            "device_tokens", hint: "a tag naming the token or an array of tokens, e.g. \"{{customer.apns_tokens}}\""
-        )?.string() ?? ""
+        let deviceTokens =
+            mapping.required(
+                "device_tokens", hint: "a tag naming the token or an array of tokens, e.g. \"{{customer.apns_tokens}}\""
+            )?.string() ?? ""
         let topic = mapping.required("topic", hint: "the app's bundle ID, e.g. com.example.shop")?.string() ?? ""
         let pushType = mapping["push_type"]?.string() ?? "alert"
         let priority = mapping["priority"]?.integer(in: Int.min...Int.max)
@@ -150,7 +153,8 @@ extension SectionParser {
                 if reported.contains(path) {
                     continue
                 }
-                self.reader.report(.route, at: path, line: self.reader.line(of: path), finding.message, hint: finding.hint)
+                self.reader.report(
+                    .route, at: path, line: self.reader.line(of: path), finding.message, hint: finding.hint)
             }
             return nil
         }

@@ -29,7 +29,7 @@ import Testing
         #expect(apns.endpoint == nil)
         #expect(apns.effectiveEndpoint == APNSSettings.Endpoint(host: "api.push.apple.com", port: 443))
         #expect(apns.caFile == nil)
-        #expect(apns.auth == .token(keyFile: self.files.path("AuthKey_TEST000001.p8"), keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+        #expect(apns.auth == self.files.tokenAuth)
         #expect(apns.connections == 2)
         #expect(apns.maxConcurrentStreams == 1000)
         #expect(apns.requestTimeout == .seconds(10))
@@ -111,7 +111,10 @@ import Testing
         #expect(configuration.apns.connections == 4)
         #expect(configuration.apns.maxConcurrentStreams == 50)
         #expect(configuration.apns.requestTimeout == .seconds(3))
-        #expect(configuration.apns.retry == RetrySettings(maxAttempts: 2, initialBackoff: .milliseconds(100), maxBackoff: .seconds(2)))
+        #expect(
+            configuration.apns.retry
+                == RetrySettings(maxAttempts: 2, initialBackoff: .milliseconds(100), maxBackoff: .seconds(2))
+        )
         #expect(configuration.apps["other"]?.auth == .pkcs12(file: self.files.path("push.p12"), password: nil))
         #expect(configuration.apps["other"]?.connections == 2)
         #expect(configuration.apnsSettings(forApp: "other") == configuration.apps["other"])
@@ -201,7 +204,11 @@ import Testing
         try self.files.write("key.pem", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
         let yaml = minimalYAML.replacingOccurrences(
             of: "type: token\n    key_file: ${KEY_FILE}\n    key_id: ABC123DEFG\n    team_id: DEF123GHIJ",
-            with: "type: certificate\n    cert_file: \(self.files.path("cert.pem"))\n    key_file: \(self.files.path("key.pem"))"
+            with: """
+                type: certificate
+                    cert_file: \(self.files.path("cert.pem"))
+                    key_file: \(self.files.path("key.pem"))
+                """
         )
         let auth = try self.files.load(yaml).configuration.apns.auth
         #expect(auth == .pem(certificateFile: self.files.path("cert.pem"), keyFile: self.files.path("key.pem")))
@@ -210,7 +217,7 @@ import Testing
     @Test func authTypeIsInferredFromTokenKeys() throws {
         let yaml = minimalYAML.replacingOccurrences(of: "    type: token\n", with: "")
         let auth = try self.files.load(yaml).configuration.apns.auth
-        #expect(auth == .token(keyFile: self.files.path("AuthKey_TEST000001.p8"), keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+        #expect(auth == self.files.tokenAuth)
     }
 
     @Test func routeBecomesARouteSpecWithTypedPayloadLeaves() throws {
@@ -274,8 +281,9 @@ import Testing
     }
 
     @Test func renderModeLoadsWithoutCredentialFiles() throws {
-        let loaded = try self.files.load(minimalYAML, environment: ["KEY_FILE": "/nonexistent/AuthKey.p8"], checksFiles: false)
-        #expect(loaded.configuration.apns.auth == .token(keyFile: "/nonexistent/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+        let missing = "/nonexistent/AuthKey.p8"
+        let loaded = try self.files.load(minimalYAML, environment: ["KEY_FILE": missing], checksFiles: false)
+        #expect(loaded.configuration.apns.auth == .token(keyFile: missing, keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
         #expect(loaded.router.inputTopics == ["greetings"])
     }
 }

@@ -130,7 +130,7 @@ import Testing
     }
 
     @Test func malformedVariableReferenceIsReported() throws {
-        let yaml = minimalYAML.replacingOccurrences(of: "bootstrap_servers: embedded", with: "bootstrap_servers: ${BROKERS")
+        let yaml = minimalYAML.replacing("bootstrap_servers: embedded", with: "bootstrap_servers: ${BROKERS")
         let problem = try self.onlyProblem(yaml)
         #expect(problem.code == .environmentVariable)
         #expect(problem.path == "kafka.bootstrap_servers")
@@ -147,7 +147,7 @@ import Testing
     }
 
     @Test func routeReadingAnOutputTopicIsReported() throws {
-        let yaml = minimalYAML.replacingOccurrences(of: "input_topic: greetings", with: "input_topic: pushbridge.outcomes")
+        let yaml = minimalYAML.replacing("input_topic: greetings", with: "input_topic: pushbridge.outcomes")
         let problem = try self.onlyProblem(yaml)
         #expect(problem.code == .invalidValue)
         #expect(problem.path == "routes[0].input_topic")
@@ -164,7 +164,7 @@ import Testing
                 routes:
 
                 """
-        ).replacingOccurrences(of: "    input_topic: greetings\n", with: "    input_topic: greetings\n    app: shop-sandbx\n")
+        ).replacing("    input_topic: greetings\n", with: "    input_topic: greetings\n    app: shop-sandbx\n")
         let problem = try self.onlyProblem(yaml)
         #expect(problem.code == .unknownApp)
         #expect(problem.path == "routes[0].app")
@@ -173,7 +173,9 @@ import Testing
     }
 
     @Test func duplicateKeyIsReported() throws {
-        let yaml = minimalYAML.replacingOccurrences(of: "  bootstrap_servers: embedded\n", with: "  bootstrap_servers: a:1\n  bootstrap_servers: b:1\n")
+        let yaml = minimalYAML.replacing(
+            "  bootstrap_servers: embedded\n", with: "  bootstrap_servers: a:1\n  bootstrap_servers: b:1\n"
+        )
         let problem = try self.onlyProblem(yaml)
         #expect(problem.code == .duplicateKey)
         #expect(problem.path == "kafka.bootstrap_servers")
@@ -223,14 +225,16 @@ import Testing
               listen: nowhere
             """
         let problems = self.files.problems(yaml)
-        #expect(problems.map(\.path) == [
-            "kafka.commit_interval", "kafka.max_inflight", "apns.environment", "apns.auth.key_file",
-            "routes[0].app", "routes[0].priority", "admin.listen",
-        ])
+        #expect(
+            problems.map(\.path) == [
+                "kafka.commit_interval", "kafka.max_inflight", "apns.environment", "apns.auth.key_file",
+                "routes[0].app", "routes[0].priority", "admin.listen",
+            ])
         #expect(problems.map(\.line) == [3, 4, 6, 9, 15, 18, 21])
-        #expect(problems.map(\.code) == [
-            .invalidDuration, .unknownKey, .invalidValue, .credentialFile, .unknownApp, .wrongType, .invalidValue,
-        ])
+        #expect(
+            problems.map(\.code) == [
+                .invalidDuration, .unknownKey, .invalidValue, .credentialFile, .unknownApp, .wrongType, .invalidValue,
+            ])
     }
 
     @Test func problemsNeverContainSecretValues() throws {
@@ -263,7 +267,9 @@ import Testing
     }
 
     @Test func unknownPushTypeSuggestsTheClosestOne() throws {
-        let yaml = minimalYAML.replacingOccurrences(of: "    topic: com.example.app\n", with: "    topic: com.example.app\n    push_type: alrt\n")
+        let yaml = minimalYAML.replacing(
+            "    topic: com.example.app\n", with: "    topic: com.example.app\n    push_type: alrt\n"
+        )
         let problem = try self.onlyProblem(yaml)
         #expect(problem.code == .route)
         #expect(problem.path == "routes[0].push_type")
@@ -274,7 +280,8 @@ import Testing
 
     @Test func backgroundPushWithPriorityTenIsRejected() throws {
         let yaml = minimalYAML.replacingOccurrences(
-            of: "    topic: com.example.app\n", with: "    topic: com.example.app\n    push_type: background\n    priority: 10\n"
+            of: "    topic: com.example.app\n",
+            with: "    topic: com.example.app\n    push_type: background\n    priority: 10\n"
         )
         let problem = try self.onlyProblem(yaml)
         #expect(problem.code == .route)
@@ -284,15 +291,16 @@ import Testing
     }
 
     @Test func routeCompilerFindingsInSeveralRoutesKeepTheirOwnLines() throws {
-        let yaml = minimalYAML + """
-              - name: greeting
-                input_topic: greetings
-                device_tokens: fixed-token
-                topic: com.example.app
-                payload: { aps: { alert: hi } }
-                payload_from: notification
+        let yaml =
+            minimalYAML + """
+                  - name: greeting
+                    input_topic: greetings
+                    device_tokens: fixed-token
+                    topic: com.example.app
+                    payload: { aps: { alert: hi } }
+                    payload_from: notification
 
-            """
+                """
         let problems = self.files.problems(yaml)
         #expect(problems.map(\.path) == ["routes[1].name", "routes[1].device_tokens", "routes[1].payload"])
         #expect(problems.map(\.line) == [17, 19, 21])

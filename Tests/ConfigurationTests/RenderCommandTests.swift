@@ -23,11 +23,19 @@ import Testing
             golden: "fan-out", route: "order-shipped", input: "order-shipped.json",
             arguments: ["--key", "customer-42", "--header", "trace-id=abc-123"], status: 0
         ),
-        Case(golden: "fan-out-compact", route: "order-shipped", input: "order-shipped.json", arguments: ["--compact"], status: 0),
-        Case(golden: "dead-letter-missing-tokens", route: "order-shipped", input: "order-without-tokens.json", status: 1),
+        Case(
+            golden: "fan-out-compact", route: "order-shipped", input: "order-shipped.json", arguments: ["--compact"],
+            status: 0
+        ),
+        Case(
+            golden: "dead-letter-missing-tokens", route: "order-shipped", input: "order-without-tokens.json", status: 1
+        ),
         Case(golden: "dead-letter-not-json", route: "order-shipped", input: "not-json.txt", status: 1),
         Case(golden: "not-matched", route: "order-shipped", input: "order-returned.json", status: 1),
-        Case(golden: "oversized-payload", route: "order-shipped", input: "order-oversized.json", arguments: ["--compact"], status: 1),
+        Case(
+            golden: "oversized-payload", route: "order-shipped", input: "order-oversized.json",
+            arguments: ["--compact"], status: 1
+        ),
         Case(golden: "liveactivity", route: "delivery-activity", input: "delivery-progress.json", status: 0),
         Case(golden: "passthrough-background-app", route: "raw-passthrough", input: "raw.json", status: 0),
     ]
@@ -35,8 +43,10 @@ import Testing
     @Test(arguments: Self.cases)
     func outputMatchesTheGolden(_ test: Case) async throws {
         let result = try await PushBridgeExecutable.run(
-            ["render", "--config", "\(Self.fixtures)/render.yaml", "--route", test.route,
-             "--input", "\(Self.fixtures)/\(test.input)"] + test.arguments
+            [
+                "render", "--config", "\(Self.fixtures)/render.yaml", "--route", test.route,
+                "--input", "\(Self.fixtures)/\(test.input)",
+            ] + test.arguments
         )
         #expect(result.status == test.status, "\(result.standardError)")
         #expect(result.standardError.isEmpty)
@@ -49,12 +59,16 @@ import Testing
     }
 
     @Test func standardInputIsTheDefaultInput() async throws {
-        let event = try String(contentsOfFile: "\(repositoryRoot)/\(Self.fixtures)/delivery-progress.json", encoding: .utf8)
+        let event = try String(
+            contentsOfFile: "\(repositoryRoot)/\(Self.fixtures)/delivery-progress.json", encoding: .utf8
+        )
         let result = try await PushBridgeExecutable.run(
             ["render", "--config", "\(Self.fixtures)/render.yaml", "--route", "delivery-activity"], input: event
         )
         #expect(result.status == 0)
-        let golden = try String(contentsOfFile: "\(repositoryRoot)/Tests/ConfigurationTests/Golden/liveactivity.txt", encoding: .utf8)
+        let golden = try String(
+            contentsOfFile: "\(repositoryRoot)/Tests/ConfigurationTests/Golden/liveactivity.txt", encoding: .utf8
+        )
         #expect(result.standardOutput == golden)
     }
 
@@ -80,7 +94,8 @@ import Testing
 
     @Test func invalidConfigurationIsReportedWithExitTwo() async throws {
         let files = try TestFiles()
-        try files.write("broken.yaml", minimalYAML.replacingOccurrences(of: "topic: com.example.app", with: "topic: com.example.app\n    push_type: alrt"))
+        let yaml = minimalYAML.replacing("topic: com.example.app", with: "topic: com.example.app\n    push_type: alrt")
+        try files.write("broken.yaml", yaml)
         let path = files.path("broken.yaml")
         let result = try await PushBridgeExecutable.run(
             ["render", "--config", path, "--route", "greeting", "--input", "-"], environment: files.environment

@@ -48,6 +48,11 @@ final class TestFiles: Sendable {
         ]
     }
 
+    /// The token auth of ``minimalYAML``: the generated key, key ID `ABC123DEFG`, team ID `DEF123GHIJ`.
+    var tokenAuth: APNSAuth {
+        .token(keyFile: self.path("AuthKey_TEST000001.p8"), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+    }
+
     /// Loads `yaml` with this directory's environment plus `extra`.
     func load(_ yaml: String, environment extra: [String: String] = [:], checksFiles: Bool = true)
         throws(ConfigurationErrors) -> LoadedConfiguration

@@ -32,7 +32,9 @@ import Testing
             .replacingOccurrences(of: "apns:\n", with: "apns:\n  request_timeout: 10 sec\n")
         try self.files.write("broken.yaml", yaml)
         let path = self.files.path("broken.yaml")
-        let result = try await PushBridgeExecutable.run(["validate", "--config", path], environment: self.files.environment)
+        let result = try await PushBridgeExecutable.run(
+            ["validate", "--config", path], environment: self.files.environment
+        )
         #expect(result.status == 2)
         #expect(result.standardOutput.isEmpty)
         #expect(
