@@ -179,7 +179,7 @@ struct ConfigValue {
         guard let duration = Duration(configuration: text) else {
             self.report(
                 .invalidDuration, "\(self.describe(text)) is not a duration",
-                hint: "write a whole number with a unit: 250ms, 10s, 5m, 1h (or combined: 1h30m)"
+                hint: "a whole number with a unit: 250ms, 10s, 5m, 1h, or combined: 1h30m"
             )
             return nil
         }

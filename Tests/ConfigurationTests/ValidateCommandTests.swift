@@ -39,8 +39,8 @@ import Testing
         #expect(result.standardOutput.isEmpty)
         #expect(
             result.standardError == """
-                \(path):4: apns.request_timeout: "10 sec" is not a duration (write a whole number with a unit: \
-                250ms, 10s, 5m, 1h (or combined: 1h30m))
+                \(path):4: apns.request_timeout: "10 sec" is not a duration (a whole number with a unit: \
+                250ms, 10s, 5m, 1h, or combined: 1h30m)
                 \(path):5: apns.auth.key_id: required key is missing (the 10-character Key ID of the .p8 key)
                 \(path):8: apns.auth.keyid: unknown key (did you mean key_id?)
                 \(path): 3 problems found
