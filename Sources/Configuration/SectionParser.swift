@@ -29,8 +29,10 @@ struct SectionParser {
         let kafka = root.required("kafka", hint: "at least kafka.bootstrap_servers").flatMap(self.kafka)
         let apns = root.required("apns", hint: "the default APNs credentials").flatMap { self.apns($0) }
         let apps = root["apps"].flatMap(self.apps) ?? [:]
+        // Routes may name any app that is defined, even one with problems of its own (reported already).
+        let appNames = Set(root["apps"]?.node.mapping?.keys.compactMap { $0.scalar?.string } ?? [])
         let routes = root.required("routes", hint: "one or more routes").flatMap {
-            self.routes($0, appNames: Set(apps.keys))
+            self.routes($0, appNames: appNames)
         }
         let outcomes = self.outcomes(root["outcomes"])
         let admin = self.admin(root["admin"])

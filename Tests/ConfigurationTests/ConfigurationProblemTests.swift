@@ -306,4 +306,29 @@ import Testing
         #expect(problems.map(\.line) == [17, 19, 21])
         #expect(problems.allSatisfy { $0.code == .route })
     }
+
+    @Test func routeNamingAnAppWithProblemsGetsNoProblemOfItsOwn() throws {
+        let yaml = minimalYAML.replacing(
+            "routes:\n",
+            with: """
+                apps:
+                  shop-sandbox:
+                    auth: { type: token, key_file: /nonexistent/AuthKey.p8, key_id: ABC123DEFG, team_id: DEF123GHIJ }
+                routes:
+
+                """
+        ).replacing("    input_topic: greetings\n", with: "    input_topic: greetings\n    app: shop-sandbox\n")
+        let problem = try self.onlyProblem(yaml)
+        #expect(problem.code == .credentialFile)
+        #expect(problem.path == "apps.shop-sandbox.auth.key_file")
+        #expect(problem.line == 11)
+    }
+
+    @Test func documentThatIsNotAMappingIsOneProblem() throws {
+        let problem = try self.onlyProblem("- kafka\n- apns\n")
+        #expect(problem.code == .wrongType)
+        #expect(problem.path == "")
+        #expect(problem.line == 1)
+        #expect(problem.description == "test.yaml:1: expected a mapping (key: value lines), found a list")
+    }
 }
