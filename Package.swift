@@ -193,6 +193,7 @@ let package = Package(
             dependencies: [
                 "Routing",
                 "APNSCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],

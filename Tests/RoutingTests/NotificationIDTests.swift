@@ -1,6 +1,8 @@
-import APNSCore
+import Crypto
 import Foundation
 import Testing
+
+@testable import APNSCore
 
 @Suite struct NotificationIDTests {
     @Test func sameCoordinatesGiveTheSameID() {
@@ -37,4 +39,22 @@ import Testing
     }
 
     static let pinned = "e3502f16-6a40-5c51-914f-cb5526e0a072"
+}
+
+/// The hand-written SHA-1 behind ``NotificationID`` against swift-crypto's, across block boundaries.
+@Suite struct SHA1Tests {
+    @Test func digestsEqualSwiftCryptosForEveryLengthUpTo200Bytes() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...200 {
+            let message = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let ours = message.withUnsafeBytes(SHA1.digest)
+            let theirs = Array(Insecure.SHA1.hash(data: message))
+            #expect(ours == theirs, "length \(length)")
+        }
+    }
+
+    @Test func digestOfABCIsTheFIPSExample() {
+        let digest = Array("abc".utf8).withUnsafeBytes(SHA1.digest)
+        #expect(digest.map { String(format: "%02x", $0) }.joined() == "a9993e364706816aba3e25717850c26c9cd0d89d")
+    }
 }

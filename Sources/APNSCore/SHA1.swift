@@ -1,0 +1,87 @@
+/// SHA-1 (FIPS 180-4) of a short message, for name-based UUIDs only (``NotificationID``), never for security.
+///
+/// swift-crypto's `Insecure.SHA1` gives the same digest (a test checks this), but it allocates a context per
+/// call and costs over a microsecond per notification; this runs on the stack in a fraction of that.
+enum SHA1 {
+    /// The 20-byte digest of `message`.
+    static func digest(_ message: UnsafeRawBufferPointer) -> [UInt8] {
+        let blockCount = (message.count + 8) / 64 + 1
+        var state: (UInt32, UInt32, UInt32, UInt32, UInt32) = (
+            0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0
+        )
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: blockCount * 64) { padded in
+            // The message, 0x80, zeros, then its length in bits as a 64-bit big-endian number.
+            _ = padded.initialize(fromContentsOf: message)
+            padded[message.count] = 0x80
+            for index in (message.count + 1)..<(padded.count - 8) { padded[index] = 0 }
+            let bitCount = UInt64(message.count) * 8
+            for offset in 0..<8 {
+                padded[padded.count - 1 - offset] = UInt8(truncatingIfNeeded: bitCount >> (8 * UInt64(offset)))
+            }
+            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { words in
+                for block in 0..<blockCount {
+                    Self.compress(UnsafeBufferPointer(rebasing: padded[(block * 64)..<(block * 64 + 64)]), words, &state)
+                }
+            }
+        }
+        var digest: [UInt8] = []
+        digest.reserveCapacity(20)
+        func append(_ word: UInt32) {
+            digest.append(UInt8(truncatingIfNeeded: word >> 24))
+            digest.append(UInt8(truncatingIfNeeded: word >> 16))
+            digest.append(UInt8(truncatingIfNeeded: word >> 8))
+            digest.append(UInt8(truncatingIfNeeded: word))
+        }
+        append(state.0)
+        append(state.1)
+        append(state.2)
+        append(state.3)
+        append(state.4)
+        return digest
+    }
+
+    private static func compress(
+        _ block: UnsafeBufferPointer<UInt8>,
+        _ words: UnsafeMutableBufferPointer<UInt32>,
+        _ state: inout (UInt32, UInt32, UInt32, UInt32, UInt32)
+    ) {
+        for index in 0..<16 {
+            words[index] =
+                UInt32(block[4 * index]) << 24 | UInt32(block[4 * index + 1]) << 16
+                | UInt32(block[4 * index + 2]) << 8 | UInt32(block[4 * index + 3])
+        }
+        for index in 16..<80 {
+            words[index] = Self.rotate(words[index - 3] ^ words[index - 8] ^ words[index - 14] ^ words[index - 16], 1)
+        }
+        var (a, b, c, d, e) = state
+        for index in 0..<80 {
+            let f: UInt32
+            let k: UInt32
+            switch index {
+            case 0..<20:
+                f = (b & c) | (~b & d)
+                k = 0x5A82_7999
+            case 20..<40:
+                f = b ^ c ^ d
+                k = 0x6ED9_EBA1
+            case 40..<60:
+                f = (b & c) | (b & d) | (c & d)
+                k = 0x8F1B_BCDC
+            default:
+                f = b ^ c ^ d
+                k = 0xCA62_C1D6
+            }
+            let temp = Self.rotate(a, 5) &+ f &+ e &+ k &+ words[index]
+            e = d
+            d = c
+            c = Self.rotate(b, 30)
+            b = a
+            a = temp
+        }
+        state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e)
+    }
+
+    private static func rotate(_ value: UInt32, _ count: UInt32) -> UInt32 {
+        value << count | value >> (32 - count)
+    }
+}
