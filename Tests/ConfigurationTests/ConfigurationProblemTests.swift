@@ -331,4 +331,31 @@ import Testing
         #expect(problem.line == 1)
         #expect(problem.description == "test.yaml:1: expected a mapping (key: value lines), found a list")
     }
+
+    @Test(arguments: ["http://127.0.0.1:2197", "127.0.0.1:2197", "https://", "https://host/3/device"])
+    func endpointThatIsNotHTTPSHostAndPortIsRejected(endpoint: String) throws {
+        let problem = try self.onlyProblem(minimalYAML.replacing("apns:\n", with: "apns:\n  endpoint: \(endpoint)\n"))
+        #expect(problem.code == .invalidValue)
+        #expect(problem.path == "apns.endpoint")
+        #expect(problem.hint == "write https://host or https://host:port, e.g. https://127.0.0.1:2197")
+    }
+
+    @Test func tokenKeysUnderCertificateAuthAreRejected() throws {
+        let yaml = minimalYAML.replacing("    type: token\n", with: "    type: certificate\n")
+        let problems = self.files.problems(yaml)
+        #expect(problems.map(\.path) == ["apns.auth.p12_file", "apns.auth.key_id", "apns.auth.team_id"])
+        #expect(problems.map(\.line) == [4, 7, 8])
+        #expect(problems.first?.hint == "or cert_file + key_file (PEM)")
+        #expect(problems.last?.message == "does not apply to certificate auth")
+    }
+
+    @Test func maxBackoffShorterThanInitialBackoffIsRejected() throws {
+        let yaml = minimalYAML.replacing(
+            "apns:\n", with: "apns:\n  retry:\n    initial_backoff: 10s\n    max_backoff: 1s\n"
+        )
+        let problem = try self.onlyProblem(yaml)
+        #expect(problem.path == "apns.retry.max_backoff")
+        #expect(problem.line == 6)
+        #expect(problem.message == "must not be shorter than initial_backoff (10s)")
+    }
 }
