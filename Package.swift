@@ -120,6 +120,7 @@ let package = Package(
                 "Routing",
                 "APNSCore",
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),
@@ -213,7 +214,14 @@ let package = Package(
         ),
         .testTarget(
             name: "ConfigurationTests",
-            dependencies: ["Configuration", "Routing", "TestSupport"],
+            dependencies: [
+                "Configuration",
+                "Routing",
+                "APNSCore",
+                "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            exclude: ["Fixtures", "Golden"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,14 +1,132 @@
+import APNSCore
 import ArgumentParser
+import Configuration
+import Foundation
+import Routing
 
-/// `pushbridge render`: Print the APNs requests an event would produce through a route. Sends nothing.
+/// `pushbridge render`: a dry run of one route. Builds the event the bridge would consume from the route's
+/// input topic (partition 0, offset 0), maps it, and prints the APNs requests it would send, or why it would
+/// be dead-lettered. Sends nothing and needs no credentials: credential files are not checked.
+///
+/// Exit status: 0 when it renders notifications, 1 when the event would be dead-lettered, does not match the
+/// route, or makes a notification APNs would reject (an oversized payload), 2 for wrong usage or an invalid
+/// configuration.
 struct RenderCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "render",
-        abstract: "Print the APNs requests an event would produce through a route. Sends nothing. (not available yet in this build)"
+        abstract: "Print the APNs requests an event would produce through a route. Sends nothing.",
+        discussion: """
+            The event is read from --input (a file, or - for standard input) and treated as consumed from the \
+            route's input topic at partition 0, offset 0, with the given key and headers. For each notification \
+            the request line, the apns-* headers and the payload are printed; the payload is pretty-printed \
+            unless --compact asks for the exact bytes that are sent. Credential files are not read.
+            """
     )
 
+    @Option(name: .long, help: ArgumentHelp("The route to try, by name.", valueName: "name"))
+    var route: String
+
+    @OptionGroup var configurationFile: ConfigurationOption
+
+    @Option(name: .long, help: ArgumentHelp("The event's value: a file, or - for standard input.", valueName: "file"))
+    var input: String = "-"
+
+    @Option(name: .long, help: ArgumentHelp("The event's key (templates see it as _kafka.key).", valueName: "key"))
+    var key: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("An event header (templates see it as _headers.NAME); repeatable.", valueName: "name=value")
+    )
+    var header: [String] = []
+
+    @Flag(name: .long, help: "Print each payload exactly as sent (compact JSON) instead of indented.")
+    var compact = false
+
+    func validate() throws {
+        for header in self.header where !header.contains("=") || header.hasPrefix("=") {
+            throw ValidationError("--header \(header): expected NAME=VALUE")
+        }
+    }
+
     func run() async throws {
-        FileHandleOutput.standardError("pushbridge render is not available yet in this build\n")
-        throw ExitCode(1)
+        let loaded = try self.configurationFile.load(checksCredentialFiles: false)
+        guard let spec = loaded.configuration.routes.first(where: { $0.name == self.route }) else {
+            let names = loaded.configuration.routes.map(\.name)
+            FileHandleOutput.standardError(
+                "pushbridge render: no route named \(self.route) in \(self.configurationFile.path) "
+                    + "(routes: \(names.joined(separator: ", ")))\n"
+            )
+            throw ExitCode(2)
+        }
+        let event = RoutingEvent(
+            topic: spec.inputTopic, partition: 0, offset: 0, key: self.key.map { Array($0.utf8) },
+            headers: self.header.map { header in
+                let separator = header.firstIndex(of: "=")!
+                let value = header[header.index(after: separator)...]
+                return (name: String(header[..<separator]), value: Array(value.utf8))
+            },
+            value: try self.readInput()
+        )
+        guard let trial = loaded.router.trial(of: event, route: spec.name) else {
+            throw ExitCode(2)
+        }
+        switch trial {
+        case .notMatched(let mismatch):
+            print("route \(spec.name): the event does not match: \(mismatch)")
+            print("not mapped: the bridge would count it as unmatched and skip it")
+            throw ExitCode(1)
+        case .mapped(let mapping):
+            switch mapping.outcome {
+            case .deadLetter(let reason):
+                print("route \(spec.name): dead letter")
+                print("pushbridge-error: \(reason)")
+                throw ExitCode(1)
+            case .notifications(let notifications):
+                print(self.describe(notifications, route: spec.name, app: mapping.app), terminator: "")
+                if notifications.contains(where: { $0.localRejection != nil }) {
+                    throw ExitCode(1)
+                }
+            }
+        }
+    }
+
+    /// The bytes of `--input`; exits with 2 when they cannot be read.
+    func readInput() throws -> [UInt8] {
+        if self.input == "-" {
+            return Array(FileHandle.standardInput.readDataToEndOfFile())
+        }
+        guard let data = FileManager.default.contents(atPath: self.input) else {
+            FileHandleOutput.standardError("pushbridge render: cannot read --input \(self.input)\n")
+            throw ExitCode(2)
+        }
+        return Array(data)
+    }
+
+    /// Every request, as it would go on the wire.
+    func describe(_ notifications: [MappedNotification], route: String, app: String?) -> String {
+        let count = notifications.count
+        var text = "route \(route) (app: \(app ?? "apns")): \(count) notification\(count == 1 ? "" : "s")\n"
+        for mapped in notifications {
+            let notification = mapped.notification
+            text += "\n# token \(mapped.tokenIndex): \(notification.payload.count)-byte payload\n"
+            if let rejection = mapped.localRejection {
+                text += "# not sent: APNs would reject it with \(rejection.rawValue)"
+                text += " (limit \(notification.pushType.maxPayloadBytes) bytes); the outcome is rejected\n"
+            }
+            text += "POST \(notification.path) HTTP/2\n"
+            for header in notification.apnsHeaders {
+                text += "\(header.name): \(header.value)\n"
+            }
+            text += "\n"
+            if self.compact {
+                text += String(decoding: notification.payload, as: UTF8.self) + "\n"
+            } else if let payload = try? JSONValue(parsing: notification.payload) {
+                text += payload.prettyText() + "\n"
+            } else {
+                text += String(decoding: notification.payload, as: UTF8.self) + "\n"
+            }
+        }
+        return text
     }
 }

@@ -1,14 +1,59 @@
 import ArgumentParser
+import Configuration
 
-/// `pushbridge validate`: Load the configuration and every route and template; list every problem.
+/// `pushbridge validate`: loads the configuration, its credential files and every route and template, and
+/// prints every problem with its location (exit 2) or a short summary (exit 0).
 struct ValidateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Load the configuration and every route and template; list every problem. (not available yet in this build)"
+        abstract: "Load the configuration and every route and template; list every problem.",
+        discussion: """
+            Problems are printed to standard error, one per line, as FILE:LINE: KEY.PATH: MESSAGE (HINT), and \
+            the exit status is 2. A valid configuration prints a summary and exits 0.
+            """
     )
 
+    @OptionGroup var configurationFile: ConfigurationOption
+
     func run() async throws {
-        FileHandleOutput.standardError("pushbridge validate is not available yet in this build\n")
-        throw ExitCode(1)
+        let loaded = try self.configurationFile.load()
+        print(Self.summary(of: loaded.configuration, file: self.configurationFile.path), terminator: "")
+    }
+
+    /// What a valid configuration sets up, in a few lines.
+    static func summary(of configuration: BridgeConfiguration, file: String) -> String {
+        var lines: [String] = []
+        let routes = configuration.routes
+        let topics = configuration.inputTopics
+        lines.append(
+            "\(file): valid: \(routes.count) route\(routes.count == 1 ? "" : "s") "
+                + "over \(topics.count) input topic\(topics.count == 1 ? "" : "s")"
+        )
+        lines.append("  kafka: \(configuration.kafka.bootstrapServers) (group \(configuration.kafka.groupID))")
+        lines.append("  apns: \(self.describe(configuration.apns))")
+        for name in configuration.apps.keys.sorted() {
+            lines.append("  app \(name): \(self.describe(configuration.apps[name]!))")
+        }
+        for topic in topics {
+            let names = routes.filter { $0.inputTopic == topic }.map(\.name)
+            lines.append("  topic \(topic): \(names.joined(separator: ", "))")
+        }
+        let outcomes = configuration.outcomes
+        lines.append(
+            "  writes: \(outcomes.outcomes), \(outcomes.invalidTokens), \(outcomes.deadLetters)"
+        )
+        lines.append("  admin: \(configuration.admin.host):\(configuration.admin.port)")
+        return lines.map { $0 + "\n" }.joined()
+    }
+
+    /// Environment, endpoint and auth kind (never a secret).
+    static func describe(_ settings: APNSSettings) -> String {
+        let auth =
+            switch settings.auth {
+            case .token(_, let keyID, let teamID): "token auth (key \(keyID), team \(teamID))"
+            case .pkcs12: "certificate auth (p12)"
+            case .pem: "certificate auth (PEM)"
+            }
+        return "\(settings.environment.rawValue) at \(settings.effectiveEndpoint), \(auth)"
     }
 }

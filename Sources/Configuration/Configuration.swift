@@ -1,1 +1,0 @@
-// The Configuration module. See docs/architecture.md for where it sits in PushBridge.

@@ -1,0 +1,386 @@
+import Foundation
+import Routing
+
+/// Turns the YAML tree into ``BridgeConfiguration``, one section at a time, reporting every problem.
+struct SectionParser {
+    let reader: ConfigurationReader
+    /// Whether credential files are read and checked.
+    let checksFiles: Bool
+
+    static let topLevelKeys = ["kafka", "apns", "apps", "routes", "outcomes", "admin", "logging", "shutdown"]
+    static let kafkaKeys = [
+        "bootstrap_servers", "group_id", "client_id", "commit_interval", "max_in_flight", "properties",
+        "consumer_properties", "producer_properties",
+    ]
+    static let apnsKeys = [
+        "environment", "endpoint", "ca_file", "auth", "connections", "max_concurrent_streams", "request_timeout",
+        "retry",
+    ]
+    static let authKeys = [
+        "type", "key_file", "key_id", "team_id", "p12_file", "p12_password", "p12_password_file", "cert_file",
+    ]
+    static let retryKeys = ["max_attempts", "initial_backoff", "max_backoff"]
+    static let outcomeKeys = ["topic", "invalid_tokens_topic", "dead_letter_topic"]
+
+    func parse(_ document: ConfigValue) -> LoadedConfiguration? {
+        guard let root = document.mapping(known: Self.topLevelKeys) else {
+            return nil
+        }
+        let kafka = root.required("kafka", hint: "at least kafka.bootstrap_servers").flatMap(self.kafka)
+        let apns = root.required("apns", hint: "the default APNs credentials").flatMap { self.apns($0) }
+        let apps = root["apps"].flatMap(self.apps) ?? [:]
+        // Routes may name any app that is defined, even one with problems of its own (reported already).
+        let appNames = Set(root["apps"]?.node.mapping?.keys.compactMap { $0.scalar?.string } ?? [])
+        let routes = root.required("routes", hint: "one or more routes").flatMap {
+            self.routes($0, appNames: appNames)
+        }
+        let outcomes = self.outcomes(root["outcomes"])
+        let admin = self.admin(root["admin"])
+        let logging = self.logging(root["logging"])
+        let shutdown = self.shutdown(root["shutdown"])
+        let router = routes.flatMap(self.compile)
+        if let routes, let outcomes {
+            self.checkTopics(of: routes, against: outcomes)
+        }
+        guard let kafka, let apns, let router, let outcomes, let admin, let logging, let shutdown else {
+            return nil
+        }
+        let configuration = BridgeConfiguration(
+            kafka: kafka, apns: apns, apps: apps, routes: router.specs, outcomes: outcomes, admin: admin,
+            logging: logging, shutdown: shutdown
+        )
+        return LoadedConfiguration(configuration: configuration, router: router)
+    }
+
+    // MARK: kafka
+
+    func kafka(_ value: ConfigValue) -> KafkaSettings? {
+        guard let mapping = value.mapping(known: Self.kafkaKeys) else {
+            return nil
+        }
+        let servers = mapping.required(
+            "bootstrap_servers", hint: "host:port[,host:port...], or \"embedded\" for the in-process mock cluster"
+        )?.nonEmptyString()
+        let groupID = mapping["group_id"].map { $0.nonEmptyString() } ?? "pushbridge"
+        let clientID = mapping["client_id"].map { $0.nonEmptyString() } ?? "pushbridge"
+        let commitInterval = mapping["commit_interval"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(1)
+        let maxInFlight = mapping["max_in_flight"].map { $0.integer(in: 1...10_000_000) } ?? 10_000
+        let properties = mapping["properties"].map(self.properties) ?? [:]
+        let consumer = mapping["consumer_properties"].map(self.properties) ?? [:]
+        let producer = mapping["producer_properties"].map(self.properties) ?? [:]
+        guard let servers, let groupID, let clientID, let commitInterval, let maxInFlight, let properties,
+            let consumer, let producer
+        else {
+            return nil
+        }
+        return KafkaSettings(
+            bootstrapServers: servers.trimmingWhitespace(), groupID: groupID, clientID: clientID,
+            commitInterval: commitInterval, maxInFlightNotifications: maxInFlight, properties: properties,
+            consumerProperties: consumer, producerProperties: producer
+        )
+    }
+
+    /// librdkafka properties: any key, scalar values stringified. `NAME_file: PATH` sets `NAME` to the
+    /// file's contents (a secret such as `sasl.password_file`).
+    func properties(_ value: ConfigValue) -> [String: String]? {
+        guard let mapping = value.mapping(known: nil) else {
+            return nil
+        }
+        var properties: [String: String] = [:]
+        var valid = true
+        for entry in mapping.entries {
+            guard !entry.value.isNull, let text = entry.value.text(expected: "a string, number or boolean") else {
+                if entry.value.isNull {
+                    entry.value.report(.wrongType, "expected a string, number or boolean, found null")
+                }
+                valid = false
+                continue
+            }
+            if entry.key.hasSuffix("_file") {
+                let name = String(entry.key.dropLast("_file".count))
+                if mapping.contains(name) {
+                    entry.value.report(.invalidValue, "give either \(name) or \(entry.key), not both")
+                    valid = false
+                } else if let secret = self.secret(fromFile: text, at: entry.value) {
+                    properties[name] = secret
+                } else {
+                    valid = false
+                }
+                continue
+            }
+            properties[entry.key] = text
+        }
+        return valid ? properties : nil
+    }
+
+    // MARK: apns and apps
+
+    func apns(_ value: ConfigValue) -> APNSSettings? {
+        guard let mapping = value.mapping(known: Self.apnsKeys) else {
+            return nil
+        }
+        let environment = mapping["environment"].map { $0.oneOf(APNSSettings.Environment.self) } ?? .production
+        let endpoint = mapping["endpoint"].flatMap(self.endpoint)
+        let caFile = mapping["ca_file"].flatMap { value in
+            value.optionalString().map { self.credentialFile($0, at: value, kind: .certificates) }
+        }
+        let auth = mapping.required("auth", hint: "type: token with key_file, key_id, team_id").flatMap(self.auth)
+        let connections = mapping["connections"].map { $0.integer(in: 1...64) } ?? 2
+        let streams = mapping["max_concurrent_streams"].map { $0.integer(in: 1...100_000) } ?? 1000
+        let timeout = mapping["request_timeout"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(10)
+        let retry = self.retry(mapping["retry"])
+        guard let environment, let auth, let connections, let streams, let timeout, let retry else {
+            return nil
+        }
+        return APNSSettings(
+            environment: environment, endpoint: endpoint, caFile: caFile, auth: auth,
+            connections: connections, maxConcurrentStreams: streams, requestTimeout: timeout, retry: retry
+        )
+    }
+
+    /// `endpoint`: `https://host[:port]`; empty means none.
+    func endpoint(_ value: ConfigValue) -> APNSSettings.Endpoint? {
+        guard let text = value.optionalString()?.trimmingWhitespace() else {
+            return nil
+        }
+        guard let components = URLComponents(string: text), components.scheme?.lowercased() == "https",
+            let host = components.host, !host.isEmpty, components.path.isEmpty || components.path == "/",
+            components.query == nil
+        else {
+            value.report(
+                .invalidValue, "\(value.describe(text)) is not an https endpoint",
+                hint: "write https://host or https://host:port, e.g. https://127.0.0.1:2197"
+            )
+            return nil
+        }
+        let port = components.port ?? 443
+        guard (1...65_535).contains(port) else {
+            value.report(.invalidValue, "port \(port) is out of range")
+            return nil
+        }
+        return APNSSettings.Endpoint(host: host, port: port)
+    }
+
+    func auth(_ value: ConfigValue) -> APNSAuth? {
+        guard let mapping = value.mapping(known: Self.authKeys) else {
+            return nil
+        }
+        enum Kind: String, CaseIterable {
+            case token, certificate
+        }
+        let kind: Kind?
+        if let type = mapping["type"] {
+            kind = type.oneOf(Kind.self)
+        } else if mapping.contains("key_id") || mapping.contains("team_id") {
+            kind = .token
+        } else if mapping.contains("p12_file") || mapping.contains("cert_file") {
+            kind = .certificate
+        } else {
+            _ = mapping.required("type", hint: "token (key_file, key_id, team_id) or certificate (p12_file)")
+            kind = nil
+        }
+        switch kind {
+        case nil:
+            return nil
+        case .token:
+            self.rejectKeys(["p12_file", "p12_password", "p12_password_file", "cert_file"], in: mapping, for: "token")
+            let keyFile = mapping.required("key_file", hint: "the .p8 key from your Apple developer account")
+                .flatMap { value in value.nonEmptyString().map { self.credentialFile($0, at: value, kind: .p8) } }
+            let keyID = mapping.required("key_id", hint: "the 10-character Key ID of the .p8 key")
+                .flatMap { self.identifier($0) }
+            let teamID = mapping.required("team_id", hint: "your 10-character Apple Team ID")
+                .flatMap { self.identifier($0) }
+            guard let keyFile, let keyID, let teamID else {
+                return nil
+            }
+            return .token(keyFile: keyFile, keyID: keyID, teamID: teamID)
+        case .certificate:
+            self.rejectKeys(["key_id", "team_id"], in: mapping, for: "certificate")
+            if mapping.contains("p12_file") {
+                if mapping.contains("cert_file") {
+                    mapping["cert_file"]?.report(.invalidValue, "give either p12_file or cert_file + key_file")
+                }
+                let file = mapping.required("p12_file").flatMap { value in
+                    value.nonEmptyString().map { self.credentialFile($0, at: value, kind: .pkcs12) }
+                }
+                let password = self.secret(named: "p12_password", in: mapping)
+                guard let file else {
+                    return nil
+                }
+                return .pkcs12(file: file, password: password)
+            }
+            if mapping.contains("cert_file") {
+                self.rejectKeys(["p12_password", "p12_password_file"], in: mapping, for: "cert_file")
+                let certificate = mapping.required("cert_file").flatMap { value in
+                    value.nonEmptyString().map { self.credentialFile($0, at: value, kind: .certificates) }
+                }
+                let key = mapping.required("key_file", hint: "the PEM private key of cert_file").flatMap { value in
+                    value.nonEmptyString().map { self.credentialFile($0, at: value, kind: .pemKey) }
+                }
+                guard let certificate, let key else {
+                    return nil
+                }
+                return .pem(certificateFile: certificate, keyFile: key)
+            }
+            _ = mapping.required("p12_file", hint: "or cert_file + key_file (PEM)")
+            return nil
+        }
+    }
+
+    /// Reports every key of `keys` present in `mapping` as not belonging to `kind`.
+    func rejectKeys(_ keys: [String], in mapping: ConfigMapping, for kind: String) {
+        for entry in mapping.entries where keys.contains(entry.key) {
+            entry.value.reader.report(
+                .unknownKey, at: entry.value.path, line: entry.keyLine, "does not apply to \(kind) auth"
+            )
+        }
+    }
+
+    /// A Key ID or Team ID: 10 ASCII letters or digits.
+    func identifier(_ value: ConfigValue) -> String? {
+        guard let text = value.nonEmptyString()?.trimmingWhitespace() else {
+            return nil
+        }
+        guard text.count == 10, text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
+            value.report(.invalidValue, "\(value.describe(text)) is not a 10-character Apple identifier")
+            return nil
+        }
+        return text
+    }
+
+    func retry(_ value: ConfigValue?) -> RetrySettings? {
+        let mapping = value?.mapping(known: Self.retryKeys)
+        if value != nil && mapping == nil {
+            return nil
+        }
+        let attempts = mapping?["max_attempts"].map { $0.integer(in: 1...1000) } ?? 5
+        let initial = mapping?["initial_backoff"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(1)
+        let maximum = mapping?["max_backoff"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(300)
+        guard let attempts, let initial, let maximum else {
+            return nil
+        }
+        if maximum < initial {
+            let path = mapping?["max_backoff"]?.path ?? mapping?.owner.path ?? "retry"
+            self.reader.report(
+                .invalidValue, at: path, line: mapping?["max_backoff"]?.line ?? mapping?.owner.line,
+                "must not be shorter than initial_backoff (\(ConfigValue.format(initial)))"
+            )
+            return nil
+        }
+        return RetrySettings(maxAttempts: attempts, initialBackoff: initial, maxBackoff: maximum)
+    }
+
+    func apps(_ value: ConfigValue) -> [String: APNSSettings]? {
+        guard let mapping = value.mapping(known: nil) else {
+            return nil
+        }
+        var apps: [String: APNSSettings] = [:]
+        var valid = true
+        for entry in mapping.entries {
+            guard !entry.value.isNull else {
+                entry.value.report(.wrongType, "expected a mapping with the same keys as apns, found null")
+                valid = false
+                continue
+            }
+            if let settings = self.apns(entry.value) {
+                apps[entry.key] = settings
+            } else {
+                valid = false
+            }
+        }
+        return valid ? apps : nil
+    }
+
+    // MARK: outcomes, admin, logging, shutdown
+
+    func outcomes(_ value: ConfigValue?) -> OutcomeTopics? {
+        let mapping = value?.mapping(known: Self.outcomeKeys)
+        if value != nil && mapping == nil {
+            return nil
+        }
+        let topic = mapping?["topic"].map { self.topicName($0) } ?? "pushbridge.outcomes"
+        let invalid = mapping?["invalid_tokens_topic"].map { self.topicName($0) } ?? "pushbridge.invalid-tokens"
+        let dead = mapping?["dead_letter_topic"].map { self.topicName($0) } ?? "pushbridge.dead-letters"
+        guard let topic, let invalid, let dead else {
+            return nil
+        }
+        return OutcomeTopics(outcomes: topic, invalidTokens: invalid, deadLetters: dead)
+    }
+
+    /// A Kafka topic name: 1 to 249 of `[A-Za-z0-9._-]`.
+    func topicName(_ value: ConfigValue) -> String? {
+        guard let text = value.nonEmptyString()?.trimmingWhitespace() else {
+            return nil
+        }
+        let allowed = text.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+        guard allowed, text.utf8.count <= 249, text != ".", text != ".." else {
+            value.report(
+                .invalidValue, "\(value.describe(text)) is not a valid Kafka topic name",
+                hint: "use up to 249 letters, digits, '.', '_' and '-'"
+            )
+            return nil
+        }
+        return text
+    }
+
+    func admin(_ value: ConfigValue?) -> AdminSettings? {
+        let mapping = value?.mapping(known: ["listen"])
+        if value != nil && mapping == nil {
+            return nil
+        }
+        guard let listen = mapping?["listen"] else {
+            return AdminSettings(host: "0.0.0.0", port: 9464)
+        }
+        guard let text = listen.nonEmptyString()?.trimmingWhitespace() else {
+            return nil
+        }
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            portText = rest.hasPrefix(":") ? rest.dropFirst() : ""
+        } else if let colon = text.lastIndex(of: ":") {
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        } else {
+            host = ""
+            portText = ""
+        }
+        guard !host.isEmpty, let port = Int(portText), (0...65_535).contains(port) else {
+            listen.report(
+                .invalidValue, "\(listen.describe(text)) is not host:port",
+                hint: "e.g. 0.0.0.0:9464, 127.0.0.1:9464 or [::]:9464"
+            )
+            return nil
+        }
+        return AdminSettings(host: String(host), port: port)
+    }
+
+    func logging(_ value: ConfigValue?) -> LoggingSettings? {
+        let mapping = value?.mapping(known: ["level", "format"])
+        if value != nil && mapping == nil {
+            return nil
+        }
+        let level = mapping?["level"].map { $0.oneOf(LoggingSettings.Level.self) } ?? .info
+        let format = mapping?["format"].map { $0.oneOf(LoggingSettings.Format.self) } ?? .text
+        guard let level, let format else {
+            return nil
+        }
+        return LoggingSettings(level: level, format: format)
+    }
+
+    func shutdown(_ value: ConfigValue?) -> ShutdownSettings? {
+        let mapping = value?.mapping(known: ["drain_timeout"])
+        if value != nil && mapping == nil {
+            return nil
+        }
+        guard let timeout = mapping?["drain_timeout"].map({ $0.duration() }) ?? .seconds(30) else {
+            return nil
+        }
+        return ShutdownSettings(drainTimeout: timeout)
+    }
+}

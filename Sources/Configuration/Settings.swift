@@ -1,0 +1,319 @@
+import Routing
+
+/// A fully loaded and checked PushBridge configuration (SPEC §2). Every default is filled in.
+public struct BridgeConfiguration: Sendable {
+    /// The Kafka clients.
+    public var kafka: KafkaSettings
+    /// The default APNs credentials and connection settings (routes without `app:`).
+    public var apns: APNSSettings
+    /// More APNs credentials by name; a route picks one with `app:`.
+    public var apps: [String: APNSSettings]
+    /// The routes, in file order, as the YAML states them.
+    public var routes: [RouteSpec]
+    /// Where records go.
+    public var outcomes: OutcomeTopics
+    /// The admin HTTP server.
+    public var admin: AdminSettings
+    /// Logging.
+    public var logging: LoggingSettings
+    /// Graceful shutdown.
+    public var shutdown: ShutdownSettings
+
+    /// Creates a configuration; sections left out take SPEC §2's defaults.
+    public init(
+        kafka: KafkaSettings,
+        apns: APNSSettings,
+        apps: [String: APNSSettings] = [:],
+        routes: [RouteSpec],
+        outcomes: OutcomeTopics = OutcomeTopics(),
+        admin: AdminSettings = AdminSettings(),
+        logging: LoggingSettings = LoggingSettings(),
+        shutdown: ShutdownSettings = ShutdownSettings()
+    ) {
+        self.kafka = kafka
+        self.apns = apns
+        self.apps = apps
+        self.routes = routes
+        self.outcomes = outcomes
+        self.admin = admin
+        self.logging = logging
+        self.shutdown = shutdown
+    }
+
+    /// Every route's input topic, each once, in the order routes name them.
+    public var inputTopics: [String] {
+        var seen = Set<String>()
+        return self.routes.map(\.inputTopic).filter { seen.insert($0).inserted }
+    }
+
+    /// The settings a route with `app` (`nil`: the `apns` block) sends with.
+    public func apnsSettings(forApp app: String?) -> APNSSettings? {
+        guard let app else {
+            return self.apns
+        }
+        return self.apps[app]
+    }
+}
+
+/// `kafka:` — the consumer and producer.
+public struct KafkaSettings: Sendable, Hashable {
+    /// `bootstrap_servers`, e.g. `broker-1:9092,broker-2:9092`, or `embedded` for the in-process mock cluster.
+    public var bootstrapServers: String
+    /// `group_id` (default `pushbridge`): the consumer group shared by all instances.
+    public var groupID: String
+    /// `client_id` (default `pushbridge`).
+    public var clientID: String
+    /// `commit_interval` (default 1s): how often finished offsets are committed.
+    public var commitInterval: Duration
+    /// `max_in_flight` (default 10000): notifications in flight across all partitions.
+    public var maxInFlightNotifications: Int
+    /// `properties`: passed verbatim to librdkafka for both clients; values stringified.
+    public var properties: [String: String]
+    /// `consumer_properties`: passed verbatim to the consumer only.
+    public var consumerProperties: [String: String]
+    /// `producer_properties`: passed verbatim to the producer only.
+    public var producerProperties: [String: String]
+
+    /// Creates Kafka settings; everything but the servers defaults as documented.
+    public init(
+        bootstrapServers: String,
+        groupID: String = "pushbridge",
+        clientID: String = "pushbridge",
+        commitInterval: Duration = .seconds(1),
+        maxInFlightNotifications: Int = 10_000,
+        properties: [String: String] = [:],
+        consumerProperties: [String: String] = [:],
+        producerProperties: [String: String] = [:]
+    ) {
+        self.bootstrapServers = bootstrapServers
+        self.groupID = groupID
+        self.clientID = clientID
+        self.commitInterval = commitInterval
+        self.maxInFlightNotifications = maxInFlightNotifications
+        self.properties = properties
+        self.consumerProperties = consumerProperties
+        self.producerProperties = producerProperties
+    }
+
+    /// The value of `bootstrap_servers` that starts librdkafka's in-process mock cluster.
+    public static let embedded = "embedded"
+
+    /// Whether the bridge should start the in-process mock cluster instead of connecting to brokers.
+    public var isEmbedded: Bool { self.bootstrapServers == Self.embedded }
+}
+
+/// `apns:` or one entry under `apps:` — credentials and connection settings for one APNs provider.
+public struct APNSSettings: Sendable, Hashable {
+    /// `environment`: which Apple endpoint.
+    public enum Environment: String, Sendable, Hashable, CaseIterable {
+        /// `api.push.apple.com`.
+        case production
+        /// `api.sandbox.push.apple.com`.
+        case sandbox
+
+        /// Apple's endpoint for this environment.
+        public var endpoint: String {
+            switch self {
+            case .production: "https://api.push.apple.com:443"
+            case .sandbox: "https://api.sandbox.push.apple.com:443"
+            }
+        }
+    }
+
+    /// `environment` (default `production`).
+    public var environment: Environment
+    /// `endpoint`: overrides the environment's endpoint (a simulator or proxy), `https://host[:port]`.
+    public var endpoint: Endpoint?
+    /// `ca_file`: an extra trusted root certificate (PEM) for the endpoint.
+    public var caFile: String?
+    /// `auth`: how the provider authenticates.
+    public var auth: APNSAuth
+    /// `connections` (default 2): HTTP/2 connections kept open.
+    public var connections: Int
+    /// `max_concurrent_streams` (default 1000): per connection; the server's SETTINGS may lower it.
+    public var maxConcurrentStreams: Int
+    /// `request_timeout` (default 10s).
+    public var requestTimeout: Duration
+    /// `retry`: retries of retryable rejections.
+    public var retry: RetrySettings
+
+    /// Creates APNs settings; everything but the credentials defaults as documented.
+    public init(
+        environment: Environment = .production,
+        endpoint: Endpoint? = nil,
+        caFile: String? = nil,
+        auth: APNSAuth,
+        connections: Int = 2,
+        maxConcurrentStreams: Int = 1000,
+        requestTimeout: Duration = .seconds(10),
+        retry: RetrySettings = RetrySettings()
+    ) {
+        self.environment = environment
+        self.endpoint = endpoint
+        self.caFile = caFile
+        self.auth = auth
+        self.connections = connections
+        self.maxConcurrentStreams = maxConcurrentStreams
+        self.requestTimeout = requestTimeout
+        self.retry = retry
+    }
+
+    /// Where requests go: ``endpoint`` when set, else the environment's endpoint.
+    public var effectiveEndpoint: Endpoint {
+        if let endpoint = self.endpoint {
+            return endpoint
+        }
+        switch self.environment {
+        case .production: return Endpoint(host: "api.push.apple.com", port: 443)
+        case .sandbox: return Endpoint(host: "api.sandbox.push.apple.com", port: 443)
+        }
+    }
+
+    /// An `https` endpoint.
+    public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+        /// The host name or IP address.
+        public var host: String
+        /// The TCP port.
+        public var port: Int
+
+        /// Creates an endpoint.
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `https://host:port`.
+        public var description: String {
+            let host = self.host.contains(":") ? "[\(self.host)]" : self.host
+            return "https://\(host):\(self.port)"
+        }
+    }
+}
+
+/// `auth:` — token (JWT, ES256) or certificate authentication.
+public enum APNSAuth: Sendable, Hashable {
+    /// `type: token`: a `.p8` signing key.
+    case token(keyFile: String, keyID: String, teamID: String)
+    /// `type: certificate` with `p12_file` and its password (read from `p12_password_file` when given).
+    case pkcs12(file: String, password: Secret?)
+    /// `type: certificate` with `cert_file` and `key_file` (PEM).
+    case pem(certificateFile: String, keyFile: String)
+}
+
+/// A secret value: it never prints, so it cannot leak through logs or error messages by accident.
+public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The secret itself. Pass it only to the code that needs it.
+    public var value: String
+
+    /// Wraps `value`.
+    public init(_ value: String) {
+        self.value = value
+    }
+
+    /// Always `<redacted>`.
+    public var description: String { "<redacted>" }
+    /// Always `<redacted>`.
+    public var debugDescription: String { "<redacted>" }
+}
+
+/// `retry:` — how often and how patiently retryable rejections (429, 500, 503) are sent again.
+public struct RetrySettings: Sendable, Hashable {
+    /// `max_attempts` (default 5): attempts per notification, the first included.
+    public var maxAttempts: Int
+    /// `initial_backoff` (default 1s).
+    public var initialBackoff: Duration
+    /// `max_backoff` (default 5m).
+    public var maxBackoff: Duration
+
+    /// Creates retry settings with the documented defaults.
+    public init(maxAttempts: Int = 5, initialBackoff: Duration = .seconds(1), maxBackoff: Duration = .seconds(300)) {
+        self.maxAttempts = maxAttempts
+        self.initialBackoff = initialBackoff
+        self.maxBackoff = maxBackoff
+    }
+}
+
+/// `outcomes:` — the topics the bridge writes.
+public struct OutcomeTopics: Sendable, Hashable {
+    /// `topic` (default `pushbridge.outcomes`): one outcome per notification.
+    public var outcomes: String
+    /// `invalid_tokens_topic` (default `pushbridge.invalid-tokens`).
+    public var invalidTokens: String
+    /// `dead_letter_topic` (default `pushbridge.dead-letters`).
+    public var deadLetters: String
+
+    /// Creates the topic names with the documented defaults.
+    public init(
+        outcomes: String = "pushbridge.outcomes",
+        invalidTokens: String = "pushbridge.invalid-tokens",
+        deadLetters: String = "pushbridge.dead-letters"
+    ) {
+        self.outcomes = outcomes
+        self.invalidTokens = invalidTokens
+        self.deadLetters = deadLetters
+    }
+}
+
+/// `admin:` — the HTTP server for `/metrics`, `/healthz`, `/readyz`.
+public struct AdminSettings: Sendable, Hashable {
+    /// The host or address to bind (`listen`'s host part; default `0.0.0.0`).
+    public var host: String
+    /// The TCP port (`listen`'s port part; default 9464; 0 picks a free port).
+    public var port: Int
+
+    /// Creates admin settings, by default `0.0.0.0:9464`.
+    public init(host: String = "0.0.0.0", port: Int = 9464) {
+        self.host = host
+        self.port = port
+    }
+}
+
+/// `logging:`.
+public struct LoggingSettings: Sendable, Hashable {
+    /// `level` (default `info`).
+    public enum Level: String, Sendable, Hashable, CaseIterable {
+        /// Everything, including per-message detail.
+        case trace
+        /// Detail for debugging.
+        case debug
+        /// Normal operation.
+        case info
+        /// Noteworthy events (rebalances, halts, resumes).
+        case notice
+        /// Faults the bridge handles by itself.
+        case warning
+        /// Faults that need an operator.
+        case error
+    }
+
+    /// `format` (default `text`).
+    public enum Format: String, Sendable, Hashable, CaseIterable {
+        /// Human-readable lines.
+        case text
+        /// One JSON object per line.
+        case json
+    }
+
+    /// The lowest level logged.
+    public var level: Level
+    /// The line format.
+    public var format: Format
+
+    /// Creates logging settings, by default `info` as `text`.
+    public init(level: Level = .info, format: Format = .text) {
+        self.level = level
+        self.format = format
+    }
+}
+
+/// `shutdown:` — graceful shutdown on SIGTERM/SIGINT and on partition revocation.
+public struct ShutdownSettings: Sendable, Hashable {
+    /// `drain_timeout` (default 30s): how long in-flight notifications may take to finish before the bridge
+    /// stops anyway (their events stay uncommitted and are processed again after a restart).
+    public var drainTimeout: Duration
+
+    /// Creates shutdown settings, by default a 30 s drain.
+    public init(drainTimeout: Duration = .seconds(30)) {
+        self.drainTimeout = drainTimeout
+    }
+}
