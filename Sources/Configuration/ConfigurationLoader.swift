@@ -8,7 +8,8 @@ public struct ConfigurationLoader: Sendable {
     /// The variables `${VAR}` references are expanded from.
     public var environment: [String: String]
     /// Whether credential files (`key_file`, `p12_file`, `cert_file`, `ca_file`) must exist and parse.
-    /// `pushbridge render` turns this off: a dry run needs no credentials.
+    /// `pushbridge render` turns this off: a dry run needs no credentials. Off, no file is read at all, so
+    /// secrets given as `*_file` come back empty; such a configuration must not be used to send.
     public var checksCredentialFiles: Bool
 
     /// Creates a loader reading `${VAR}` from `environment` (by default the process's).
