@@ -30,6 +30,15 @@ struct JSONWriter {
         self.afterKey = true
     }
 
+    /// Writes `"name":` for a name known only at run time (log metadata keys), escaped.
+    mutating func key(escaping name: String) {
+        if self.needsComma[self.needsComma.count - 1] { self.bytes.append(UInt8(ascii: ",")) }
+        self.needsComma[self.needsComma.count - 1] = true
+        JSONWriter.appendEscaped(name, to: &self.bytes)
+        self.bytes.append(UInt8(ascii: ":"))
+        self.afterKey = true
+    }
+
     /// Whether the last thing written was a key, so the next value needs no comma.
     private var afterKey = false
 

@@ -1,0 +1,79 @@
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `logging.format: json`: one JSON object per line on standard error, with the constant message, the level,
+/// the label, an RFC 3339 timestamp and the metadata as string fields (SPEC §5).
+public struct JSONLogHandler: LogHandler {
+    /// The logger's label (`pushbridge.kafka`, ...).
+    public let label: String
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+
+    /// Creates a handler for `label` at `level`.
+    public init(label: String, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
+        self.label = label
+        self.logLevel = level
+        self.metadataProvider = metadataProvider
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { self.metadata[key] }
+        set { self.metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var line = Self.line(
+            epochMilliseconds: Pipeline.systemEpochMilliseconds(),
+            level: event.level,
+            label: self.label,
+            message: "\(event.message)",
+            metadata: self.merged(event.metadata),
+            error: event.error.map { "\($0)" }
+        )
+        line.append(UInt8(ascii: "\n"))
+        line.withUnsafeBytes { bytes in
+            _ = write(2, bytes.baseAddress, bytes.count)
+        }
+    }
+
+    private func merged(_ explicit: Logger.Metadata?) -> Logger.Metadata {
+        var all = self.metadata
+        if let provided = self.metadataProvider?.get() { all.merge(provided) { _, new in new } }
+        if let explicit { all.merge(explicit) { _, new in new } }
+        return all
+    }
+
+    /// One log line as UTF-8 JSON (without the newline); keys in a fixed order, metadata keys sorted.
+    static func line(
+        epochMilliseconds: Int64, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata,
+        error: String? = nil
+    ) -> [UInt8] {
+        var json = JSONWriter(reservingCapacity: 256)
+        json.beginObject()
+        json.key("ts")
+        json.string(Timestamp.rfc3339(epochMilliseconds: epochMilliseconds))
+        json.key("level")
+        json.string(level.rawValue)
+        json.key("label")
+        json.string(label)
+        json.key("message")
+        json.string(message)
+        if let error {
+            json.key("error")
+            json.string(error)
+        }
+        for key in metadata.keys.sorted() {
+            json.key(escaping: key)
+            json.string("\(metadata[key]!)")
+        }
+        json.endObject()
+        return json.bytes
+    }
+}
