@@ -53,6 +53,17 @@ indirect enum PayloadTemplate: Sendable {
         }
     }
 
+    /// The event paths the payload may read (see ``TextTemplate/readPaths``).
+    var readPaths: [[String]] {
+        switch self {
+        case .constant: []
+        case .typed(let path): path.readPath(insideSection: false).map { [$0] } ?? []
+        case .text(let template): template.readPaths
+        case .object(let members): members.flatMap(\.value.readPaths)
+        case .array(let elements): elements.flatMap(\.readPaths)
+        }
+    }
+
     /// Replaces an object or array whose children are all constant by its bytes.
     private mutating func foldConstants() {
         var bytes: [UInt8] = []
