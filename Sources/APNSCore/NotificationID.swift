@@ -18,41 +18,59 @@ public enum NotificationID {
     /// The id of the notification for token `tokenIndex` that `route` made of the event at
     /// `topic`/`partition`/`offset`.
     public static func make(topic: String, partition: Int32, offset: Int64, route: String, tokenIndex: Int) -> UUID {
-        // This runs once per notification: the name goes into one buffer, then one hash, without Strings.
-        var message: [UInt8] = []
-        message.reserveCapacity(16 + topic.utf8.count + route.utf8.count + 48)
-        withUnsafeBytes(of: Self.namespace.uuid) { message.append(contentsOf: $0) }
-        message.append(contentsOf: topic.utf8)
-        message.append(UInt8(ascii: "/"))
-        Self.appendDecimal(Int64(partition), to: &message)
-        message.append(UInt8(ascii: "/"))
-        Self.appendDecimal(offset, to: &message)
-        message.append(UInt8(ascii: "/"))
-        message.append(contentsOf: route.utf8)
-        message.append(UInt8(ascii: "/"))
-        Self.appendDecimal(Int64(tokenIndex), to: &message)
-        let digest = message.withUnsafeBytes(SHA1.digest)
-        return UUID(
-            uuid: (
-                digest[0], digest[1], digest[2], digest[3], digest[4], digest[5],
-                (digest[6] & 0x0F) | 0x50,  // version 5
-                digest[7],
-                (digest[8] & 0x3F) | 0x80,  // RFC 9562 variant
-                digest[9], digest[10], digest[11], digest[12], digest[13], digest[14], digest[15]
-            ))
+        // This runs once per notification: the name is written into a stack buffer and hashed there.
+        let capacity = 16 + topic.utf8.count + route.utf8.count + 3 * 20 + 4
+        let words = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+            var count = 0
+            func append(_ byte: UInt8) {
+                buffer[count] = byte
+                count += 1
+            }
+            func append(_ text: String) {
+                var text = text
+                text.withUTF8 { utf8 in
+                    let destination = UnsafeMutableBufferPointer(rebasing: buffer[count..<(count + utf8.count)])
+                    _ = destination.initialize(fromContentsOf: utf8)
+                    count += utf8.count
+                }
+            }
+            withUnsafeBytes(of: Self.namespace.uuid) { $0.forEach(append) }
+            append(topic)
+            append(UInt8(ascii: "/"))
+            Self.appendDecimal(Int64(partition), append)
+            append(UInt8(ascii: "/"))
+            Self.appendDecimal(offset, append)
+            append(UInt8(ascii: "/"))
+            append(route)
+            append(UInt8(ascii: "/"))
+            Self.appendDecimal(Int64(tokenIndex), append)
+            return SHA1.digestWords(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count))
+        }
+        let a = words.0.bigEndian
+        let b = words.1.bigEndian
+        let c = words.2.bigEndian
+        let d = words.3.bigEndian
+        var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &uuid) { bytes in
+            bytes.storeBytes(of: a, toByteOffset: 0, as: UInt32.self)
+            bytes.storeBytes(of: b, toByteOffset: 4, as: UInt32.self)
+            bytes.storeBytes(of: c, toByteOffset: 8, as: UInt32.self)
+            bytes.storeBytes(of: d, toByteOffset: 12, as: UInt32.self)
+            bytes[6] = (bytes[6] & 0x0F) | 0x50  // version 5
+            bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 9562 variant
+        }
+        return UUID(uuid: uuid)
     }
 
-    private static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
-            var start = 20
-            repeat {
-                start -= 1
-                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start..<20]))
+    private static func appendDecimal(_ value: Int64, _ append: (UInt8) -> Void) {
+        if value < 0 { append(UInt8(ascii: "-")) }
+        var divisor: UInt64 = 1
+        while value.magnitude / divisor >= 10 { divisor *= 10 }
+        var rest = value.magnitude
+        while divisor > 0 {
+            append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
         }
     }
 }

@@ -5,6 +5,17 @@
 enum SHA1 {
     /// The 20-byte digest of `message`.
     static func digest(_ message: UnsafeRawBufferPointer) -> [UInt8] {
+        let words = Self.digestWords(message)
+        var digest: [UInt8] = []
+        digest.reserveCapacity(20)
+        for word in [words.0, words.1, words.2, words.3, words.4] {
+            withUnsafeBytes(of: word.bigEndian) { digest.append(contentsOf: $0) }
+        }
+        return digest
+    }
+
+    /// The digest of `message` as five big-endian words, without allocating.
+    static func digestWords(_ message: UnsafeRawBufferPointer) -> (UInt32, UInt32, UInt32, UInt32, UInt32) {
         let blockCount = (message.count + 8) / 64 + 1
         var state: (UInt32, UInt32, UInt32, UInt32, UInt32) = (
             0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0
@@ -20,24 +31,12 @@ enum SHA1 {
             }
             withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { words in
                 for block in 0..<blockCount {
-                    Self.compress(UnsafeBufferPointer(rebasing: padded[(block * 64)..<(block * 64 + 64)]), words, &state)
+                    Self.compress(
+                        UnsafeBufferPointer(rebasing: padded[(block * 64)..<(block * 64 + 64)]), words, &state)
                 }
             }
         }
-        var digest: [UInt8] = []
-        digest.reserveCapacity(20)
-        func append(_ word: UInt32) {
-            digest.append(UInt8(truncatingIfNeeded: word >> 24))
-            digest.append(UInt8(truncatingIfNeeded: word >> 16))
-            digest.append(UInt8(truncatingIfNeeded: word >> 8))
-            digest.append(UInt8(truncatingIfNeeded: word))
-        }
-        append(state.0)
-        append(state.1)
-        append(state.2)
-        append(state.3)
-        append(state.4)
-        return digest
+        return state
     }
 
     private static func compress(
@@ -54,30 +53,19 @@ enum SHA1 {
             words[index] = Self.rotate(words[index - 3] ^ words[index - 8] ^ words[index - 14] ^ words[index - 16], 1)
         }
         var (a, b, c, d, e) = state
-        for index in 0..<80 {
-            let f: UInt32
-            let k: UInt32
-            switch index {
-            case 0..<20:
-                f = (b & c) | (~b & d)
-                k = 0x5A82_7999
-            case 20..<40:
-                f = b ^ c ^ d
-                k = 0x6ED9_EBA1
-            case 40..<60:
-                f = (b & c) | (b & d) | (c & d)
-                k = 0x8F1B_BCDC
-            default:
-                f = b ^ c ^ d
-                k = 0xCA62_C1D6
-            }
-            let temp = Self.rotate(a, 5) &+ f &+ e &+ k &+ words[index]
+        // Four loops of 20 rounds rather than one with a switch: the round function is fixed per loop.
+        func round(_ f: UInt32, _ k: UInt32, _ word: UInt32) {
+            let temp = Self.rotate(a, 5) &+ f &+ e &+ k &+ word
             e = d
             d = c
             c = Self.rotate(b, 30)
             b = a
             a = temp
         }
+        for index in 0..<20 { round((b & c) | (~b & d), 0x5A82_7999, words[index]) }
+        for index in 20..<40 { round(b ^ c ^ d, 0x6ED9_EBA1, words[index]) }
+        for index in 40..<60 { round((b & c) | (b & d) | (c & d), 0x8F1B_BCDC, words[index]) }
+        for index in 60..<80 { round(b ^ c ^ d, 0xCA62_C1D6, words[index]) }
         state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e)
     }
 

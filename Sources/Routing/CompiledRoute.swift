@@ -230,6 +230,20 @@ struct CompiledRoute: Sendable {
         }
     }
 
+    /// The event paths this route may read, each whole (`[]`: the whole event); everything else of an event
+    /// need not be built.
+    var readPaths: [[String]] {
+        var paths = self.match.compactMap { $0.path.readPath(insideSection: false) }
+        paths += self.deviceTokens.readPaths
+        if case .template(let template) = self.expiration { paths += template.readPaths }
+        paths += self.collapseID?.readPaths ?? []
+        switch self.payload {
+        case .template(let template): paths += template.readPaths
+        case .from(let path): paths += path.readPath(insideSection: false).map { [$0] } ?? []
+        }
+        return paths
+    }
+
     // MARK: Mapping
 
     /// Whether every `match` condition holds for the event.

@@ -63,9 +63,63 @@ extension JSONValue {
         self = try text.withUTF8(Self.parse).get()
     }
 
+    /// Parses `bytes`, building only what `projection` names; everything else is checked as strictly as by
+    /// ``init(parsing:)-(some Collection<UInt8>)`` but not built, so the same bytes are rejected or accepted.
+    init(parsing bytes: [UInt8], projection: JSONProjection) throws(JSONParseError) {
+        self = try bytes.withUnsafeBufferPointer { buffer in
+            var parser = JSONParser(buffer)
+            return Result { () throws(JSONParseError) in try parser.parseDocument(projection: projection) }
+        }.get()
+    }
+
     private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
         var parser = JSONParser(buffer)
-        return Result { () throws(JSONParseError) in try parser.parseDocument() }
+        return Result { () throws(JSONParseError) in try parser.parseDocument(projection: .everything) }
+    }
+}
+
+/// Which parts of a document to build. The mapper reads a few fields of each event; building only those
+/// saves most of the allocations of parsing (and of freeing the tree afterwards).
+struct JSONProjection: Sendable {
+    /// `nil`: everything. Otherwise only these members of an object, each with what to build of it. Arrays
+    /// on the way are built whole.
+    private(set) var members: [(key: String, projection: JSONProjection)]?
+
+    /// Build everything.
+    static let everything = JSONProjection(members: nil)
+    /// Build nothing (but check it all).
+    static let nothing = JSONProjection(members: [])
+
+    private init(members: [(key: String, projection: JSONProjection)]?) {
+        self.members = members
+    }
+
+    /// A projection building the values at `paths` (object member names from the root), each whole.
+    init(paths: [[String]]) {
+        self = .nothing
+        for path in paths { self.add(path[...]) }
+    }
+
+    private mutating func add(_ path: ArraySlice<String>) {
+        guard var members = self.members else { return }
+        guard let first = path.first else {
+            self.members = nil
+            return
+        }
+        if let index = members.firstIndex(where: { $0.key == first }) {
+            members[index].projection.add(path.dropFirst())
+        } else {
+            var child = JSONProjection.nothing
+            child.add(path.dropFirst())
+            members.append((key: first, projection: child))
+        }
+        self.members = members
+    }
+
+    /// What to build of the member `key`; `nil` when it is not needed.
+    func member(_ key: String) -> JSONProjection? {
+        guard let members = self.members else { return .everything }
+        return members.first(where: { $0.key == key })?.projection
     }
 }
 
@@ -80,9 +134,9 @@ private struct JSONParser {
         self.bytes = bytes
     }
 
-    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+    mutating func parseDocument(projection: JSONProjection) throws(JSONParseError) -> JSONValue {
         self.skipWhitespace()
-        let value = try self.parseValue()
+        let value = try self.parseValue(projection)
         self.skipWhitespace()
         guard self.index == self.bytes.count else { throw self.error(.trailingBytes) }
         return value
@@ -101,12 +155,14 @@ private struct JSONParser {
         }
     }
 
-    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
+    /// Parses the value at the current position; `projection` says what of it to build, `nil` nothing (the
+    /// value is checked and skipped, and the answer is `null`).
+    private mutating func parseValue(_ projection: JSONProjection?) throws(JSONParseError) -> JSONValue {
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         switch self.bytes[self.index] {
-        case UInt8(ascii: "{"): return try self.parseObject()
-        case UInt8(ascii: "["): return try self.parseArray()
-        case UInt8(ascii: "\""): return .string(try self.parseString())
+        case UInt8(ascii: "{"): return try self.parseObject(projection)
+        case UInt8(ascii: "["): return try self.parseArray(build: projection != nil)
+        case UInt8(ascii: "\""): return .string(try self.parseString(build: projection != nil))
         case UInt8(ascii: "t"):
             try self.expectLiteral("true")
             return .bool(true)
@@ -117,7 +173,7 @@ private struct JSONParser {
             try self.expectLiteral("null")
             return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return try self.parseNumber()
+            return try self.parseNumber(build: projection != nil)
         default:
             throw self.error(.unexpectedByte)
         }
@@ -139,12 +195,12 @@ private struct JSONParser {
         guard self.depth <= JSONValue.maximumDepth else { throw self.error(.tooDeep) }
     }
 
-    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+    private mutating func parseObject(_ projection: JSONProjection?) throws(JSONParseError) -> JSONValue {
         try self.enter()
         self.index += 1
         var members: [(key: String, value: JSONValue)] = []
         // Event objects are small: one allocation of 8 saves the 1-2-4-8 growth steps.
-        members.reserveCapacity(8)
+        if projection != nil { members.reserveCapacity(8) }
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "}") {
@@ -156,13 +212,15 @@ private struct JSONParser {
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.error(.unexpectedByte) }
-            let key = try self.parseString()
+            let key = try self.parseString(build: projection != nil)
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: ":") else { throw self.error(.unexpectedByte) }
             self.index += 1
             self.skipWhitespace()
-            members.append((key: key, value: try self.parseValue()))
+            let memberProjection = projection?.member(key)
+            let value = try self.parseValue(memberProjection)
+            if memberProjection != nil { members.append((key: key, value: value)) }
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
@@ -178,7 +236,7 @@ private struct JSONParser {
         }
     }
 
-    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+    private mutating func parseArray(build: Bool) throws(JSONParseError) -> JSONValue {
         try self.enter()
         self.index += 1
         var elements: [JSONValue] = []
@@ -191,7 +249,8 @@ private struct JSONParser {
         }
         while true {
             self.skipWhitespace()
-            elements.append(try self.parseValue())
+            let element = try self.parseValue(build ? .everything : nil)
+            if build { elements.append(element) }
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
@@ -207,27 +266,31 @@ private struct JSONParser {
         }
     }
 
-    /// Parses a string starting at its opening quote.
-    private mutating func parseString() throws(JSONParseError) -> String {
+    /// Parses a string starting at its opening quote; when not `build`ing, checks it and answers `""`.
+    private mutating func parseString(build: Bool) throws(JSONParseError) -> String {
         self.index += 1
         let start = self.index
-        var sawNonASCII = false
-        // Fast path: no escapes, so the bytes between the quotes are the string.
-        while self.index < self.bytes.count {
-            let byte = self.bytes[self.index]
-            sawNonASCII = sawNonASCII || byte >= 0x80
-            if byte == UInt8(ascii: "\"") {
-                let slice = UnsafeBufferPointer(rebasing: self.bytes[start..<self.index])
-                guard !sawNonASCII || isValidUTF8(slice) else {
-                    throw JSONParseError(code: .invalidUTF8, byteOffset: start)
-                }
-                self.index += 1
-                return String(decoding: slice, as: UTF8.self)
-            }
-            if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { throw self.error(.invalidString) }
-            self.index += 1
+        // Fast path: no escapes, so the bytes between the quotes are the string. The scan works on locals so
+        // that it stays in registers; `highBits` collects bit 7 of every byte to spot non-ASCII text.
+        var position = start
+        var highBits: UInt8 = 0
+        let count = self.bytes.count
+        while position < count {
+            let byte = self.bytes[position]
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            highBits |= byte
+            position += 1
         }
+        self.index = position
+        if position < count, self.bytes[position] == UInt8(ascii: "\"") {
+            let slice = UnsafeBufferPointer(rebasing: self.bytes[start..<position])
+            guard highBits < 0x80 || isValidUTF8(slice) else {
+                throw JSONParseError(code: .invalidUTF8, byteOffset: start)
+            }
+            self.index += 1
+            return build ? String(decoding: slice, as: UTF8.self) : ""
+        }
+        if position < count, self.bytes[position] < 0x20 { throw self.error(.invalidString) }
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         // Slow path: decode escapes into a scratch buffer.
         var scratch = Array(self.bytes[start..<self.index])
@@ -239,7 +302,7 @@ private struct JSONParser {
                 guard scratch.withUnsafeBufferPointer(isValidUTF8) else {
                     throw JSONParseError(code: .invalidUTF8, byteOffset: start)
                 }
-                return String(decoding: scratch, as: UTF8.self)
+                return build ? String(decoding: scratch, as: UTF8.self) : ""
             case UInt8(ascii: "\\"):
                 self.index += 1
                 try self.parseEscape(into: &scratch)
@@ -304,7 +367,8 @@ private struct JSONParser {
         return value
     }
 
-    private mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+    /// Parses a number; when not `build`ing, checks its grammar and answers `null`.
+    private mutating func parseNumber(build: Bool) throws(JSONParseError) -> JSONValue {
         let start = self.index
         var negative = false
         if self.bytes[self.index] == UInt8(ascii: "-") {
@@ -334,6 +398,7 @@ private struct JSONParser {
             }
             guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
         }
+        guard build else { return .null }
         if isInteger {
             // Accumulate negatively so that Int64.min parses too.
             var value: Int64 = 0

@@ -7,10 +7,9 @@ indirect enum PayloadTemplate: Sendable {
     case typed(TemplatePath)
     /// Any other string leaf with tags: a JSON string.
     case text(TextTemplate)
-    /// An object; each key is stored as its JSON text followed by `:`.
-    case object([(key: [UInt8], value: PayloadTemplate)])
-    /// An array.
-    case array([PayloadTemplate])
+    /// An object or an array, between its `open` and `close` brackets. Each child is written after its
+    /// `prefix`: for an object member, its key as JSON text followed by `:`; for an array element, nothing.
+    case container(open: UInt8, close: UInt8, [(prefix: [UInt8], value: PayloadTemplate)])
 
     /// Compiles `value`, reporting template errors at `keyPath` and below.
     init(compiling value: JSONValue, keyPath: String, diagnostics: inout RouteDiagnostics) {
@@ -38,45 +37,44 @@ indirect enum PayloadTemplate: Sendable {
                 key.append(UInt8(ascii: ":"))
                 let child = PayloadTemplate(
                     compiling: member.value, keyPath: "\(keyPath).\(member.key)", diagnostics: &diagnostics)
-                return (key: key, value: child)
+                return (prefix: key, value: child)
             }
-            self = .object(compiled)
+            self = .container(open: UInt8(ascii: "{"), close: UInt8(ascii: "}"), compiled)
             self.foldConstants()
         case .array(let elements):
-            self = .array(
-                elements.enumerated().map { offset, element in
-                    PayloadTemplate(compiling: element, keyPath: "\(keyPath)[\(offset)]", diagnostics: &diagnostics)
-                })
+            let compiled = elements.enumerated().map { offset, element in
+                let child = PayloadTemplate(
+                    compiling: element, keyPath: "\(keyPath)[\(offset)]", diagnostics: &diagnostics)
+                return (prefix: [UInt8](), value: child)
+            }
+            self = .container(open: UInt8(ascii: "["), close: UInt8(ascii: "]"), compiled)
             self.foldConstants()
         default:
             self = .constant(value.serialized())
         }
     }
 
+    /// The event paths the payload may read (see ``TextTemplate/readPaths``).
+    var readPaths: [[String]] {
+        switch self {
+        case .constant: []
+        case .typed(let path): path.readPath(insideSection: false).map { [$0] } ?? []
+        case .text(let template): template.readPaths
+        case .container(_, _, let children): children.flatMap(\.value.readPaths)
+        }
+    }
+
     /// Replaces an object or array whose children are all constant by its bytes.
     private mutating func foldConstants() {
-        var bytes: [UInt8] = []
-        switch self {
-        case .object(let members):
-            bytes.append(UInt8(ascii: "{"))
-            for (offset, member) in members.enumerated() {
-                guard case .constant(let value) = member.value else { return }
-                if offset > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: member.key)
-                bytes.append(contentsOf: value)
-            }
-            bytes.append(UInt8(ascii: "}"))
-        case .array(let elements):
-            bytes.append(UInt8(ascii: "["))
-            for (offset, element) in elements.enumerated() {
-                guard case .constant(let value) = element else { return }
-                if offset > 0 { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: value)
-            }
-            bytes.append(UInt8(ascii: "]"))
-        default:
-            return
+        guard case .container(let open, let close, let children) = self else { return }
+        var bytes = [open]
+        for (offset, child) in children.enumerated() {
+            guard case .constant(let value) = child.value else { return }
+            if offset > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: child.prefix)
+            bytes.append(contentsOf: value)
         }
+        bytes.append(close)
         self = .constant(bytes)
     }
 
@@ -99,34 +97,20 @@ indirect enum PayloadTemplate: Sendable {
             guard template.render(into: &bytes, escaped: true, scope: &scope) == nil else { return false }
             bytes.append(UInt8(ascii: "\""))
             return true
-        case .object(let members):
-            bytes.append(UInt8(ascii: "{"))
+        case .container(let open, let close, let children):
+            bytes.append(open)
             var first = true
-            for member in members {
+            for child in children {
                 let mark = bytes.count
                 if !first { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: member.key)
-                if member.value.render(into: &bytes, scope: &scope) {
+                bytes.append(contentsOf: child.prefix)
+                if child.value.render(into: &bytes, scope: &scope) {
                     first = false
                 } else {
                     bytes.removeSubrange(mark...)
                 }
             }
-            bytes.append(UInt8(ascii: "}"))
-            return true
-        case .array(let elements):
-            bytes.append(UInt8(ascii: "["))
-            var first = true
-            for element in elements {
-                let mark = bytes.count
-                if !first { bytes.append(UInt8(ascii: ",")) }
-                if element.render(into: &bytes, scope: &scope) {
-                    first = false
-                } else {
-                    bytes.removeSubrange(mark...)
-                }
-            }
-            bytes.append(UInt8(ascii: "]"))
+            bytes.append(close)
             return true
         }
     }

@@ -100,6 +100,7 @@ extension TextTemplate {
     /// Renders to a string (no escaping): for header templates. `.failure` carries the missing path.
     func renderText(scope: inout RenderScope) -> Result<String, MissingValue> {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
         if let missing = self.render(into: &bytes, escaped: false, scope: &scope) {
             return .failure(MissingValue(path: missing, value: scope.resolve(missing)))
         }

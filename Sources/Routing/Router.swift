@@ -13,6 +13,8 @@ public struct Router: Sendable {
 
     let routes: [CompiledRoute]
     let routeIndicesByTopic: [String: [Int]]
+    /// Per topic, the parts of an event its routes read.
+    let projectionByTopic: [String: JSONProjection]
     let epochSeconds: @Sendable () -> Int64
 
     /// Checks and compiles `routes`.
@@ -53,6 +55,9 @@ public struct Router: Sendable {
         self.inputTopics = topics
         self.routes = compiled
         self.routeIndicesByTopic = indices
+        self.projectionByTopic = indices.mapValues { indices in
+            JSONProjection(paths: indices.flatMap { compiled[$0].readPaths })
+        }
         self.epochSeconds = epochSeconds
     }
 
@@ -75,7 +80,7 @@ public struct Router: Sendable {
         guard let indices = self.routeIndicesByTopic[event.topic] else { return [] }
         let document: JSONValue
         do {
-            document = try Self.parseValue(of: event)
+            document = try Self.parseValue(of: event, projection: self.projectionByTopic[event.topic] ?? .everything)
         } catch {
             return indices.map { index in
                 let route = self.routes[index]
@@ -102,7 +107,7 @@ public struct Router: Sendable {
         guard let route = self.routes.first(where: { $0.name == name }) else { return nil }
         let document: JSONValue
         do {
-            document = try Self.parseValue(of: event)
+            document = try Self.parseValue(of: event, projection: .everything)
         } catch {
             return .mapped(
                 RouteMapping(
@@ -121,12 +126,12 @@ public struct Router: Sendable {
         var message: String
     }
 
-    private static func parseValue(of event: RoutingEvent) throws(NotJSON) -> JSONValue {
+    private static func parseValue(of event: RoutingEvent, projection: JSONProjection) throws(NotJSON) -> JSONValue {
         guard let value = event.value else {
             throw NotJSON(message: "the event has no value (tombstone); expected a JSON document")
         }
         do {
-            return try JSONValue(parsing: value)
+            return try JSONValue(parsing: value, projection: projection)
         } catch {
             throw NotJSON(message: "the event value is not JSON: \(error)")
         }

@@ -267,3 +267,41 @@ private struct TagScanner {
             hint: "names are dotted paths such as {{order.id}}, or {{.}} for the current section's value")
     }
 }
+
+extension TextTemplate {
+    /// The event paths this template may read, each needing its whole value; `[]` means the whole event.
+    ///
+    /// Inside a section a name may resolve against the section's value or, failing that, from the root, so
+    /// the section's own path is read whole and the names inside are also taken as root paths.
+    var readPaths: [[String]] {
+        var paths: [[String]] = []
+        Self.collect(self.segments, insideSection: false, into: &paths)
+        return paths
+    }
+
+    private static func collect(_ segments: [Segment], insideSection: Bool, into paths: inout [[String]]) {
+        for segment in segments {
+            switch segment {
+            case .text:
+                continue
+            case .variable(let path):
+                if let read = path.readPath(insideSection: insideSection) { paths.append(read) }
+            case .section(let path, _, let body):
+                if let read = path.readPath(insideSection: insideSection) { paths.append(read) }
+                Self.collect(body, insideSection: true, into: &paths)
+            }
+        }
+    }
+}
+
+extension TemplatePath {
+    /// The event path this name reads from the root, if any: `_kafka` and `_headers` read none, and `.`
+    /// reads the whole event outside sections (inside, it is the section's value, read already).
+    func readPath(insideSection: Bool) -> [String]? {
+        switch self.root {
+        case .scope: self.segments
+        case .implicit: insideSection ? nil : []
+        case .kafka, .headers: nil
+        }
+    }
+}

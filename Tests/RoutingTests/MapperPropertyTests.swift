@@ -104,6 +104,18 @@ enum RandomJSON {
         }
     }
 
+    @Test func mappingBuildsOnlyWhatRoutesReadYetAnswersLikeAFullParse() async {
+        await propertyCheck(count: 300, input: RandomJSON.events) { bytes in
+            let event = RoutingEvent(topic: "orders.shipped", partition: 2, offset: 9, value: bytes)
+            let mapped = Self.router.map(event: event).map(Self.summary)
+            let full = Self.router.routes(forTopic: "orders.shipped").compactMap { route -> String? in
+                guard case .mapped(let mapping)? = Self.router.trial(of: event, route: route) else { return nil }
+                return Self.summary(mapping)
+            }
+            #expect(mapped == full)
+        }
+    }
+
     static func summary(_ mapping: RouteMapping) -> String {
         switch mapping.outcome {
         case .deadLetter(let reason): return reason.description

@@ -123,6 +123,24 @@ import Testing
         }
     }
 
+    @Test func aMalformedFieldNoRouteReadsStillMakesTheEventNotJSON() throws {
+        let router = try router(payload: ["a": "{{token}}"])
+        let reason = try deadLetter(router, #"{"token":"t","unused":{"deep":["\x"]}}"#)
+        #expect(reason?.code == .notJSON)
+        #expect(
+            reason?.description
+                == "route test: the event value is not JSON: "
+                + "invalid string (bad escape or raw control character) at byte 33"
+        )
+    }
+
+    @Test func fieldsReadOnlyInsideSectionsAndTypedLeavesAreAvailable() throws {
+        let router = try router(payload: ["all": "{{order}}", "each": "{{#items}}{{sku}}{{token}},{{/items}}"])
+        let mapped = try notifications(
+            router, #"{"token":"t","order":{"id":1,"x":[true]},"items":[{"sku":"a"},{"sku":"b"}],"other":1}"#)
+        #expect(payloadText(mapped[0]) == #"{"all":{"id":1,"x":[true]},"each":"at,bt,"}"#)
+    }
+
     @Test func aTombstoneDeadLetters() throws {
         let router = try Router(routes: [orderShippedRoute()])
         let mappings = router.map(event: RoutingEvent(topic: "orders.shipped", partition: 0, offset: 1, value: nil))
