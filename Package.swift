@@ -175,6 +175,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Benchmarks (make bench-apns, mk/http2.mk)
+        .executableTarget(
+            name: "APNSBench",
+            dependencies: ["HTTP2"],
+            path: "Benchmarks/APNSBench",
+            swiftSettings: strict
+        ),
+
         // MARK: Tests
         .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"], swiftSettings: strict),

@@ -34,7 +34,8 @@ public final class HTTP2ClientConnection: Sendable {
         }
         let eventLoop = eventLoopGroup.next()
         let shared = ClientShared(eventLoop: eventLoop, configuration: configuration, logger: logger)
-        let serverName = configuration.tls.serverName ?? (Self.isIPAddress(configuration.host) ? nil : configuration.host)
+        let serverName =
+            configuration.tls.serverName ?? (Self.isIPAddress(configuration.host) ? nil : configuration.host)
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -126,7 +127,9 @@ public final class HTTP2ClientConnection: Sendable {
 
     private static func validate(_ request: HTTP2Request) -> String? {
         if request.method.isEmpty { return "the request method is empty" }
-        if !request.path.hasPrefix("/") { return "the request path must start with '/' (got \(request.path.prefix(16)))" }
+        if !request.path.hasPrefix("/") {
+            return "the request path must start with '/' (got \(request.path.prefix(16)))"
+        }
         for header in request.headers {
             if header.name.isEmpty || header.name.hasPrefix(":") {
                 return "header name '\(header.name)' is empty or a pseudo-header; use the request's fields"

@@ -60,7 +60,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent {
             guard negotiated == "h2" else {
                 self.shared.ready.fail(
-                    HTTP2Error(.connectFailed, "the server did not negotiate HTTP/2 (ALPN h2); got \(negotiated ?? "none")")
+                    HTTP2Error(
+                        .connectFailed, "the server did not negotiate HTTP/2 (ALPN h2); got \(negotiated ?? "none")")
                 )
                 context.close(promise: nil)
                 return
@@ -183,7 +184,9 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
                 self.beginDraining(HTTP2Error(.notProcessed, "the connection ran out of stream ids"))
             } else {
                 pending.finish(
-                    .failure(HTTP2Error(.invalidRequest, "nghttp2 refused the request: \(NGHTTP2Session.errorText(streamID))"))
+                    .failure(
+                        HTTP2Error(
+                            .invalidRequest, "nghttp2 refused the request: \(NGHTTP2Session.errorText(streamID))"))
                 )
             }
             return
@@ -342,7 +345,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
             if pending.status >= 100 {
                 pending.finish(
                     .success(
-                        HTTP2Response(status: pending.status, headers: pending.responseHeaders, body: pending.responseBody)
+                        HTTP2Response(
+                            status: pending.status, headers: pending.responseHeaders, body: pending.responseBody)
                     )
                 )
             } else {

@@ -70,7 +70,9 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent {
             guard negotiated == "h2" else {
-                self.shared.logger.info("client did not negotiate h2 via ALPN; closing", metadata: ["http2.alpn": "\(negotiated ?? "none")"])
+                self.shared.logger.info(
+                    "client did not negotiate h2 via ALPN; closing", metadata: ["http2.alpn": "\(negotiated ?? "none")"]
+                )
                 context.close(promise: nil)
                 return
             }
@@ -186,8 +188,10 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
             if exchanged { break }
             seen = original
         }
-        if let limit = self.goAwayAfterStreams, self.streamCount >= limit, !self.goAwaySent, let session = self.session {
-            session.submitGoAway(lastStreamID: streamID, errorCode: .noError, debugData: self.shared.configuration.goAwayDebugData)
+        if let limit = self.goAwayAfterStreams, self.streamCount >= limit, !self.goAwaySent, let session = self.session
+        {
+            session.submitGoAway(
+                lastStreamID: streamID, errorCode: .noError, debugData: self.shared.configuration.goAwayDebugData)
             self.goAwaySent = true
         }
     }
@@ -272,7 +276,8 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         }
         if self.goAwaySent, self.graceTimer == nil, session.isFinished {
             // The client closes on its own once it has read GOAWAY; closing first could reset unread responses.
-            self.graceTimer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: Self.goAwayCloseGrace) {
+            self.graceTimer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: Self.goAwayCloseGrace)
+            {
                 self.context?.close(promise: nil)
             }
         }
