@@ -248,7 +248,7 @@ final class ClientShared: Sendable {
         self.eventLoop = eventLoop
         self.configuration = configuration
         self.logger = logger
-        self.handler = NIOLoopBoundBox(nil, eventLoop: eventLoop)
+        self.handler = NIOLoopBoundBox.makeEmptyBox(valueType: HTTP2ClientHandler.self, eventLoop: eventLoop)
         self.ready = eventLoop.makePromise()
         self.closed = eventLoop.makePromise()
     }
