@@ -437,9 +437,12 @@ public struct HTTP2ServerStatistics: Sendable, Hashable {
     public var requestsReceived: Int
     /// The most streams seen open at once on one connection.
     public var maxConcurrentStreamsSeen: Int
-    /// Streams refused because they exceeded SETTINGS_MAX_CONCURRENT_STREAMS after the client had acknowledged
-    /// the setting: a client bug (streams sent before the ACK are a legal race and not counted).
-    public var streamsRefusedOverAcknowledgedLimit: Int
+    /// Streams refused with REFUSED_STREAM because they arrived while a lowered SETTINGS_MAX_CONCURRENT_STREAMS
+    /// was not yet acknowledged (a legal race; the client retries them).
+    public var streamsRefused: Int
+    /// GOAWAYs with an error code the server sent because a client broke the protocol, for instance by exceeding
+    /// a stream limit it had acknowledged (a client bug; tests expect 0).
+    public var protocolErrorGoAways: Int
     /// PING frames received (not counting ACKs).
     public var pingsReceived: Int
 }

@@ -76,7 +76,8 @@ public final class HTTP2Server: Sendable {
             connectionsOpen: open,
             requestsReceived: self.shared.requestsReceived.load(ordering: .relaxed),
             maxConcurrentStreamsSeen: self.shared.maxConcurrentStreamsSeen.load(ordering: .relaxed),
-            streamsRefusedOverAcknowledgedLimit: self.shared.refusedOverLimit.load(ordering: .relaxed),
+            streamsRefused: self.shared.streamsRefused.load(ordering: .relaxed),
+            protocolErrorGoAways: self.shared.protocolErrorGoAways.load(ordering: .relaxed),
             pingsReceived: self.shared.pingsReceived.load(ordering: .relaxed)
         )
     }
@@ -144,7 +145,8 @@ final class ServerShared: Sendable {
     let state: Mutex<State>
     let requestsReceived = Atomic<Int>(0)
     let maxConcurrentStreamsSeen = Atomic<Int>(0)
-    let refusedOverLimit = Atomic<Int>(0)
+    let streamsRefused = Atomic<Int>(0)
+    let protocolErrorGoAways = Atomic<Int>(0)
     let pingsReceived = Atomic<Int>(0)
 
     init(configuration: HTTP2ServerConfiguration, logger: Logger, handler: @escaping HTTP2ServerHandler) {

@@ -38,7 +38,6 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
     private var peerCertificate: NIOSSLCertificate?
     private var streams: [Int32: ServerStream] = [:]
     private var streamCount = 0
-    private var pendingSettingsAcks = 0
     private var maxConcurrentStreams = 0
     var goAwayAfterStreams: Int?
     private var goAwaySent = false
@@ -82,7 +81,6 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
             }
             self.session = session
             session.submitSettings(maxConcurrentStreams: self.maxConcurrentStreams)
-            self.pendingSettingsAcks = 1
             self.flush()
         }
         context.fireUserInboundEventTriggered(event)
@@ -136,7 +134,6 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         }
         self.maxConcurrentStreams = streams
         session.submitSettings(maxConcurrentStreams: streams)
-        self.pendingSettingsAcks += 1
         self.scheduleFlush()
     }
 
@@ -239,13 +236,17 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         self.streams.removeValue(forKey: streamID)
     }
 
-    fileprivate func settingsAcknowledged() {
-        self.pendingSettingsAcks = max(0, self.pendingSettingsAcks - 1)
+    fileprivate func refusedStreamSent() {
+        self.shared.streamsRefused.add(1, ordering: .relaxed)
     }
 
-    fileprivate func refusedStreamSent() {
-        if self.pendingSettingsAcks == 0 {
-            self.shared.refusedOverLimit.add(1, ordering: .relaxed)
+    fileprivate func goAwaySent(errorCode: UInt32) {
+        // GOAWAYs this handler submits set `goAwaySent` first; any other one is nghttp2 reacting to a broken client.
+        if !self.goAwaySent && errorCode != HTTP2ErrorCode.noError.rawValue {
+            self.shared.protocolErrorGoAways.add(1, ordering: .relaxed)
+            self.shared.logger.info(
+                "closing a connection after a client protocol error",
+                metadata: ["http2.connection": "\(self.connectionID)"])
         }
     }
 
@@ -274,7 +275,7 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
             context.close(promise: nil)
             return
         }
-        if self.goAwaySent, self.graceTimer == nil, session.isFinished {
+        if self.graceTimer == nil, session.isFinished {
             // The client closes on its own once it has read GOAWAY; closing first could reset unread responses.
             self.graceTimer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: Self.goAwayCloseGrace)
             {
@@ -323,8 +324,6 @@ private func installServerCallbacks(_ callbacks: OpaquePointer) {
             if flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
                 handler.requestComplete(streamID: frame.pointee.hd.stream_id)
             }
-        case NGHTTP2_SETTINGS.rawValue where ack:
-            handler.settingsAcknowledged()
         case NGHTTP2_PING.rawValue where !ack:
             handler.pingReceived()
         default:
@@ -337,10 +336,15 @@ private func installServerCallbacks(_ callbacks: OpaquePointer) {
         return 0
     }
     nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
-        guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_RST_STREAM.rawValue),
-            frame.pointee.rst_stream.error_code == NGHTTP2_REFUSED_STREAM.rawValue
-        else { return 0 }
-        serverHandler(userData).refusedStreamSent()
+        guard let frame else { return 0 }
+        switch UInt32(frame.pointee.hd.type) {
+        case NGHTTP2_RST_STREAM.rawValue where frame.pointee.rst_stream.error_code == NGHTTP2_REFUSED_STREAM.rawValue:
+            serverHandler(userData).refusedStreamSent()
+        case NGHTTP2_GOAWAY.rawValue:
+            serverHandler(userData).goAwaySent(errorCode: frame.pointee.goaway.error_code)
+        default:
+            break
+        }
         return 0
     }
 }

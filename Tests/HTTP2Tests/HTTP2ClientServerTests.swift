@@ -59,15 +59,21 @@ struct HTTP2ClientServerTests {
     }
 
     @Test func streamLimitDropsToOneAndBackWithoutTheClientExceedingIt() async throws {
-        // Answers on the event loop after 1 ms so that streams stay open and the limit matters.
+        // The server counts requests it holds (received, not yet answered); while the limit is 1 it must never
+        // hold more than one. Answers come from another event loop after 1 ms so that streams stay open.
+        let tracker = Mutex((held: 0, lowPhase: false, maxHeldInLowPhase: 0))
         let server = try await startServer(maxConcurrentStreams: 50) { request, _, responder in
+            tracker.withLock { state in
+                state.held += 1
+                if state.lowPhase { state.maxHeldInLowPhase = max(state.maxHeldInLowPhase, state.held) }
+            }
             MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .milliseconds(1)) {
+                tracker.withLock { $0.held -= 1 }
                 responder.respond(HTTP2ServerResponse(status: 200, body: request.body))
             }
         }
         let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))
         let count = 1500
-        let lowestLimitSeen = Mutex(Int.max)
         let completed = try await withThrowingTaskGroup(of: Bool.self) { group in
             for index in 0..<count {
                 group.addTask {
@@ -76,20 +82,29 @@ struct HTTP2ClientServerTests {
                 }
             }
             var completed = 0
+            var lowPhaseSeen = false
             for try await ok in group {
                 if ok { completed += 1 }
-                if completed == 300 { server.setMaxConcurrentStreams(1) }
-                if completed == 700 { server.setMaxConcurrentStreams(100) }
                 let state = connection.state
                 #expect(state.activeStreams <= max(state.maxConcurrentStreams, 50))
-                lowestLimitSeen.withLock { $0 = min($0, state.maxConcurrentStreams) }
+                if completed == 300 { server.setMaxConcurrentStreams(1) }
+                if !lowPhaseSeen, completed < 700, state.maxConcurrentStreams == 1, state.activeStreams <= 1 {
+                    // The client has applied the limit and its older streams are gone.
+                    lowPhaseSeen = true
+                    tracker.withLock { $0.lowPhase = true }
+                }
+                if completed == 700 {
+                    tracker.withLock { $0.lowPhase = false }
+                    server.setMaxConcurrentStreams(100)
+                }
             }
+            #expect(lowPhaseSeen)
             return completed
         }
         #expect(completed == count)
-        #expect(lowestLimitSeen.withLock { $0 } == 1)
+        #expect(tracker.withLock { $0.maxHeldInLowPhase } == 1)
         #expect(connection.state.maxConcurrentStreams == 100)
-        #expect(server.statistics.streamsRefusedOverAcknowledgedLimit == 0)
+        #expect(server.statistics.protocolErrorGoAways == 0)
         #expect(server.statistics.maxConcurrentStreamsSeen <= 100)
         await connection.close()
         await server.shutdown()
