@@ -52,6 +52,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        // A channel that never became active (TCP connect failed) gets no channelInactive.
+        self.finalize(self.closeReason ?? .connectionLost("the connection closed"))
         self.context = nil
         self.shared.handler.value = nil
     }

@@ -310,6 +310,15 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    @Test func connectingToAClosedPortFailsAsConnectFailed() async throws {
+        let server = try await startServer(handler: echoHandler)
+        let configuration = try clientConfiguration(server)
+        await server.shutdown()
+        let error = await http2Error { try await HTTP2ClientConnection.connect(configuration: configuration) }
+        #expect(error?.code == .connectFailed)
+        #expect(error?.message.contains("127.0.0.1") == true)
+    }
+
     @Test func mutualTLSPresentsTheClientCertificateToTheHandler() async throws {
         let peer = Mutex<[UInt8]?>(nil)
         let server = try await startServer(requireClientCertificate: true) { request, context, responder in
