@@ -358,6 +358,23 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    @Test func unansweredPingClosesTheConnectionAndFailsOpenRequests() async throws {
+        let held = HeldRequests()
+        let server = try await startServer(acknowledgesPings: false, handler: held.handler)
+        let connection = try await HTTP2ClientConnection.connect(
+            configuration: try clientConfiguration(
+                server, idlePingInterval: .milliseconds(200), pingTimeout: .milliseconds(300)
+            )
+        )
+        let open = Task { await http2Error { try await connection.send(HTTP2Request(path: "/never")) } }
+        await held.waitFor(1)
+        #expect(await connection.waitUntilClosed() == .pingTimeout)
+        #expect(await open.value?.code == .connectionLost)
+        #expect(server.statistics.pingsReceived >= 1)
+        #expect(connection.state.pingsAcknowledged == 0)
+        await server.shutdown()
+    }
+
     @Test func closeFailsLaterRequestsAsClosedAndReportsClosedLocally() async throws {
         let server = try await startServer(handler: echoHandler)
         let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))

@@ -24,19 +24,19 @@ func startServer(
     requireClientCertificate: Bool = false,
     maxConcurrentStreams: Int = 1000,
     goAwayAfterStreams: Int? = nil,
+    acknowledgesPings: Bool = true,
     handler: @escaping HTTP2ServerHandler
 ) async throws -> HTTP2Server {
-    try await HTTP2Server.start(
-        configuration: HTTP2ServerConfiguration(
-            certificateChain: try tls.serverCertificateChain(),
-            privateKey: try tls.serverPrivateKey(),
-            clientCertificateTrustRoots: requireClientCertificate ? [try tls.caCertificate()] : nil,
-            maxConcurrentStreams: maxConcurrentStreams,
-            goAwayAfterStreams: goAwayAfterStreams,
-            goAwayDebugData: Array(#"{"reason":"Shutdown"}"#.utf8)
-        ),
-        handler: handler
+    var configuration = HTTP2ServerConfiguration(
+        certificateChain: try tls.serverCertificateChain(),
+        privateKey: try tls.serverPrivateKey(),
+        clientCertificateTrustRoots: requireClientCertificate ? [try tls.caCertificate()] : nil,
+        maxConcurrentStreams: maxConcurrentStreams,
+        goAwayAfterStreams: goAwayAfterStreams,
+        goAwayDebugData: Array(#"{"reason":"Shutdown"}"#.utf8)
     )
+    configuration.acknowledgesPings = acknowledgesPings
+    return try await HTTP2Server.start(configuration: configuration, handler: handler)
 }
 
 /// Client settings for `server`, trusting only the test CA.
@@ -45,6 +45,7 @@ func clientConfiguration(
     maxConcurrentStreams: Int = 1000,
     requestTimeout: Duration = .seconds(10),
     idlePingInterval: Duration = .seconds(60),
+    pingTimeout: Duration = .seconds(2),
     clientCertificate: Bool = false
 ) throws -> HTTP2ClientConfiguration {
     HTTP2ClientConfiguration(
@@ -60,7 +61,7 @@ func clientConfiguration(
         requestTimeout: requestTimeout,
         connectTimeout: .seconds(5),
         idlePingInterval: idlePingInterval,
-        pingTimeout: .seconds(2)
+        pingTimeout: pingTimeout
     )
 }
 
