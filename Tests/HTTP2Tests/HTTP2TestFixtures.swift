@@ -118,6 +118,36 @@ final class HeldRequests: Sendable {
     }
 }
 
+/// A handler that answers each request 1 ms later from another event loop (so streams stay open) with the request
+/// body, counting how many requests it holds at once, overall and during a phase the test marks.
+final class ConcurrencyTracker: Sendable {
+    private let state = Mutex((held: 0, maxHeld: 0, inPhase: false, maxHeldInPhase: 0))
+
+    var handler: HTTP2ServerHandler {
+        { request, _, responder in
+            self.state.withLock { state in
+                state.held += 1
+                state.maxHeld = max(state.maxHeld, state.held)
+                if state.inPhase { state.maxHeldInPhase = max(state.maxHeldInPhase, state.held) }
+            }
+            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .milliseconds(1)) {
+                self.state.withLock { $0.held -= 1 }
+                responder.respond(HTTP2ServerResponse(status: 200, body: request.body))
+            }
+        }
+    }
+
+    /// The most requests held at once.
+    var maxHeld: Int { self.state.withLock { $0.maxHeld } }
+    /// The most requests held at once while the phase was on.
+    var maxHeldInPhase: Int { self.state.withLock { $0.maxHeldInPhase } }
+
+    /// Starts or ends the measured phase.
+    func setPhase(_ on: Bool) {
+        self.state.withLock { $0.inPhase = on }
+    }
+}
+
 /// Polls `condition` every 10 ms until it holds or `timeout` passes; for state that has no event to await.
 func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async throws -> Bool {
     let deadline = ContinuousClock.now + timeout
