@@ -62,6 +62,7 @@ let package = Package(
                 "CNghttp2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -175,6 +176,9 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "Kafka",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -190,6 +194,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/KafkaConsume",
+            swiftSettings: strict
+        ),
+        // MARK: Benchmarks (make bench-apns, mk/http2.mk)
+        .executableTarget(
+            name: "APNSBench",
+            dependencies: [
+                "HTTP2",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Benchmarks/APNSBench",
             swiftSettings: strict
         ),
 

@@ -1,14 +1,101 @@
 import ArgumentParser
+import Bridge
+import Configuration
+import Logging
+import Prometheus
 
-/// `pushbridge run`: Run the bridge until SIGTERM/SIGINT, then drain and stop cleanly.
+/// `pushbridge run`: the main job. Runs the bridge until SIGTERM/SIGINT, then drains and stops cleanly
+/// (exit 0).
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run the bridge until SIGTERM/SIGINT, then drain and stop cleanly. (not available yet in this build)"
+        abstract: "Run the bridge until SIGTERM/SIGINT, then drain and stop cleanly.",
+        discussion: """
+            Consumes the configured input topics in the consumer group, sends the notifications to APNs and \
+            publishes outcomes, invalid tokens and dead letters. With --log-sender nothing is sent: each \
+            notification is logged and reported delivered, to try routes without Apple credentials.
+            """
     )
 
+    @OptionGroup var configurationFile: ConfigurationOption
+
+    @Flag(help: "Send nothing: log each notification and report it delivered.")
+    var logSender = false
+
     func run() async throws {
-        FileHandleOutput.standardError("pushbridge run is not available yet in this build\n")
-        throw ExitCode(1)
+        let loaded = try self.configurationFile.load(checksCredentialFiles: !self.logSender)
+        let logger = LoggingBootstrap.bootstrap(loaded.configuration.logging)
+        let registry = PrometheusCollectorRegistry()
+        let runtime = BridgeRuntime(loaded: loaded, registry: registry, logger: logger)
+        let sender: any ManagedSender
+        if self.logSender {
+            sender = LogSender(logger: logger.with(label: "pushbridge.sender"))
+        } else {
+            do {
+                sender = try APNSSenderFactory.make(for: loaded.configuration, logger: logger)
+            } catch {
+                FileHandleOutput.standardError("pushbridge run: \(error)\n")
+                throw ExitCode(1)
+            }
+        }
+        do {
+            try await runtime.run(sender: sender)
+        } catch {
+            logger.critical("PushBridge failed", metadata: ["error": "\(error)"])
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// Sets up swift-log once per process, as `logging:` says (SPEC §5).
+enum LoggingBootstrap {
+    static func bootstrap(_ settings: LoggingSettings) -> Logger {
+        let level = settings.level.swiftLogLevel
+        switch settings.format {
+        case .text:
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        case .json:
+            LoggingSystem.bootstrap { label in JSONLogHandler(label: label, level: level) }
+        }
+        var logger = Logger(label: "pushbridge")
+        logger.logLevel = level
+        return logger
+    }
+}
+
+extension LoggingSettings.Level {
+    var swiftLogLevel: Logger.Level {
+        switch self {
+        case .trace: .trace
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        case .error: .error
+        }
+    }
+}
+
+extension Logger {
+    /// A logger for `label` at this logger's level.
+    func with(label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = self.logLevel
+        return logger
+    }
+}
+
+/// Builds the APNs sender for `run` from the `apns` and `apps` blocks.
+enum APNSSenderFactory {
+    struct Unavailable: Error, CustomStringConvertible {
+        var description: String { "the APNs sender is not available in this build yet; use --log-sender" }
+    }
+
+    static func make(for configuration: BridgeConfiguration, logger: Logger) throws -> any ManagedSender {
+        throw Unavailable()
     }
 }

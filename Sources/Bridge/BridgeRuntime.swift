@@ -1,0 +1,262 @@
+import APNSCore
+import Configuration
+import Kafka
+import Logging
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// Everything `pushbridge run` runs, built from a loaded configuration: the Kafka clients (or the embedded
+/// cluster), the sender, the pipeline and the admin server, in one `ServiceGroup`.
+///
+/// Services start in this order and stop in reverse: admin server, producer, sender, pipeline (the
+/// consumer), lag reporter. So on SIGTERM the consumer stops and drains first, then the sender closes its
+/// connections, then the producer flushes, and `/healthz` answers until the very end.
+public struct BridgeRuntime: Sendable {
+    /// The loaded configuration.
+    public let configuration: BridgeConfiguration
+    /// The compiled routes.
+    public let mapper: RouterMapper
+    /// The metrics registry `/metrics` serves.
+    public let registry: PrometheusCollectorRegistry
+    /// The metrics.
+    public let metrics: BridgeMetrics
+    private let logger: Logger
+
+    /// Prepares a runtime; nothing connects until ``run(sender:onReady:)``.
+    public init(loaded: LoadedConfiguration, registry: PrometheusCollectorRegistry, logger: Logger) {
+        self.configuration = loaded.configuration
+        self.mapper = RouterMapper(router: loaded.router)
+        self.registry = registry
+        self.metrics = BridgeMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        self.logger = logger
+    }
+
+    /// What a running bridge reports once it is up (for the demo and tests).
+    public struct Started: Sendable {
+        /// The Kafka bootstrap servers in use (the embedded cluster's when `embedded`).
+        public var bootstrapServers: String
+        /// The admin server's port.
+        public var adminPort: Int
+        /// The pipeline, for its readiness and in-flight count.
+        public var pipeline: Pipeline
+    }
+
+    /// Runs until SIGTERM or SIGINT (or `group.triggerGracefulShutdown()` through `onStarted`), then drains
+    /// and stops cleanly.
+    ///
+    /// - Parameters:
+    ///   - sender: the notification sender and its lifecycle (the APNs clients, or the log sender).
+    ///   - embeddedCluster: the cluster to use when `kafka.bootstrap_servers` is `embedded`; when `nil`, one is
+    ///     started here with every configured topic.
+    ///   - onStarted: called once the admin server listens.
+    public func run(
+        sender: any ManagedSender,
+        embeddedCluster: KafkaMockCluster? = nil,
+        signals: [UnixSignal] = [.sigterm, .sigint],
+        onStarted: @escaping @Sendable (Started, ServiceGroup) -> Void = { _, _ in }
+    ) async throws {
+        let kafka = self.configuration.kafka
+        var ownedCluster: KafkaMockCluster?
+        let bootstrapServers: String
+        if kafka.isEmbedded {
+            let cluster = try embeddedCluster ?? Self.startEmbeddedCluster(for: self.configuration, logger: self.logger)
+            if embeddedCluster == nil { ownedCluster = cluster }
+            bootstrapServers = cluster.bootstrapServers
+        } else {
+            bootstrapServers = kafka.bootstrapServers
+        }
+        defer { ownedCluster?.close() }
+
+        let producer = try KafkaProducer(
+            configuration: self.producerConfiguration(bootstrapServers: bootstrapServers),
+            logger: self.logger.with(label: "pushbridge.kafka.producer")
+        )
+        let source = KafkaEventSource(
+            configuration: self.consumerConfiguration(bootstrapServers: bootstrapServers),
+            topics: self.configuration.inputTopics,
+            logger: self.logger.with(label: "pushbridge.kafka.consumer")
+        )
+        let apns = self.configuration.apns
+        let pipeline = Pipeline(
+            source: source,
+            mapper: self.mapper,
+            sender: sender,
+            sink: KafkaRecordSink(producer: producer),
+            configuration: PipelineConfiguration(
+                maxInFlight: kafka.maxInFlightNotifications,
+                maxAttempts: apns.retry.maxAttempts,
+                retryBackoff: Backoff(initial: apns.retry.initialBackoff, maximum: apns.retry.maxBackoff),
+                drainTimeout: self.configuration.shutdown.drainTimeout,
+                outcomesTopic: self.configuration.outcomes.outcomes,
+                invalidTokensTopic: self.configuration.outcomes.invalidTokens,
+                deadLetterTopic: self.configuration.outcomes.deadLetters
+            ),
+            metrics: self.metrics,
+            logger: self.logger.with(label: "pushbridge.pipeline"),
+            validate: sender.validate
+        )
+        let groupBox = Mutex<ServiceGroup?>(nil)
+        let registry = self.registry
+        let admin = AdminServer(
+            host: self.configuration.admin.host,
+            port: self.configuration.admin.port,
+            metrics: { registry.emitToBuffer() },
+            readiness: { pipeline.readiness },
+            onBound: { port in
+                guard let group = groupBox.withLock({ $0 }) else { return }
+                onStarted(Started(bootstrapServers: bootstrapServers, adminPort: port, pipeline: pipeline), group)
+            },
+            logger: self.logger.with(label: "pushbridge.admin")
+        )
+        let reporter = GaugeReporter(source: source, sender: sender, metrics: self.metrics)
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [
+                    .init(service: admin),
+                    .init(service: ProducerService(producer: producer)),
+                    .init(service: SenderService(sender: sender)),
+                    .init(service: pipeline),
+                    .init(service: reporter),
+                ],
+                gracefulShutdownSignals: signals,
+                cancellationSignals: [],
+                logger: self.logger.with(label: "pushbridge.lifecycle")
+            )
+        )
+        groupBox.withLock { $0 = group }
+        self.logger.info(
+            "PushBridge starting",
+            metadata: [
+                "kafka.bootstrap_servers": "\(bootstrapServers)",
+                "kafka.group_id": "\(kafka.groupID)",
+                "kafka.topics": "\(self.configuration.inputTopics.joined(separator: ","))",
+            ]
+        )
+        try await group.run()
+        self.logger.info("PushBridge stopped")
+    }
+
+    /// Starts the in-process mock cluster with every input and result topic created (input topics get
+    /// ``embeddedPartitionCount`` partitions).
+    public static func startEmbeddedCluster(
+        for configuration: BridgeConfiguration, logger: Logger
+    ) throws -> KafkaMockCluster {
+        let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "3"])
+        for topic in configuration.inputTopics {
+            try cluster.createTopic(topic, partitionCount: Self.embeddedPartitionCount)
+        }
+        let outcomes = configuration.outcomes
+        for topic in [outcomes.outcomes, outcomes.invalidTokens, outcomes.deadLetters] {
+            try cluster.createTopic(topic, partitionCount: 1)
+        }
+        logger.notice(
+            "Embedded Kafka cluster started (librdkafka mock cluster)",
+            metadata: ["kafka.bootstrap_servers": "\(cluster.bootstrapServers)"]
+        )
+        return cluster
+    }
+
+    /// Partitions of each input topic on the embedded cluster.
+    public static let embeddedPartitionCount: Int32 = 4
+
+    func producerConfiguration(bootstrapServers: String) -> KafkaProducerConfiguration {
+        let kafka = self.configuration.kafka
+        var configuration = KafkaProducerConfiguration(
+            bootstrapServers: bootstrapServers,
+            properties: kafka.properties.merging(kafka.producerProperties) { _, producer in producer }
+        )
+        configuration.clientID = kafka.clientID
+        return configuration
+    }
+
+    func consumerConfiguration(bootstrapServers: String) -> KafkaConsumerConfiguration {
+        let kafka = self.configuration.kafka
+        var configuration = KafkaConsumerConfiguration(
+            bootstrapServers: bootstrapServers,
+            groupID: kafka.groupID,
+            properties: kafka.properties.merging(kafka.consumerProperties) { _, consumer in consumer }
+        )
+        configuration.clientID = kafka.clientID
+        configuration.commitInterval = kafka.commitInterval
+        if configuration.properties["auto.offset.reset"] == nil {
+            // A new group starts at the beginning: events produced before the first deployment are not lost.
+            configuration.autoOffsetReset = .earliest
+        }
+        configuration.rebalanceListenerTimeout = self.configuration.shutdown.drainTimeout + .seconds(5)
+        return configuration
+    }
+}
+
+/// A notification sender with a lifecycle: connections to close on shutdown, and a local check of each
+/// notification before it is sent.
+public protocol ManagedSender: NotificationSender {
+    /// APNs connections open now (`pushbridge_apns_connections`).
+    var openConnections: Int { get }
+    /// A fault Apple would reject `notification` for, found without sending it; `nil` when none.
+    func validate(_ notification: Notification) -> Reason?
+    /// Closes connections; called after the pipeline drained.
+    func shutdown() async
+}
+
+extension LogSender: ManagedSender {
+    public var openConnections: Int { 0 }
+    public func validate(_ notification: Notification) -> Reason? { nil }
+    public func shutdown() async {}
+}
+
+/// Closes the producer after everything before it in the group stopped: it flushes last.
+struct ProducerService: Service {
+    let producer: KafkaProducer
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await self.producer.close()
+    }
+}
+
+/// Closes the sender's connections once the pipeline drained.
+struct SenderService: Service {
+    let sender: any ManagedSender
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await self.sender.shutdown()
+    }
+}
+
+/// Updates the gauges that are read rather than counted: consumer lag and open APNs connections.
+struct GaugeReporter: Service {
+    let source: KafkaEventSource
+    let sender: any ManagedSender
+    let metrics: BridgeMetrics
+    var interval: Duration = .seconds(5)
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await self.report()
+        }
+    }
+
+    private func report() async {
+        while !Task.isCancelled {
+            for lag in self.source.lag() {
+                self.metrics.consumerLag(
+                    topic: lag.partition.topic, partition: lag.partition.partition, lag: lag.lagMessageCount
+                )
+            }
+            self.metrics.apnsConnections.record(self.sender.openConnections)
+            try? await Task.sleep(for: self.interval)
+        }
+    }
+}
+
+extension Logger {
+    /// A logger with the same level and handler factory but another label.
+    func with(label: String) -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = self.logLevel
+        return logger
+    }
+}

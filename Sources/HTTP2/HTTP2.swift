@@ -1,1 +1,0 @@
-// The HTTP2 module. See docs/architecture.md for where it sits in PushBridge.

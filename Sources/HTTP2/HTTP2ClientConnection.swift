@@ -1,0 +1,290 @@
+// A client connection: one TCP + TLS connection speaking HTTP/2 through one nghttp2 session.
+
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// One HTTP/2 client connection over TLS (ALPN `h2`), one-shot: it is opened by
+/// ``connect(configuration:eventLoopGroup:logger:)`` and never reconnects. Requests beyond the stream limit wait in
+/// a FIFO queue; every request has a timeout. After GOAWAY, a lost connection or ``close()``, it accepts no new
+/// requests; a pool replaces it.
+public final class HTTP2ClientConnection: Sendable {
+    private let shared: ClientShared
+
+    private init(shared: ClientShared) {
+        self.shared = shared
+    }
+
+    /// Opens a connection: a fresh DNS lookup, TCP, TLS 1.2+ with ALPN `h2`, the HTTP/2 preface, and the server's
+    /// first SETTINGS. Throws ``HTTP2Error`` with code `connectFailed`.
+    public static func connect(
+        configuration: HTTP2ClientConfiguration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "pushbridge.http2")
+    ) async throws -> HTTP2ClientConnection {
+        var logger = logger
+        logger[metadataKey: "http2.peer"] = "\(configuration.host):\(configuration.port)"
+        let sslContext: NIOSSLContext
+        do {
+            sslContext = try NIOSSLContext(configuration: try Self.tlsConfiguration(configuration.tls))
+        } catch {
+            throw HTTP2Error(.connectFailed, "invalid TLS settings (trust roots or client certificate)", cause: error)
+        }
+        let eventLoop = eventLoopGroup.next()
+        let shared = ClientShared(eventLoop: eventLoop, configuration: configuration, logger: logger)
+        let serverName =
+            configuration.tls.serverName ?? (Self.isIPAddress(configuration.host) ? nil : configuration.host)
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(TimeAmount(configuration.connectTimeout))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverName)
+                    try channel.pipeline.syncOperations.addHandler(tls)
+                    try channel.pipeline.syncOperations.addHandler(HTTP2ClientHandler(shared: shared))
+                }
+            }
+        let channel: any Channel
+        do {
+            channel = try await bootstrap.connect(host: configuration.host, port: configuration.port).get()
+        } catch {
+            let failure = HTTP2Error(
+                .connectFailed, "cannot connect to \(configuration.host):\(configuration.port)", cause: error
+            )
+            shared.ready.fail(failure)
+            shared.closed.succeed(.connectionLost("\(error)"))
+            throw failure
+        }
+        let timeout = eventLoop.scheduleTask(in: TimeAmount(configuration.connectTimeout)) {
+            shared.ready.fail(HTTP2Error(.connectFailed, "no TLS handshake and SETTINGS within the connect timeout"))
+            channel.close(promise: nil)
+        }
+        do {
+            try await shared.ready.futureResult.get()
+            timeout.cancel()
+        } catch {
+            timeout.cancel()
+            channel.close(promise: nil)
+            if let error = error as? HTTP2Error { throw error }
+            throw HTTP2Error(.connectFailed, "TLS or HTTP/2 setup failed", cause: error)
+        }
+        return HTTP2ClientConnection(shared: shared)
+    }
+
+    /// Sends `request` and returns the complete response. Throws ``HTTP2Error``: `notProcessed` (safe to re-send
+    /// elsewhere), `connectionLost`, `timeout`, `malformedResponse`, `closed`, `cancelled`, `invalidRequest`.
+    public func send(_ request: HTTP2Request) async throws -> HTTP2Response {
+        if let problem = Self.validate(request) {
+            throw HTTP2Error(.invalidRequest, problem)
+        }
+        let pending = PendingRequest(request: request)
+        let shared = self.shared
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { continuation in
+                pending.continuation = continuation
+                if let error = shared.enqueue(pending) {
+                    pending.continuation = nil
+                    continuation.resume(throwing: error)
+                }
+            }
+        } onCancel: {
+            shared.eventLoop.execute {
+                shared.handler.value?.cancel(pending)
+            }
+        }
+    }
+
+    /// A snapshot of the connection's state (stream counts, limit, whether it accepts requests).
+    public var state: HTTP2ConnectionState {
+        let (accepting, goAway) = self.shared.inbox.withLock { ($0.accepting, $0.goAway) }
+        return HTTP2ConnectionState(
+            activeStreams: self.shared.activeStreams.load(ordering: .relaxed),
+            queuedRequests: self.shared.queuedRequests.load(ordering: .relaxed),
+            maxConcurrentStreams: self.shared.maxConcurrentStreams.load(ordering: .relaxed),
+            isAcceptingRequests: accepting,
+            goAway: goAway,
+            pingsAcknowledged: self.shared.pingsAcknowledged.load(ordering: .relaxed),
+            streamsOpened: self.shared.streamsOpened.load(ordering: .relaxed)
+        )
+    }
+
+    /// Whether the connection accepts new requests (false after GOAWAY, loss or close).
+    public var isAcceptingRequests: Bool { self.shared.inbox.withLock { $0.accepting } }
+
+    /// Returns once the connection is closed, with the reason.
+    public func waitUntilClosed() async -> HTTP2CloseReason {
+        (try? await self.shared.closed.futureResult.get()) ?? .connectionLost("unknown")
+    }
+
+    /// Stops accepting requests, fails queued ones with `notProcessed`, lets open streams finish (each bounded by
+    /// its timeout), sends GOAWAY and closes. Returns when closed.
+    public func close() async {
+        let shared = self.shared
+        shared.eventLoop.execute {
+            shared.handler.value?.closeGracefully()
+        }
+        _ = await self.waitUntilClosed()
+    }
+
+    private static func validate(_ request: HTTP2Request) -> String? {
+        if request.method.isEmpty { return "the request method is empty" }
+        if !request.path.hasPrefix("/") {
+            return "the request path must start with '/' (got \(request.path.prefix(16)))"
+        }
+        for header in request.headers {
+            if header.name.isEmpty || header.name.hasPrefix(":") {
+                return "header name '\(header.name)' is empty or a pseudo-header; use the request's fields"
+            }
+            if header.name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
+                return "header name '\(header.name)' must be lower-case in HTTP/2"
+            }
+        }
+        return nil
+    }
+
+    private static func isIPAddress(_ host: String) -> Bool {
+        (try? SocketAddress(ipAddress: host, port: 0)) != nil
+    }
+
+    private static func tlsConfiguration(_ tls: HTTP2ClientTLS) throws -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.minimumTLSVersion = .tlsv12
+        configuration.applicationProtocols = ["h2"]
+        configuration.certificateVerification = .fullVerification
+        if let file = tls.additionalTrustRootsPEMFile {
+            if tls.trustSystemRoots {
+                configuration.trustRoots = .default
+                configuration.additionalTrustRoots = [.file(file)]
+            } else {
+                configuration.trustRoots = .file(file)
+            }
+        } else {
+            configuration.trustRoots = tls.trustSystemRoots ? .default : .certificates([])
+        }
+        if !tls.clientCertificateChain.isEmpty {
+            configuration.certificateChain = tls.clientCertificateChain.map { .certificate($0) }
+            configuration.privateKey = tls.clientPrivateKey.map { .privateKey($0) }
+        }
+        return configuration
+    }
+}
+
+extension TimeAmount {
+    /// A NIO time amount from a `Duration`.
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+/// One request on its way: created by `send`, then owned by the event loop. Also the DATA source of its body.
+///
+/// `@unchecked Sendable`: the sending task writes `continuation` before handing the object to the event loop
+/// through the inbox lock (which orders those writes); after that only the event loop reads or writes its fields.
+final class PendingRequest: OutgoingBody, @unchecked Sendable {
+    enum Phase {
+        /// In the inbox, not yet seen by the event loop.
+        case inbox
+        /// In the handler's FIFO queue.
+        case queued
+        /// On an open stream.
+        case active
+        /// Answered or failed; the continuation is resumed.
+        case done
+    }
+
+    let request: HTTP2Request
+    var continuation: UnsafeContinuation<HTTP2Response, any Error>?
+    var phase = Phase.inbox
+    var cancelRequested = false
+    var streamID: Int32 = 0
+    var refusals = 0
+    var deadline = NIODeadline.distantFuture
+    var status = -1
+    var responseHeaders: [HTTP2Header] = []
+    var responseBody: [UInt8] = []
+
+    init(request: HTTP2Request) {
+        self.request = request
+        super.init()
+        self.body = request.body
+    }
+
+    func finish(_ result: Result<HTTP2Response, HTTP2Error>) {
+        guard self.phase != .done else { return }
+        self.phase = .done
+        let continuation = self.continuation
+        self.continuation = nil
+        switch result {
+        case .success(let response): continuation?.resume(returning: response)
+        case .failure(let error): continuation?.resume(throwing: error)
+        }
+    }
+}
+
+/// State shared between callers of `send` (any thread) and the connection's event loop.
+final class ClientShared: Sendable {
+    struct Inbox {
+        var requests: [PendingRequest] = []
+        var drainScheduled = false
+        var accepting = true
+        var goAway: HTTP2GoAway?
+        var refusal: HTTP2Error?
+    }
+
+    let eventLoop: any EventLoop
+    let configuration: HTTP2ClientConfiguration
+    let logger: Logger
+    let handler: NIOLoopBoundBox<HTTP2ClientHandler?>
+    let inbox = Mutex(Inbox())
+    let ready: EventLoopPromise<Void>
+    let closed: EventLoopPromise<HTTP2CloseReason>
+    let activeStreams = Atomic<Int>(0)
+    let queuedRequests = Atomic<Int>(0)
+    let maxConcurrentStreams = Atomic<Int>(0)
+    let pingsAcknowledged = Atomic<Int>(0)
+    let streamsOpened = Atomic<Int>(0)
+
+    init(eventLoop: any EventLoop, configuration: HTTP2ClientConfiguration, logger: Logger) {
+        self.eventLoop = eventLoop
+        self.configuration = configuration
+        self.logger = logger
+        self.handler = NIOLoopBoundBox.makeEmptyBox(valueType: HTTP2ClientHandler.self, eventLoop: eventLoop)
+        self.ready = eventLoop.makePromise()
+        self.closed = eventLoop.makePromise()
+    }
+
+    /// Hands a request to the event loop; returns the error to throw when the connection accepts no requests.
+    /// One wake-up of the event loop serves every request enqueued before it runs.
+    func enqueue(_ pending: PendingRequest) -> HTTP2Error? {
+        let (refusal, wake): (HTTP2Error?, Bool) = self.inbox.withLock { inbox in
+            guard inbox.accepting else {
+                return (inbox.refusal ?? HTTP2Error(.closed, "the connection accepts no new requests"), false)
+            }
+            inbox.requests.append(pending)
+            if inbox.drainScheduled { return (nil, false) }
+            inbox.drainScheduled = true
+            return (nil, true)
+        }
+        if wake {
+            self.eventLoop.execute {
+                self.handler.value?.drainInbox()
+            }
+        }
+        return refusal
+    }
+
+    /// Stops accepting requests; returns those still in the inbox.
+    func stopAccepting(_ refusal: HTTP2Error, goAway: HTTP2GoAway? = nil) -> [PendingRequest] {
+        self.inbox.withLock { inbox in
+            inbox.accepting = false
+            if inbox.refusal == nil { inbox.refusal = refusal }
+            if let goAway { inbox.goAway = goAway }
+            let requests = inbox.requests
+            inbox.requests = []
+            return requests
+        }
+    }
+}

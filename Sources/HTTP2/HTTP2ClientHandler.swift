@@ -1,0 +1,536 @@
+// The channel handler behind HTTP2ClientConnection: owns the nghttp2 client session, the FIFO queue, stream
+// bookkeeping, request timeouts and idle PINGs. Runs only on its channel's event loop.
+
+import CNghttp2
+import Logging
+import NIOCore
+import NIOSSL
+import NIOTLS
+
+final class HTTP2ClientHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum State {
+        case handshaking
+        case waitingForSettings
+        case ready
+        /// GOAWAY received or close requested: open streams finish, nothing new starts.
+        case draining
+        case closed
+    }
+
+    /// How many times a stream refused with REFUSED_STREAM (before any GOAWAY) is retried on this connection.
+    private static let maxRefusals = 3
+
+    private let shared: ClientShared
+    private var state = State.handshaking
+    private var session: NGHTTP2Session?
+    private var context: ChannelHandlerContext?
+    private var queue = CircularBuffer<PendingRequest>()
+    private var active: [Int32: PendingRequest] = [:]
+    /// Requests in the order their deadlines fall (all share one timeout, so arrival order).
+    private var deadlines = CircularBuffer<PendingRequest>()
+    private var timeoutTimer: Scheduled<Void>?
+    private var pingTimer: Scheduled<Void>?
+    private var pingTimeoutTimer: Scheduled<Void>?
+    private var lastReadAt = NIODeadline.now()
+    private var closeReason: HTTP2CloseReason?
+    private var goAway: HTTP2GoAway?
+    private var remoteMaxConcurrentStreams = 100
+    private var inCallbacks = false
+
+    init(shared: ClientShared) {
+        self.shared = shared
+    }
+
+    // MARK: Channel events
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        self.shared.handler.value = self
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // A channel that never became active (TCP connect failed) gets no channelInactive.
+        self.finalize(self.closeReason ?? .connectionLost("the connection closed"))
+        self.context = nil
+        self.shared.handler.value = nil
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent {
+            guard negotiated == "h2" else {
+                self.shared.ready.fail(
+                    HTTP2Error(
+                        .connectFailed, "the server did not negotiate HTTP/2 (ALPN h2); got \(negotiated ?? "none")")
+                )
+                context.close(promise: nil)
+                return
+            }
+            let session = NGHTTP2Session(server: false, userData: Unmanaged.passUnretained(self).toOpaque()) {
+                installClientCallbacks($0)
+            }
+            self.session = session
+            session.submitSettings(maxConcurrentStreams: nil)
+            self.state = .waitingForSettings
+            self.flush()
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard let session = self.session else { return }
+        self.lastReadAt = .now()
+        self.inCallbacks = true
+        let failure = session.receive(self.unwrapInboundIn(data))
+        self.inCallbacks = false
+        if let failure {
+            self.shared.logger.warning("HTTP/2 protocol error from the server", metadata: ["http2.error": "\(failure)"])
+            self.flush()
+            self.closeNow(.connectionLost("HTTP/2 protocol error: \(failure)"))
+            return
+        }
+        self.submitQueued()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        self.trimDeadlines()
+        self.flush()
+        self.closeIfFinished()
+        context.fireChannelReadComplete()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.shared.logger.debug("HTTP/2 connection error", metadata: ["http2.error": "\(error)"])
+        if self.state == .handshaking || self.state == .waitingForSettings {
+            self.shared.ready.fail(HTTP2Error(.connectFailed, "TLS or HTTP/2 setup failed", cause: error))
+        }
+        self.closeNow(.connectionLost("\(error)"))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.finalize(self.closeReason ?? .connectionLost("the server closed the connection"))
+        context.fireChannelInactive()
+    }
+
+    // MARK: Requests
+
+    /// Moves every request from the inbox into the FIFO queue and starts what the stream limit allows.
+    func drainInbox() {
+        let requests = self.shared.inbox.withLock { inbox in
+            inbox.drainScheduled = false
+            let requests = inbox.requests
+            inbox.requests.removeAll(keepingCapacity: true)
+            return requests
+        }
+        let deadline = NIODeadline.now() + TimeAmount(self.shared.configuration.requestTimeout)
+        for pending in requests where pending.phase == .inbox {
+            if pending.cancelRequested {
+                pending.finish(.failure(HTTP2Error(.cancelled, "the sending task was cancelled")))
+                continue
+            }
+            pending.phase = .queued
+            pending.deadline = deadline
+            self.queue.append(pending)
+            self.deadlines.append(pending)
+        }
+        self.scheduleTimeoutTimer()
+        self.submitQueued()
+        self.flush()
+    }
+
+    private var effectiveLimit: Int {
+        min(self.remoteMaxConcurrentStreams, self.shared.configuration.maxConcurrentStreams)
+    }
+
+    /// Opens streams for queued requests while below the stream limit.
+    private func submitQueued() {
+        if self.state == .ready, let session = self.session {
+            let limit = self.effectiveLimit
+            while self.active.count < limit, let pending = self.queue.popFirst() {
+                guard pending.phase == .queued else { continue }
+                self.submit(pending, session: session)
+            }
+        }
+        self.publishCounts()
+    }
+
+    private func submit(_ pending: PendingRequest, session: NGHTTP2Session) {
+        let request = pending.request
+        let configuration = self.shared.configuration
+        session.headerBlock.reset()
+        session.headerBlock.add(":method", request.method)
+        session.headerBlock.add(":scheme", "https")
+        session.headerBlock.add(
+            ":authority",
+            request.authority
+                ?? (configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)")
+        )
+        session.headerBlock.add(":path", request.path, indexing: request.pathIndexing)
+        for header in request.headers {
+            session.headerBlock.add(header.name, header.value, indexing: header.indexing)
+        }
+        pending.bodyOffset = 0
+        var provider = NGHTTP2Session.dataProvider(for: pending)
+        let streamID = session.headerBlock.withNameValues { nameValues, count in
+            if provider == nil {
+                return nghttp2_submit_request(session.pointer, nil, nameValues, count, nil, nil)
+            }
+            return nghttp2_submit_request(session.pointer, nil, nameValues, count, &provider!, nil)
+        }
+        guard streamID > 0 else {
+            if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue {
+                // Stream ids are exhausted: this connection is done; a new one takes over.
+                pending.finish(.failure(HTTP2Error(.notProcessed, "the connection ran out of stream ids")))
+                self.beginDraining(HTTP2Error(.notProcessed, "the connection ran out of stream ids"))
+            } else {
+                pending.finish(
+                    .failure(
+                        HTTP2Error(
+                            .invalidRequest, "nghttp2 refused the request: \(NGHTTP2Session.errorText(streamID))"))
+                )
+            }
+            return
+        }
+        pending.phase = .active
+        pending.streamID = streamID
+        self.active[streamID] = pending
+        self.shared.streamsOpened.add(1, ordering: .relaxed)
+    }
+
+    func cancel(_ pending: PendingRequest) {
+        switch pending.phase {
+        case .inbox:
+            pending.cancelRequested = true
+        case .queued:
+            pending.finish(.failure(HTTP2Error(.cancelled, "the sending task was cancelled")))
+        case .active:
+            self.session?.reset(streamID: pending.streamID, errorCode: .cancel)
+            pending.finish(.failure(HTTP2Error(.cancelled, "the sending task was cancelled")))
+            self.flush()
+        case .done:
+            break
+        }
+    }
+
+    private func publishCounts() {
+        self.shared.activeStreams.store(self.active.count, ordering: .relaxed)
+        self.shared.queuedRequests.store(self.queue.count, ordering: .relaxed)
+        self.shared.maxConcurrentStreams.store(self.effectiveLimit, ordering: .relaxed)
+    }
+
+    // MARK: Timeouts and PING
+
+    private func trimDeadlines() {
+        while let head = self.deadlines.first, head.phase == .done {
+            self.deadlines.removeFirst()
+        }
+    }
+
+    private func scheduleTimeoutTimer() {
+        guard self.timeoutTimer == nil, let head = self.deadlines.first, let context = self.context else { return }
+        self.timeoutTimer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(deadline: head.deadline) {
+            self.timeoutTimer = nil
+            self.expireRequests()
+        }
+    }
+
+    private func expireRequests() {
+        let now = NIODeadline.now()
+        let timeout = self.shared.configuration.requestTimeout
+        while let head = self.deadlines.first {
+            if head.phase == .done {
+                self.deadlines.removeFirst()
+                continue
+            }
+            if head.deadline > now { break }
+            self.deadlines.removeFirst()
+            if head.phase == .active {
+                self.session?.reset(streamID: head.streamID, errorCode: .cancel)
+            }
+            head.finish(.failure(HTTP2Error(.timeout, "no response within \(timeout)")))
+        }
+        self.scheduleTimeoutTimer()
+        self.submitQueued()
+        self.flush()
+    }
+
+    private func scheduleIdlePing(after delay: TimeAmount) {
+        guard let context = self.context, self.state != .closed else { return }
+        self.pingTimer = context.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(in: delay) {
+            self.idlePingCheck()
+        }
+    }
+
+    private func idlePingCheck() {
+        guard let session = self.session, self.state != .closed else { return }
+        let interval = TimeAmount(self.shared.configuration.idlePingInterval)
+        let idle = NIODeadline.now() - self.lastReadAt
+        guard idle >= interval else {
+            self.scheduleIdlePing(after: interval - idle)
+            return
+        }
+        _ = nghttp2_submit_ping(session.pointer, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+        self.flush()
+        self.shared.logger.trace("idle: HTTP/2 PING sent")
+        self.pingTimeoutTimer = self.context?.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(
+            in: TimeAmount(self.shared.configuration.pingTimeout)
+        ) {
+            self.shared.logger.warning("HTTP/2 PING not acknowledged in time; closing the connection")
+            self.closeNow(.pingTimeout)
+        }
+    }
+
+    fileprivate func pingAcknowledged() {
+        self.shared.pingsAcknowledged.add(1, ordering: .relaxed)
+        self.pingTimeoutTimer?.cancel()
+        self.pingTimeoutTimer = nil
+        self.scheduleIdlePing(after: TimeAmount(self.shared.configuration.idlePingInterval))
+    }
+
+    // MARK: nghttp2 events
+
+    fileprivate func settingsReceived() {
+        guard let session = self.session else { return }
+        let remote = nghttp2_session_get_remote_settings(session.pointer, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+        self.remoteMaxConcurrentStreams = Int(min(remote, UInt32(Int32.max)))
+        if self.state == .waitingForSettings {
+            self.state = .ready
+            self.shared.ready.succeed()
+            self.scheduleIdlePing(after: TimeAmount(self.shared.configuration.idlePingInterval))
+        }
+        self.publishCounts()
+    }
+
+    fileprivate func goAwayReceived(_ goAway: HTTP2GoAway) {
+        let first = self.goAway == nil
+        self.goAway = goAway
+        self.shared.logger.log(
+            level: first ? .warning : .debug,
+            "HTTP/2 GOAWAY received",
+            metadata: [
+                "http2.goaway.error": "\(goAway.errorCode)",
+                "http2.goaway.last_stream_id": "\(goAway.lastStreamID)",
+                "http2.goaway.debug": "\(goAway.debugText)",
+            ]
+        )
+        if self.closeReason == nil { self.closeReason = .goAway(goAway) }
+        self.beginDraining(
+            HTTP2Error(.notProcessed, "the server sent GOAWAY; the request was not processed", goAway: goAway),
+            goAway: goAway
+        )
+    }
+
+    fileprivate func responseHeader(streamID: Int32, name: String, value: String) {
+        guard let pending = self.active[streamID], pending.phase == .active else { return }
+        if name == ":status" {
+            pending.status = Int(value) ?? -2
+        } else if !name.hasPrefix(":") {
+            pending.responseHeaders.append(HTTP2Header(name, value))
+        }
+    }
+
+    fileprivate func responseData(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let pending = self.active[streamID], pending.phase == .active else { return }
+        let limit = self.shared.configuration.maxResponseBodyBytes
+        guard pending.responseBody.count + bytes.count <= limit else {
+            self.session?.reset(streamID: streamID, errorCode: .cancel)
+            pending.finish(.failure(HTTP2Error(.malformedResponse, "the response body exceeds \(limit) bytes")))
+            return
+        }
+        pending.responseBody.append(contentsOf: bytes)
+    }
+
+    fileprivate func streamClosed(streamID: Int32, errorCode: HTTP2ErrorCode) {
+        guard let pending = self.active.removeValue(forKey: streamID) else { return }
+        guard pending.phase == .active else { return }
+        if errorCode == .noError {
+            if pending.status >= 100 {
+                pending.finish(
+                    .success(
+                        HTTP2Response(
+                            status: pending.status, headers: pending.responseHeaders, body: pending.responseBody)
+                    )
+                )
+            } else {
+                pending.finish(.failure(HTTP2Error(.malformedResponse, "the response has no valid :status")))
+            }
+        } else if errorCode == .refusedStream {
+            if let goAway = self.goAway {
+                pending.finish(
+                    .failure(HTTP2Error(.notProcessed, "the server sent GOAWAY before processing it", goAway: goAway))
+                )
+            } else if pending.refusals < Self.maxRefusals && self.state == .ready {
+                // Legal race with a lowered SETTINGS_MAX_CONCURRENT_STREAMS: retry first in line.
+                pending.refusals += 1
+                pending.phase = .queued
+                pending.status = -1
+                pending.responseHeaders.removeAll()
+                pending.responseBody.removeAll()
+                self.queue.prepend(pending)
+            } else {
+                pending.finish(.failure(HTTP2Error(.notProcessed, "the server refused the stream (REFUSED_STREAM)")))
+            }
+        } else {
+            pending.finish(
+                .failure(
+                    HTTP2Error(
+                        .malformedResponse,
+                        "the stream was reset with \(errorCode) (malformed response or server reset)"
+                    )
+                )
+            )
+        }
+    }
+
+    fileprivate func requestNotSent(streamID: Int32, reason: Int32) {
+        guard let pending = self.active.removeValue(forKey: streamID) else { return }
+        pending.finish(
+            .failure(
+                HTTP2Error(
+                    .notProcessed, "the request was not sent: \(NGHTTP2Session.errorText(reason))", goAway: self.goAway
+                )
+            )
+        )
+    }
+
+    // MARK: Closing
+
+    /// Stops accepting requests and fails queued ones with `refusal`; open streams finish.
+    private func beginDraining(_ refusal: HTTP2Error, goAway: HTTP2GoAway? = nil) {
+        if self.state != .closed { self.state = .draining }
+        let waiting = self.shared.stopAccepting(refusal, goAway: goAway)
+        for pending in waiting where pending.phase == .inbox {
+            pending.finish(.failure(refusal))
+        }
+        while let pending = self.queue.popFirst() {
+            pending.finish(.failure(refusal))
+        }
+        self.publishCounts()
+    }
+
+    func closeGracefully() {
+        if self.closeReason == nil { self.closeReason = .closedLocally }
+        self.beginDraining(HTTP2Error(.notProcessed, "the connection is closing; the request was not sent"))
+        if self.session == nil {
+            self.closeNow(.closedLocally)
+            return
+        }
+        self.closeIfFinished()
+    }
+
+    private func closeIfFinished() {
+        guard self.state == .draining, let session = self.session, !self.inCallbacks else { return }
+        if self.active.isEmpty || session.isFinished {
+            if self.goAway == nil {
+                session.submitGoAway(
+                    lastStreamID: 0, errorCode: .noError, debugData: []
+                )
+            }
+            self.flush()
+            self.closeNow(self.closeReason ?? .closedLocally)
+        }
+    }
+
+    private func closeNow(_ reason: HTTP2CloseReason) {
+        if self.closeReason == nil { self.closeReason = reason }
+        guard self.state != .closed, let context = self.context else { return }
+        context.close(promise: nil)
+    }
+
+    /// Fails everything still waiting and reports the close (once).
+    private func finalize(_ reason: HTTP2CloseReason) {
+        guard self.state != .closed else { return }
+        let wasEstablished = self.state == .ready || self.state == .draining
+        self.state = .closed
+        self.timeoutTimer?.cancel()
+        self.pingTimer?.cancel()
+        self.pingTimeoutTimer?.cancel()
+        let lost = HTTP2Error(.connectionLost, "the connection closed before the response arrived (\(reason))")
+        self.beginDraining(HTTP2Error(.notProcessed, "the connection closed before the request was sent"))
+        let open = self.active
+        self.active.removeAll()
+        for pending in open.values {
+            pending.finish(.failure(lost))
+        }
+        self.publishCounts()
+        self.shared.ready.fail(HTTP2Error(.connectFailed, "the connection closed during setup (\(reason))"))
+        self.shared.closed.succeed(reason)
+        if wasEstablished, case .connectionLost(let text) = reason {
+            self.shared.logger.info("HTTP/2 connection lost", metadata: ["http2.reason": "\(text)"])
+        }
+    }
+
+    private func flush() {
+        guard let session = self.session, let context = self.context, !self.inCallbacks else { return }
+        var failure: String?
+        if let output = session.pendingOutput(allocator: context.channel.allocator, error: &failure) {
+            context.writeAndFlush(self.wrapOutboundOut(output), promise: nil)
+            // Sending RST_STREAM closes streams, so the counts may have changed.
+            self.publishCounts()
+        }
+        if let failure {
+            self.closeNow(.connectionLost("nghttp2 failed: \(failure)"))
+        }
+    }
+}
+
+// MARK: - nghttp2 callbacks (C functions; the handler comes back through user_data)
+
+private func clientHandler(_ userData: UnsafeMutableRawPointer?) -> HTTP2ClientHandler {
+    Unmanaged<HTTP2ClientHandler>.fromOpaque(userData!).takeUnretainedValue()
+}
+
+private func installClientCallbacks(_ callbacks: OpaquePointer) {
+    nghttp2_session_callbacks_set_on_header_callback(callbacks) {
+        _, frame, name, nameLength, value, valueLength, _, userData in
+        guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
+        clientHandler(userData).responseHeader(
+            streamID: frame.pointee.hd.stream_id,
+            name: headerString(name, nameLength),
+            value: headerString(value, valueLength)
+        )
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) {
+        _, _, streamID, data, length, userData in
+        clientHandler(userData).responseData(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
+        guard let frame else { return 0 }
+        let handler = clientHandler(userData)
+        let flags = frame.pointee.hd.flags
+        switch UInt32(frame.pointee.hd.type) {
+        case NGHTTP2_SETTINGS.rawValue where flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
+            handler.settingsReceived()
+        case NGHTTP2_GOAWAY.rawValue:
+            let goAway = frame.pointee.goaway
+            let debugData =
+                goAway.opaque_data_len > 0
+                ? Array(UnsafeBufferPointer(start: goAway.opaque_data, count: goAway.opaque_data_len)) : []
+            handler.goAwayReceived(
+                HTTP2GoAway(
+                    lastStreamID: goAway.last_stream_id,
+                    errorCode: HTTP2ErrorCode(goAway.error_code),
+                    debugData: debugData
+                )
+            )
+        case NGHTTP2_PING.rawValue where flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
+            handler.pingAcknowledged()
+        default:
+            break
+        }
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
+        clientHandler(userData).streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(errorCode))
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, reason, userData in
+        guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
+        clientHandler(userData).requestNotSent(streamID: frame.pointee.hd.stream_id, reason: reason)
+        return 0
+    }
+}

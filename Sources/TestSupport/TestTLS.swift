@@ -1,0 +1,136 @@
+import Crypto
+import Foundation
+import NIOSSL
+import X509
+
+/// TLS material for tests, generated fresh with swift-certificates and swift-crypto (P-256 keys): a CA, a server
+/// certificate for `127.0.0.1` and `localhost`, and a client certificate, all written as PEM files to a new
+/// temporary directory.
+public struct TestTLS: Sendable {
+    /// The directory holding the PEM files.
+    public var directory: URL
+    /// The CA certificate (`ca.pem`); trust it to accept the server's and the client's certificates.
+    public var caCertificatePath: String
+    /// The server certificate (`server.pem`), signed by the CA, for 127.0.0.1 and localhost.
+    public var serverCertificatePath: String
+    /// The server's private key (`server-key.pem`, PKCS#8).
+    public var serverKeyPath: String
+    /// The client certificate (`client.pem`), signed by the CA, for mutual TLS.
+    public var clientCertificatePath: String
+    /// The client's private key (`client-key.pem`, PKCS#8).
+    public var clientKeyPath: String
+    /// The common name of the client certificate.
+    public var clientCommonName: String
+
+    /// Generates a CA and the server and client certificates it signs; `name` prefixes the common names (use
+    /// different names for two independent CAs).
+    public static func generate(name: String = "PushBridge Test", clientCommonName: String = "pushbridge-client")
+        throws -> TestTLS
+    {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("pushbridge-tls-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+
+        let now = Date()
+        let notBefore = now.addingTimeInterval(-3600)
+        let notAfter = now.addingTimeInterval(30 * 24 * 3600)
+        let caKey = P256.Signing.PrivateKey()
+        let caName = try DistinguishedName { CommonName("\(name) CA") }
+
+        /// A certificate for `key` named `subject`, signed by the CA.
+        func issue(_ subject: DistinguishedName, key: P256.Signing.PrivateKey, extensions: Certificate.Extensions)
+            throws -> Certificate
+        {
+            try Certificate(
+                version: .v3,
+                serialNumber: Certificate.SerialNumber(),
+                publicKey: .init(key.publicKey),
+                notValidBefore: notBefore,
+                notValidAfter: notAfter,
+                issuer: caName,
+                subject: subject,
+                signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: extensions,
+                issuerPrivateKey: .init(caKey)
+            )
+        }
+
+        let ca = try issue(
+            caName,
+            key: caKey,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            }
+        )
+
+        func leaf(_ commonName: String, usage: ExtendedKeyUsage.Usage, names: [GeneralName]) throws
+            -> (Certificate, P256.Signing.PrivateKey)
+        {
+            let key = P256.Signing.PrivateKey()
+            let certificate = try issue(
+                try DistinguishedName { CommonName(commonName) },
+                key: key,
+                extensions: try Certificate.Extensions {
+                    Critical(BasicConstraints.notCertificateAuthority)
+                    Critical(KeyUsage(digitalSignature: true))
+                    try ExtendedKeyUsage([usage])
+                    SubjectAlternativeNames(names)
+                }
+            )
+            return (certificate, key)
+        }
+
+        let (server, serverKey) = try leaf(
+            "\(name) server",
+            usage: .serverAuth,
+            names: [.dnsName("localhost"), .ipAddress(.init(contentBytes: [127, 0, 0, 1]))]
+        )
+        let (client, clientKey) = try leaf(clientCommonName, usage: .clientAuth, names: [.dnsName(clientCommonName)])
+
+        func write(_ text: String, _ file: String) throws -> String {
+            let url = directory.appendingPathComponent(file)
+            try Data(text.utf8).write(to: url)
+            return url.path
+        }
+        return TestTLS(
+            directory: directory,
+            caCertificatePath: try write(try ca.serializeAsPEM().pemString, "ca.pem"),
+            serverCertificatePath: try write(try server.serializeAsPEM().pemString, "server.pem"),
+            serverKeyPath: try write(serverKey.pemRepresentation, "server-key.pem"),
+            clientCertificatePath: try write(try client.serializeAsPEM().pemString, "client.pem"),
+            clientKeyPath: try write(clientKey.pemRepresentation, "client-key.pem"),
+            clientCommonName: clientCommonName
+        )
+    }
+
+    /// The CA certificate, loaded for NIOSSL.
+    public func caCertificate() throws -> NIOSSLCertificate {
+        try NIOSSLCertificate.fromPEMFile(self.caCertificatePath)[0]
+    }
+
+    /// The server certificate chain, loaded for NIOSSL.
+    public func serverCertificateChain() throws -> [NIOSSLCertificate] {
+        try NIOSSLCertificate.fromPEMFile(self.serverCertificatePath)
+    }
+
+    /// The server private key, loaded for NIOSSL.
+    public func serverPrivateKey() throws -> NIOSSLPrivateKey {
+        try NIOSSLPrivateKey(file: self.serverKeyPath, format: .pem)
+    }
+
+    /// The client certificate chain, loaded for NIOSSL.
+    public func clientCertificateChain() throws -> [NIOSSLCertificate] {
+        try NIOSSLCertificate.fromPEMFile(self.clientCertificatePath)
+    }
+
+    /// The client private key, loaded for NIOSSL.
+    public func clientPrivateKey() throws -> NIOSSLPrivateKey {
+        try NIOSSLPrivateKey(file: self.clientKeyPath, format: .pem)
+    }
+
+    /// Deletes the directory and its PEM files.
+    public func remove() {
+        try? FileManager.default.removeItem(at: self.directory)
+    }
+}

@@ -1,2 +1,0 @@
-// Tests for this module arrive with its implementation.
-import Testing
