@@ -101,6 +101,8 @@ public enum TransportFailure: Sendable, Hashable {
     case connectionLost
     /// No connection to APNs could be made (DNS, TCP, TLS): a systemic fault.
     case unreachable(String)
+    /// The answer could not be read (no `:status`, a broken header block): sent again like a timeout.
+    case malformedResponse(String)
 
     /// The reason written into outcomes and metrics.
     public var reason: String {
@@ -108,6 +110,7 @@ public enum TransportFailure: Sendable, Hashable {
         case .timeout: "RequestTimeout"
         case .connectionLost: "ConnectionLost"
         case .unreachable: "Unreachable"
+        case .malformedResponse: "MalformedResponse"
         }
     }
 }

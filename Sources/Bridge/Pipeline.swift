@@ -280,8 +280,10 @@ public final class Pipeline: Service, Sendable {
                     self.gate.resume()
                 }
                 await self.finish(notification, outcome: outcome, route: route, event: event)
-                self.limiter.release()
+                // Mark the piece before returning the permit: the drain waits for the permits, and must find
+                // every finished offset already stored when it closes the source.
                 self.pieceFinished(ticket)
+                self.limiter.release()
                 return
             }
         }
@@ -354,8 +356,8 @@ public final class Pipeline: Service, Sendable {
                 "kafka.offset": "\(event.source.offset)", "pipeline.route": "\(route)", "pipeline.error": "\(reason)",
             ]
         )
-        self.limiter.release()
         self.pieceFinished(ticket)
+        self.limiter.release()
     }
 
     /// Publishes `record`, retrying with backoff until Kafka acknowledges it: an unacknowledged record must
