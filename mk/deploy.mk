@@ -6,3 +6,9 @@ lint-deploy:
 	@scripts/lint-deploy.sh
 
 test: lint-deploy
+
+## make validate-deploy-config: `pushbridge validate` on the configuration deploy/ ships, with the environment
+## of Kubernetes and of the compose trial (needs a build, so it is not part of `make test`'s lint step).
+.PHONY: validate-deploy-config
+validate-deploy-config: build
+	@scripts/validate-deploy-config.sh $(BIN_DEBUG)

@@ -4,6 +4,7 @@
 #   2. hadolint on deploy/Dockerfile;
 #   3. every Kubernetes manifest against its schema (Kubernetes' own kinds: the schemas kubernetes-validate
 #      bundles, strict; custom resources: deploy/schemas/), plus the cross-checks of validate-manifests.py;
+#      and the references of deploy/docker-compose.yml (services, volumes, mounted files);
 #   4. when kubectl is installed, the output of `kubectl kustomize deploy/kubernetes` the same way.
 # The tools are installed once into .build-lint/venv (pinned in lint-deploy-requirements.txt); later runs
 # install nothing and print nothing unless a check fails.
@@ -34,7 +35,7 @@ for file in deploy/kubernetes/*.yaml deploy/prometheus/*.yaml; do
     manifests+=("$file")
 done
 python scripts/validate-manifests.py --kubernetes-version "$KUBERNETES_VERSION" \
-    --consistency deploy/kubernetes "${manifests[@]}"
+    --consistency deploy/kubernetes --compose deploy/docker-compose.yml "${manifests[@]}"
 
 if command -v kubectl >/dev/null 2>&1; then
     rendered=.build-lint/kustomize.yaml

@@ -8,6 +8,8 @@ Every YAML document of the given files is checked against a schema, and none is 
   shipped in deploy/schemas/ (see deploy/schemas/README.md).
 A kind with no schema is an error.
 
+With --compose FILE it checks a docker-compose file's references (services, volumes, mounted files).
+
 With --consistency DIR it also checks that the files in DIR (deploy/kubernetes) agree with each other and
 with the configuration they deploy (DIR/pushbridge.yaml): the grace period outlasts the drain timeout, the
 KEDA triggers watch the configured group and input topics, the probes use admin.listen's port, and the
@@ -173,11 +175,44 @@ def consistency(directory):
     return problems
 
 
+def compose_problems(path):
+    """Problems of a docker-compose file that `docker compose config` would find without a daemon: unknown
+    services in depends_on, undeclared named volumes, missing bind-mounted files and env files."""
+    problems = []
+    compose = yaml.safe_load(path.read_text())
+    services = compose.get("services") or {}
+    volumes = set((compose.get("volumes") or {}).keys())
+    if not services:
+        return [f"{path}: no services"]
+    for name, service in services.items():
+        if "image" not in service and "build" not in service:
+            problems.append(f"{path}: {name}: neither image nor build")
+        for dependency in service.get("depends_on") or {}:
+            if dependency not in services:
+                problems.append(f"{path}: {name}: depends_on {dependency}, which is not a service")
+        for mount in service.get("volumes") or []:
+            source = mount.split(":")[0]
+            if source.startswith((".", "/")):
+                if not (path.parent / source).exists():
+                    problems.append(f"{path}: {name}: mounted file {source} does not exist")
+            elif source not in volumes:
+                problems.append(f"{path}: {name}: volume {source} is not declared under volumes")
+        env_files = service.get("env_file") or []
+        for env_file in [env_files] if isinstance(env_files, str) else env_files:
+            if not (path.parent / env_file).exists():
+                problems.append(f"{path}: {name}: env_file {env_file} does not exist")
+        build = service.get("build") or {}
+        if build and not (path.parent / build.get("context", ".") / build.get("dockerfile", "Dockerfile")).exists():
+            problems.append(f"{path}: {name}: the Dockerfile of build does not exist")
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubernetes-version", default="1.31.0")
     parser.add_argument("--consistency", type=pathlib.Path, metavar="DIR")
-    parser.add_argument("files", nargs="+")
+    parser.add_argument("--compose", type=pathlib.Path, metavar="FILE", action="append", default=[])
+    parser.add_argument("files", nargs="*")
     arguments = parser.parse_args()
 
     problems = []
@@ -194,6 +229,8 @@ def main():
                          for problem in validate(path, document, arguments.kubernetes_version)]
     if arguments.consistency:
         problems += consistency(arguments.consistency)
+    for path in arguments.compose:
+        problems += compose_problems(path)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
