@@ -5,7 +5,8 @@
 #   3. every Kubernetes manifest against its schema (Kubernetes' own kinds: the schemas kubernetes-validate
 #      bundles, strict; custom resources: deploy/schemas/), plus the cross-checks of validate-manifests.py;
 #      and the references of deploy/docker-compose.yml (services, volumes, mounted files);
-#   4. when kubectl is installed, the output of `kubectl kustomize deploy/kubernetes` the same way.
+#   4. when kubectl is installed, the output of `kubectl kustomize deploy/kubernetes` the same way;
+#   5. scripts/test-validate-manifests.sh: broken copies of deploy/ must be rejected (the checks can fail).
 # The tools are installed once into .build-lint/venv (pinned in lint-deploy-requirements.txt); later runs
 # install nothing and print nothing unless a check fails.
 set -euo pipefail
@@ -19,7 +20,10 @@ stamp="$venv/.installed-$(sha256sum "$requirements" | cut -c1-16)"
 if [[ ! -f "$stamp" ]]; then
     echo "Installing the deployment linters into $venv (yamllint, kubernetes-validate, hadolint)"
     rm -rf "$venv"
-    python3 -m venv "$venv"
+    if ! python3 -m venv "$venv" >/dev/null; then
+        echo "error: python3 -m venv failed; on Debian install python3-venv (apt-get install python3-venv)" >&2
+        exit 1
+    fi
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --requirement "$requirements"
     touch "$stamp"
 fi
@@ -42,3 +46,6 @@ if command -v kubectl >/dev/null 2>&1; then
     kubectl kustomize deploy/kubernetes >"$rendered"
     python scripts/validate-manifests.py --kubernetes-version "$KUBERNETES_VERSION" "$rendered"
 fi
+
+# The checks above must be able to fail: broken copies of deploy/ are rejected with the right message.
+scripts/test-validate-manifests.sh
