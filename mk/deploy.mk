@@ -1,0 +1,14 @@
+# Deployment files (deploy/, config/): linted and schema-checked as part of `make test` (docs/deployment.md).
+.PHONY: lint-deploy
+
+## make lint-deploy: yamllint, hadolint and Kubernetes schema validation; installs the tools on first use.
+lint-deploy:
+	@scripts/lint-deploy.sh
+
+test: lint-deploy
+
+## make validate-deploy-config: `pushbridge validate` on the configuration deploy/ ships, with the environment
+## of Kubernetes and of the compose trial (needs a build, so it is not part of `make test`'s lint step).
+.PHONY: validate-deploy-config
+validate-deploy-config: build
+	@scripts/validate-deploy-config.sh $(BIN_DEBUG)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# make lint-deploy: checks everything under deploy/ and config/ (docs/deployment.md, "Validation").
+#   1. yamllint (.yamllint) on every YAML file under deploy/ and config/;
+#   2. hadolint on deploy/Dockerfile;
+#   3. every Kubernetes manifest against its schema (Kubernetes' own kinds: the schemas kubernetes-validate
+#      bundles, strict; custom resources: deploy/schemas/), plus the cross-checks of validate-manifests.py;
+#      and the references of deploy/docker-compose.yml (services, volumes, mounted files);
+#   4. when kubectl is installed, the output of `kubectl kustomize deploy/kubernetes` the same way;
+#   5. scripts/test-validate-manifests.sh: broken copies of deploy/ must be rejected (the checks can fail).
+# The tools are installed once into .build-lint/venv (pinned in lint-deploy-requirements.txt); later runs
+# install nothing and print nothing unless a check fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KUBERNETES_VERSION="${KUBERNETES_VERSION:-1.31.0}"   # the oldest Kubernetes the manifests must run on
+venv=.build-lint/venv
+requirements=scripts/lint-deploy-requirements.txt
+stamp="$venv/.installed-$(sha256sum "$requirements" | cut -c1-16)"
+
+if [[ ! -f "$stamp" ]]; then
+    echo "Installing the deployment linters into $venv (yamllint, kubernetes-validate, hadolint)"
+    rm -rf "$venv"
+    if ! python3 -m venv "$venv" >/dev/null; then
+        echo "error: python3 -m venv failed; on Debian install python3-venv (apt-get install python3-venv)" >&2
+        exit 1
+    fi
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --requirement "$requirements"
+    touch "$stamp"
+fi
+export PATH="$PWD/$venv/bin:$PATH"
+
+yamllint --strict --format parsable deploy config .yamllint
+
+hadolint --failure-threshold info deploy/Dockerfile
+
+manifests=()
+for file in deploy/kubernetes/*.yaml deploy/prometheus/*.yaml; do
+    [[ "$file" == deploy/kubernetes/pushbridge.yaml ]] && continue   # the configuration, not a manifest
+    manifests+=("$file")
+done
+python scripts/validate-manifests.py --kubernetes-version "$KUBERNETES_VERSION" \
+    --consistency deploy/kubernetes --compose deploy/docker-compose.yml "${manifests[@]}"
+
+if command -v kubectl >/dev/null 2>&1; then
+    rendered=.build-lint/kustomize.yaml
+    kubectl kustomize deploy/kubernetes >"$rendered"
+    python scripts/validate-manifests.py --kubernetes-version "$KUBERNETES_VERSION" "$rendered"
+fi
+
+# The checks above must be able to fail: broken copies of deploy/ are rejected with the right message.
+scripts/test-validate-manifests.sh
