@@ -438,7 +438,7 @@ public struct HTTP2ServerStatistics: Sendable, Hashable {
     /// The most streams seen open at once on one connection.
     public var maxConcurrentStreamsSeen: Int
     /// Streams refused with REFUSED_STREAM because they arrived while a lowered SETTINGS_MAX_CONCURRENT_STREAMS
-    /// was not yet acknowledged (a legal race; the client retries them).
+    /// was not yet acknowledged, or above the last stream id of a GOAWAY (legal races; clients re-send them).
     public var streamsRefused: Int
     /// GOAWAYs with an error code the server sent because a client broke the protocol, for instance by exceeding
     /// a stream limit it had acknowledged (a client bug; tests expect 0).

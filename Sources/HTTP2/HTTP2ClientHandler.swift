@@ -302,8 +302,10 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     fileprivate func goAwayReceived(_ goAway: HTTP2GoAway) {
+        let first = self.goAway == nil
         self.goAway = goAway
-        self.shared.logger.warning(
+        self.shared.logger.log(
+            level: first ? .warning : .debug,
             "HTTP/2 GOAWAY received",
             metadata: [
                 "http2.goaway.error": "\(goAway.errorCode)",
@@ -462,6 +464,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         var failure: String?
         if let output = session.pendingOutput(allocator: context.channel.allocator, error: &failure) {
             context.writeAndFlush(self.wrapOutboundOut(output), promise: nil)
+            // Sending RST_STREAM closes streams, so the counts may have changed.
+            self.publishCounts()
         }
         if let failure {
             self.closeNow(.connectionLost("nghttp2 failed: \(failure)"))

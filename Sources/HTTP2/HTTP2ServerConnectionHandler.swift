@@ -41,6 +41,9 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
     private var maxConcurrentStreams = 0
     var goAwayAfterStreams: Int?
     private var goAwaySent = false
+    /// Streams above this id arrived after GOAWAY was decided; they are refused, never handled (the client
+    /// re-sends them elsewhere, so handling them too would deliver them twice).
+    private var goAwayLastStreamID: Int32?
     private var graceTimer: Scheduled<Void>?
     private var inCallbacks = false
     private var flushScheduled = false
@@ -124,6 +127,7 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session.pointer)
         session.submitGoAway(lastStreamID: last, errorCode: errorCode, debugData: debugData)
         self.goAwaySent = true
+        self.goAwayLastStreamID = min(last, self.goAwayLastStreamID ?? .max)
         self.scheduleFlush()
     }
 
@@ -174,6 +178,10 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
     // MARK: nghttp2 events
 
     fileprivate func beginStream(_ streamID: Int32) {
+        if let last = self.goAwayLastStreamID, streamID > last {
+            self.session?.reset(streamID: streamID, errorCode: .refusedStream)
+            return
+        }
         self.streamCount += 1
         self.streams[streamID] = ServerStream(id: streamID)
         let open = self.streams.count
@@ -190,6 +198,7 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
             session.submitGoAway(
                 lastStreamID: streamID, errorCode: .noError, debugData: self.shared.configuration.goAwayDebugData)
             self.goAwaySent = true
+            self.goAwayLastStreamID = streamID
         }
     }
 
