@@ -212,7 +212,8 @@ enum APNSBench {
         print(
             """
             APNs-shaped POST, \(options.requests) requests, ONE TLS connection, \
-            \(options.streams) streams (nghttpd -m), body \(bodyText.utf8.count) B, authorization \(authorization.utf8.count) B
+            \(options.streams) streams (nghttpd -m), body \(bodyText.utf8.count) B, \
+            authorization \(authorization.utf8.count) B
             pushbridge HTTP2ClientConnection: \(String(format: "%.0f", clientRate)) req/s, \
             CPU \(String(format: "%.2f", clientCPU * 1e6 / Double(options.requests))) µs/request, \
             peak RSS \(String(format: "%.1f", peakRSSMebibytes())) MiB (\(options.workers) sending tasks)

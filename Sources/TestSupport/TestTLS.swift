@@ -36,28 +36,12 @@ public struct TestTLS: Sendable {
         let notAfter = now.addingTimeInterval(30 * 24 * 3600)
         let caKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName { CommonName("\(name) CA") }
-        let ca = try Certificate(
-            version: .v3,
-            serialNumber: Certificate.SerialNumber(),
-            publicKey: .init(caKey.publicKey),
-            notValidBefore: notBefore,
-            notValidAfter: notAfter,
-            issuer: caName,
-            subject: caName,
-            signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
-                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
-            },
-            issuerPrivateKey: .init(caKey)
-        )
 
-        func leaf(_ commonName: String, usage: ExtendedKeyUsage.Usage, names: [GeneralName]) throws
-            -> (Certificate, P256.Signing.PrivateKey)
+        /// A certificate for `key` named `subject`, signed by the CA.
+        func issue(_ subject: DistinguishedName, key: P256.Signing.PrivateKey, extensions: Certificate.Extensions)
+            throws -> Certificate
         {
-            let key = P256.Signing.PrivateKey()
-            let subject = try DistinguishedName { CommonName(commonName) }
-            let certificate = try Certificate(
+            try Certificate(
                 version: .v3,
                 serialNumber: Certificate.SerialNumber(),
                 publicKey: .init(key.publicKey),
@@ -66,13 +50,33 @@ public struct TestTLS: Sendable {
                 issuer: caName,
                 subject: subject,
                 signatureAlgorithm: .ecdsaWithSHA256,
+                extensions: extensions,
+                issuerPrivateKey: .init(caKey)
+            )
+        }
+
+        let ca = try issue(
+            caName,
+            key: caKey,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+            }
+        )
+
+        func leaf(_ commonName: String, usage: ExtendedKeyUsage.Usage, names: [GeneralName]) throws
+            -> (Certificate, P256.Signing.PrivateKey)
+        {
+            let key = P256.Signing.PrivateKey()
+            let certificate = try issue(
+                try DistinguishedName { CommonName(commonName) },
+                key: key,
                 extensions: try Certificate.Extensions {
                     Critical(BasicConstraints.notCertificateAuthority)
                     Critical(KeyUsage(digitalSignature: true))
                     try ExtendedKeyUsage([usage])
                     SubjectAlternativeNames(names)
-                },
-                issuerPrivateKey: .init(caKey)
+                }
             )
             return (certificate, key)
         }

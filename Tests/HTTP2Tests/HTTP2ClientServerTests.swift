@@ -110,6 +110,52 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    @Test func localStreamCapQueuesRequestsBeyondIt() async throws {
+        let tracker = Mutex((held: 0, maxHeld: 0))
+        let server = try await startServer { request, _, responder in
+            tracker.withLock { state in
+                state.held += 1
+                state.maxHeld = max(state.maxHeld, state.held)
+            }
+            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .milliseconds(1)) {
+                tracker.withLock { $0.held -= 1 }
+                responder.respond(HTTP2ServerResponse(status: 200, body: request.body))
+            }
+        }
+        let connection = try await HTTP2ClientConnection.connect(
+            configuration: try clientConfiguration(server, maxConcurrentStreams: 3)
+        )
+        #expect(connection.state.maxConcurrentStreams == 3)
+        let completed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    try await connection.send(HTTP2Request(path: "/", body: [UInt8(index % 256)])).body
+                        == [UInt8(index % 256)]
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(completed == 200)
+        #expect(tracker.withLock { $0.maxHeld } == 3)
+        await connection.close()
+        await server.shutdown()
+    }
+
+    @Test func cancellingTheSendingTaskResetsTheStream() async throws {
+        let held = HeldRequests()
+        let server = try await startServer(handler: held.handler)
+        let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))
+        let sending = Task { await http2Error { try await connection.send(HTTP2Request(path: "/cancel-me")) } }
+        await held.waitFor(1)
+        #expect(connection.state.activeStreams == 1)
+        sending.cancel()
+        #expect(await sending.value?.code == .cancelled)
+        #expect(try await eventually { connection.state.activeStreams == 0 })
+        #expect(connection.isAcceptingRequests)
+        await connection.close()
+        await server.shutdown()
+    }
+
     @Test func goAwayEveryNStreamsLosesNothingWhenNotProcessedRequestsAreResent() async throws {
         let deliveries = Mutex([Int: Int]())
         let server = try await startServer(goAwayAfterStreams: 150) { request, _, responder in

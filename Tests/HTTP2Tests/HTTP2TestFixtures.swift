@@ -42,6 +42,7 @@ func startServer(
 /// Client settings for `server`, trusting only the test CA.
 func clientConfiguration(
     _ server: HTTP2Server,
+    maxConcurrentStreams: Int = 1000,
     requestTimeout: Duration = .seconds(10),
     idlePingInterval: Duration = .seconds(60),
     clientCertificate: Bool = false
@@ -55,6 +56,7 @@ func clientConfiguration(
             clientCertificateChain: clientCertificate ? try Material.tls.clientCertificateChain() : [],
             clientPrivateKey: clientCertificate ? try Material.tls.clientPrivateKey() : nil
         ),
+        maxConcurrentStreams: maxConcurrentStreams,
         requestTimeout: requestTimeout,
         connectTimeout: .seconds(5),
         idlePingInterval: idlePingInterval,
