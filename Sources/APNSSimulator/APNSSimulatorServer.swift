@@ -135,7 +135,7 @@ public final class APNSSimulatorServer: Sendable {
             )
             return
         }
-        for action in engine.connectionActions(afterStream: context.streamCount) {
+        for action in engine.connectionActions(connectionID: context.connectionID, streamCount: context.streamCount) {
             switch action {
             case .setMaxConcurrentStreams(let streams):
                 server.value?.setMaxConcurrentStreams(streams, connectionID: context.connectionID)

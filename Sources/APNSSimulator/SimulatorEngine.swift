@@ -89,6 +89,7 @@ public final class SimulatorEngine: Sendable {
         var acceptedKeyID: String?
         var tokenAdoptedAt: Date?
         var dropping = false
+        var scheduledUpToStream = 0
     }
 
     private struct State {
@@ -119,13 +120,21 @@ public final class SimulatorEngine: Sendable {
         _ = self.state.withLock { $0.connections.removeValue(forKey: connectionID) }
     }
 
-    /// Connection actions due once `streamNumber` streams arrived on a connection (the stream-limit schedule).
-    public func connectionActions(afterStream streamNumber: Int) -> [SimulatorConnectionAction] {
-        let due = self.scenario.streamLimitSchedule.filter { $0.afterStreams == streamNumber }
-        if !due.isEmpty {
-            self.state.withLock { $0.statistics.streamLimitChanges += due.count }
+    /// Connection actions due now that `streamCount` streams arrived on connection `connectionID` (the
+    /// stream-limit schedule). The transport reports counts when requests complete, so counts may skip values:
+    /// every step passed since the previous call is due.
+    public func connectionActions(connectionID: Int, streamCount: Int) -> [SimulatorConnectionAction] {
+        guard !self.scenario.streamLimitSchedule.isEmpty else { return [] }
+        let due = self.state.withLock { state in
+            let previous = state.connections[connectionID]?.scheduledUpToStream ?? 0
+            guard streamCount > previous else { return [SimulatorScenario.StreamLimitStep]() }
+            state.connections[connectionID, default: ConnectionState()].scheduledUpToStream = streamCount
+            let due = self.scenario.streamLimitSchedule.filter { $0.afterStreams > previous && $0.afterStreams <= streamCount }
+            state.statistics.streamLimitChanges += due.count
+            return due
         }
-        return due.map { .setMaxConcurrentStreams($0.maxConcurrentStreams) }
+        // Only the latest limit matters when several steps passed at once.
+        return due.last.map { [.setMaxConcurrentStreams($0.maxConcurrentStreams)] } ?? []
     }
 
     /// Decides what to do with `request` and counts it.

@@ -27,7 +27,7 @@ enum Fixtures {
     /// A well-formed device token, different for each `index`.
     static func deviceToken(_ index: Int = 0) -> String {
         let hex = String(index, radix: 16)
-        return String(repeating: "a", count: 64 - hex.count) + hex
+        return String(repeating: "0", count: 64 - hex.count) + hex
     }
 
     static func notification(

@@ -129,12 +129,13 @@ struct SimulatorEngineTests {
         scenario.unregisteredTokens[Fixtures.deviceToken(1)] = 1_700_000_000_000
         scenario.badTokens = [Fixtures.deviceToken(2)]
         let engine = SimulatorEngine(scenario: scenario, clock: self.clock)
+        let auth = self.token()
         let gone = try #require(self.answer(engine.handle(self.request(
-            Fixtures.notification(token: Fixtures.deviceToken(1)), authorization: self.token()))))
+            Fixtures.notification(token: Fixtures.deviceToken(1)), authorization: auth))))
         #expect(gone.status == 410)
         #expect(ErrorBody.parse(gone.body) == ErrorBody(reason: .unregistered, timestampMilliseconds: 1_700_000_000_000))
         let bad = try #require(self.answer(engine.handle(self.request(
-            Fixtures.notification(token: Fixtures.deviceToken(2)), authorization: self.token()))))
+            Fixtures.notification(token: Fixtures.deviceToken(2)), authorization: auth))))
         #expect(bad.status == 400)
         #expect(bad.reason == .badDeviceToken)
         #expect(engine.statistics.byToken[Fixtures.deviceToken(1)]?.answered == 1)
@@ -228,14 +229,15 @@ struct SimulatorEngineTests {
         #expect(statistics.connectionsDropped == 1)
     }
 
-    @Test("the stream-limit schedule yields its changes at their stream numbers")
+    @Test("the stream-limit schedule yields each change once, when the stream count passes it")
     func streamLimitSchedule() {
         var scenario = self.scenario()
         scenario.streamLimitSchedule = [.init(afterStreams: 10, maxConcurrentStreams: 1), .init(afterStreams: 20, maxConcurrentStreams: 100)]
         let engine = SimulatorEngine(scenario: scenario, clock: self.clock)
-        #expect(engine.connectionActions(afterStream: 9).isEmpty)
-        #expect(engine.connectionActions(afterStream: 10) == [.setMaxConcurrentStreams(1)])
-        #expect(engine.connectionActions(afterStream: 20) == [.setMaxConcurrentStreams(100)])
+        #expect(engine.connectionActions(connectionID: 1, streamCount: 9).isEmpty)
+        #expect(engine.connectionActions(connectionID: 1, streamCount: 12) == [.setMaxConcurrentStreams(1)])
+        #expect(engine.connectionActions(connectionID: 1, streamCount: 12).isEmpty)
+        #expect(engine.connectionActions(connectionID: 1, streamCount: 20) == [.setMaxConcurrentStreams(100)])
         #expect(engine.statistics.streamLimitChanges == 2)
     }
 }
