@@ -49,7 +49,8 @@ final class ConnectionPool: Sendable {
         self.reconnectMaximumDelay = reconnectMaximumDelay
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
-        self.state = Mutex(State(slots: Array(repeating: .empty, count: size), consecutiveFailures: Array(repeating: 0, count: size)))
+        self.state = Mutex(
+            State(slots: Array(repeating: .empty, count: size), consecutiveFailures: Array(repeating: 0, count: size)))
     }
 
     /// Connections open and accepting requests now.
@@ -140,7 +141,9 @@ final class ConnectionPool: Sendable {
             }
             for index in connectable { state.slots[index] = .connecting }
             if let best { return .use(best.connection, connectInBackground: connectable) }
-            if let first = connectable.first { return .connect(first, alsoInBackground: Array(connectable.dropFirst())) }
+            if let first = connectable.first {
+                return .connect(first, alsoInBackground: Array(connectable.dropFirst()))
+            }
             return .wait(until: earliestRetry)
         }
     }

@@ -77,7 +77,8 @@ public enum NotificationValidation {
             case 8, 13, 18, 23:
                 if byte != UInt8(ascii: "-") { return .badMessageId }
             default:
-                let isLowerHex = (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                let isLowerHex =
+                    (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
                     || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
                 if !isLowerHex { return .badMessageId }
             }

@@ -129,7 +129,9 @@ public final class SimulatorEngine: Sendable {
             let previous = state.connections[connectionID]?.scheduledUpToStream ?? 0
             guard streamCount > previous else { return [SimulatorScenario.StreamLimitStep]() }
             state.connections[connectionID, default: ConnectionState()].scheduledUpToStream = streamCount
-            let due = self.scenario.streamLimitSchedule.filter { $0.afterStreams > previous && $0.afterStreams <= streamCount }
+            let due = self.scenario.streamLimitSchedule.filter {
+                $0.afterStreams > previous && $0.afterStreams <= streamCount
+            }
             state.statistics.streamLimitChanges += due.count
             return due
         }
@@ -163,7 +165,8 @@ public final class SimulatorEngine: Sendable {
             if let fault = self.validate(request, token: token, connection: &connection, now: now) {
                 answer = Self.answer(status: fault.reason.status ?? 400, body: fault, requestID: requestID)
             } else if let injected = self.injectedFault(&state.random) {
-                answer = Self.answer(status: injected.status ?? 500, body: ErrorBody(reason: injected), requestID: requestID)
+                answer = Self.answer(
+                    status: injected.status ?? 500, body: ErrorBody(reason: injected), requestID: requestID)
             } else {
                 answer = Self.answer(status: 200, body: nil, requestID: requestID)
             }
@@ -199,8 +202,12 @@ public final class SimulatorEngine: Sendable {
 
         let pushTypeValue = Self.header("apns-push-type", in: request.headers) ?? PushType.alert.rawValue
         guard let pushType = PushType(rawValue: pushTypeValue) else { return ErrorBody(reason: .invalidPushType) }
-        guard let topic = Self.header("apns-topic", in: request.headers) else { return ErrorBody(reason: .missingTopic) }
-        if let reason = NotificationValidation.validateTopic(topic, pushType: pushType) { return ErrorBody(reason: reason) }
+        guard let topic = Self.header("apns-topic", in: request.headers) else {
+            return ErrorBody(reason: .missingTopic)
+        }
+        if let reason = NotificationValidation.validateTopic(topic, pushType: pushType) {
+            return ErrorBody(reason: reason)
+        }
         let bundleID = String(topic.dropLast(pushType.topicSuffix.utf8.count))
         if !self.scenario.topics.isEmpty && !self.scenario.topics.contains(bundleID) {
             return ErrorBody(reason: .topicDisallowed)
@@ -274,7 +281,8 @@ public final class SimulatorEngine: Sendable {
     }
 
     private func injectedFault(_ random: inout SplitMix64) -> Reason? {
-        let total = self.scenario.tooManyRequestsRate + self.scenario.internalServerErrorRate
+        let total =
+            self.scenario.tooManyRequestsRate + self.scenario.internalServerErrorRate
             + self.scenario.serviceUnavailableRate
         guard total > 0 else { return nil }
         let draw = random.nextUnitInterval()

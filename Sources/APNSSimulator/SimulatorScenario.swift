@@ -139,9 +139,12 @@ private struct ScenarioReader {
     let baseDirectory: String
 
     func read(_ root: Node, into scenario: inout SimulatorScenario) throws(ScenarioError) {
-        let top = try self.mapping(root, path: "", allowed: [
-            "topics", "jwt_keys", "certificate_auth", "tokens", "faults", "latency_ms", "connections", "provider_tokens",
-        ])
+        let top = try self.mapping(
+            root, path: "",
+            allowed: [
+                "topics", "jwt_keys", "certificate_auth", "tokens", "faults", "latency_ms", "connections",
+                "provider_tokens",
+            ])
         if let topics = top["topics"] {
             scenario.topics = Set(try self.strings(topics.node, path: "topics"))
         }
@@ -153,7 +156,8 @@ private struct ScenarioReader {
         if let certificate = top["certificate_auth"] {
             let map = try self.mapping(certificate.node, path: "certificate_auth", allowed: ["client_ca_file"])
             if let caFile = map["client_ca_file"] {
-                scenario.clientCAFile = self.resolve(try self.string(caFile.node, path: "certificate_auth.client_ca_file"))
+                scenario.clientCAFile = self.resolve(
+                    try self.string(caFile.node, path: "certificate_auth.client_ca_file"))
             }
         }
         if let tokens = top["tokens"] {
@@ -185,7 +189,8 @@ private struct ScenarioReader {
     }
 
     private func jwtKey(_ node: Node, path: String) throws(ScenarioError) -> SimulatorScenario.JWTKey {
-        let map = try self.mapping(node, path: path, allowed: ["kid", "team", "public_key", "p8_file", "public_key_file"])
+        let map = try self.mapping(
+            node, path: path, allowed: ["kid", "team", "public_key", "p8_file", "public_key_file"])
         guard let kid = map["kid"] else { throw self.error(node, path, "missing 'kid' (the 10-character key ID)") }
         let keyID = try self.string(kid.node, path: "\(path).kid")
         var teamID: String?
@@ -196,7 +201,8 @@ private struct ScenarioReader {
         if let pem = map["public_key"] {
             let text = try self.string(pem.node, path: "\(path).public_key")
             guard let key = try? P256.Signing.PublicKey(pemRepresentation: text) else {
-                throw self.error(pem.node, "\(path).public_key", "not a PEM P-256 public key (-----BEGIN PUBLIC KEY-----)")
+                throw self.error(
+                    pem.node, "\(path).public_key", "not a PEM P-256 public key (-----BEGIN PUBLIC KEY-----)")
             }
             publicKey = key
         } else if let file = map["public_key_file"] ?? map["p8_file"] {
@@ -211,7 +217,8 @@ private struct ScenarioReader {
             } else if !isPrivate, let key = try? P256.Signing.PublicKey(pemRepresentation: text) {
                 publicKey = key
             } else {
-                throw self.error(file.node, keyPath, "\(filePath) is not a PEM P-256 \(isPrivate ? "private" : "public") key")
+                throw self.error(
+                    file.node, keyPath, "\(filePath) is not a PEM P-256 \(isPrivate ? "private" : "public") key")
             }
         } else {
             throw self.error(node, path, "give the key as 'public_key' (PEM), 'public_key_file' or 'p8_file'")
@@ -266,9 +273,11 @@ private struct ScenarioReader {
     }
 
     private func connections(_ node: Node, into scenario: inout SimulatorScenario) throws(ScenarioError) {
-        let map = try self.mapping(node, path: "connections", allowed: [
-            "max_concurrent_streams", "stream_limit_schedule", "goaway_after_streams", "drop_after_streams",
-        ])
+        let map = try self.mapping(
+            node, path: "connections",
+            allowed: [
+                "max_concurrent_streams", "stream_limit_schedule", "goaway_after_streams", "drop_after_streams",
+            ])
         if let limit = map["max_concurrent_streams"] {
             scenario.maxConcurrentStreams = try self.integer(
                 limit.node, path: "connections.max_concurrent_streams", range: 1...1_000_000
@@ -318,7 +327,8 @@ private struct ScenarioReader {
             guard let name = key.string else { throw self.error(key, path, "keys must be strings") }
             let keyPath = path.isEmpty ? name : "\(path).\(name)"
             guard allowed.contains(name) else {
-                throw self.error(key, keyPath, "unknown key; expected one of \(allowed.sorted().joined(separator: ", "))")
+                throw self.error(
+                    key, keyPath, "unknown key; expected one of \(allowed.sorted().joined(separator: ", "))")
             }
             result[name] = (value, key)
         }

@@ -16,8 +16,10 @@ struct SimulatorEngineTests {
         return scenario
     }
 
-    private func token(issuedAt: Date? = nil, keyID: String = Fixtures.keyID, team: String = Fixtures.teamID,
-                       key: P256.Signing.PrivateKey? = nil) -> String {
+    private func token(
+        issuedAt: Date? = nil, keyID: String = Fixtures.keyID, team: String = Fixtures.teamID,
+        key: P256.Signing.PrivateKey? = nil
+    ) -> String {
         let issued = Int64((issuedAt ?? self.clock.now()).timeIntervalSince1970)
         let jwt = try! ProviderTokenJWT.sign(
             keyID: keyID, teamID: team, issuedAtEpochSeconds: issued, privateKey: key ?? self.key
@@ -46,8 +48,9 @@ struct SimulatorEngineTests {
         return nil
     }
 
-    @Test("a valid request of every push type is answered 200 with apns-id echoed and an apns-unique-id",
-          arguments: PushType.allCases)
+    @Test(
+        "a valid request of every push type is answered 200 with apns-id echoed and an apns-unique-id",
+        arguments: PushType.allCases)
     func accepted(pushType: PushType) throws {
         let engine = SimulatorEngine(scenario: self.scenario(), clock: self.clock)
         let notification = Fixtures.notification(pushType: pushType)
@@ -83,14 +86,24 @@ struct SimulatorEngineTests {
             }
         }
         #expect(reason(self.request(authorization: auth, edit: set("apns-priority", "7"))) == "400 BadPriority")
-        #expect(reason(self.request(authorization: auth, edit: set("apns-expiration", "soon"))) == "400 BadExpirationDate")
+        #expect(
+            reason(self.request(authorization: auth, edit: set("apns-expiration", "soon"))) == "400 BadExpirationDate")
         #expect(reason(self.request(authorization: auth, edit: set("apns-id", "nope"))) == "400 BadMessageId")
-        #expect(reason(self.request(authorization: auth, edit: set("apns-collapse-id", String(repeating: "x", count: 65)))) == "400 BadCollapseId")
-        #expect(reason(self.request(authorization: auth, edit: set("apns-push-type", "banner"))) == "400 InvalidPushType")
+        #expect(
+            reason(self.request(authorization: auth, edit: set("apns-collapse-id", String(repeating: "x", count: 65))))
+                == "400 BadCollapseId")
+        #expect(
+            reason(self.request(authorization: auth, edit: set("apns-push-type", "banner"))) == "400 InvalidPushType")
         #expect(reason(self.request(authorization: auth, edit: set("apns-push-type", "voip"))) == "400 BadTopic")
-        #expect(reason(self.request(authorization: auth, edit: set("apns-topic", "com.other.app"))) == "400 TopicDisallowed")
-        #expect(reason(self.request(authorization: auth) { $0.removeAll { $0.name == "apns-topic" } }) == "400 MissingTopic")
-        #expect(reason(self.request(authorization: auth) { $0.append((name: "apns-topic", value: Fixtures.topic)) }) == "400 DuplicateHeaders")
+        #expect(
+            reason(self.request(authorization: auth, edit: set("apns-topic", "com.other.app"))) == "400 TopicDisallowed"
+        )
+        #expect(
+            reason(self.request(authorization: auth) { $0.removeAll { $0.name == "apns-topic" } }) == "400 MissingTopic"
+        )
+        #expect(
+            reason(self.request(authorization: auth) { $0.append((name: "apns-topic", value: Fixtures.topic)) })
+                == "400 DuplicateHeaders")
         let background = Fixtures.notification(pushType: .background, priority: .immediate)
         #expect(reason(self.request(background, authorization: auth)) == "400 BadPriority")
 
@@ -130,12 +143,19 @@ struct SimulatorEngineTests {
         scenario.badTokens = [Fixtures.deviceToken(2)]
         let engine = SimulatorEngine(scenario: scenario, clock: self.clock)
         let auth = self.token()
-        let gone = try #require(self.answer(engine.handle(self.request(
-            Fixtures.notification(token: Fixtures.deviceToken(1)), authorization: auth))))
+        let gone = try #require(
+            self.answer(
+                engine.handle(
+                    self.request(
+                        Fixtures.notification(token: Fixtures.deviceToken(1)), authorization: auth))))
         #expect(gone.status == 410)
-        #expect(ErrorBody.parse(gone.body) == ErrorBody(reason: .unregistered, timestampMilliseconds: 1_700_000_000_000))
-        let bad = try #require(self.answer(engine.handle(self.request(
-            Fixtures.notification(token: Fixtures.deviceToken(2)), authorization: auth))))
+        #expect(
+            ErrorBody.parse(gone.body) == ErrorBody(reason: .unregistered, timestampMilliseconds: 1_700_000_000_000))
+        let bad = try #require(
+            self.answer(
+                engine.handle(
+                    self.request(
+                        Fixtures.notification(token: Fixtures.deviceToken(2)), authorization: auth))))
         #expect(bad.status == 400)
         #expect(bad.reason == .badDeviceToken)
         #expect(engine.statistics.byToken[Fixtures.deviceToken(1)]?.answered == 1)
@@ -200,8 +220,10 @@ struct SimulatorEngineTests {
             let engine = SimulatorEngine(scenario: scenario, clock: self.clock)
             let auth = self.token()
             return (0..<2000).map { index in
-                self.answer(engine.handle(self.request(
-                    Fixtures.notification(token: Fixtures.deviceToken(index)), authorization: auth)))!.status
+                self.answer(
+                    engine.handle(
+                        self.request(
+                            Fixtures.notification(token: Fixtures.deviceToken(index)), authorization: auth)))!.status
             }
         }
         let first = run()
@@ -220,7 +242,9 @@ struct SimulatorEngineTests {
         let auth = self.token()
         #expect(self.answer(engine.handle(self.request(authorization: auth, stream: 1))) != nil)
         #expect(self.answer(engine.handle(self.request(authorization: auth, stream: 2))) != nil)
-        #expect(engine.handle(self.request(authorization: auth, stream: 3)) == .dropConnection(delay: SimulatorEngine.dropGracePeriod))
+        #expect(
+            engine.handle(self.request(authorization: auth, stream: 3))
+                == .dropConnection(delay: SimulatorEngine.dropGracePeriod))
         #expect(engine.handle(self.request(authorization: auth, stream: 4)) == .ignore)
         let statistics = engine.statistics
         #expect(statistics.requestsReceived == 4)
@@ -232,7 +256,9 @@ struct SimulatorEngineTests {
     @Test("the stream-limit schedule yields each change once, when the stream count passes it")
     func streamLimitSchedule() {
         var scenario = self.scenario()
-        scenario.streamLimitSchedule = [.init(afterStreams: 10, maxConcurrentStreams: 1), .init(afterStreams: 20, maxConcurrentStreams: 100)]
+        scenario.streamLimitSchedule = [
+            .init(afterStreams: 10, maxConcurrentStreams: 1), .init(afterStreams: 20, maxConcurrentStreams: 100),
+        ]
         let engine = SimulatorEngine(scenario: scenario, clock: self.clock)
         #expect(engine.connectionActions(connectionID: 1, streamCount: 9).isEmpty)
         #expect(engine.connectionActions(connectionID: 1, streamCount: 12) == [.setMaxConcurrentStreams(1)])

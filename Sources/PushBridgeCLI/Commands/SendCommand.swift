@@ -91,7 +91,8 @@ struct SendCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         if let reason = NotificationValidation.validate(notification) {
-            Self.print(.answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason)))
+            Self.print(
+                .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason)))
             FileHandleOutput.standardError("not sent: the notification breaks Apple's rules (\(reason.rawValue))\n")
             throw ExitCode(1)
         }

@@ -31,7 +31,8 @@ struct SimulatorCommand: AsyncParsableCommand {
 
     @Option(
         parsing: .singleValue,
-        help: "A provider-token key to accept: KID=FILE or FILE (KID from an AuthKey_KID.p8 name); any team. Repeatable."
+        help:
+            "A provider-token key to accept: KID=FILE or FILE (KID from an AuthKey_KID.p8 name); any team. Repeatable."
     )
     var jwtKey: [String] = []
 
@@ -73,13 +74,16 @@ struct SimulatorCommand: AsyncParsableCommand {
                 port: self.port
             )
         } catch {
-            FileHandleOutput.standardError("error: the simulator could not start on \(self.host):\(self.port): \(error)\n")
+            FileHandleOutput.standardError(
+                "error: the simulator could not start on \(self.host):\(self.port): \(error)\n")
             throw ExitCode(1)
         }
         print("APNs simulator listening on \(self.host):\(server.port) (statistics: GET /_simulator/stats)")
         if scenario.jwtKeys.isEmpty && scenario.clientCAFile == nil {
             print("note: no JWT keys and no client CA configured, so every request is answered 403")
         }
+        // Scripts wait for the port line; standard output may be a pipe, so push it out now.
+        fflush(nil)
         await Self.waitForTerminationSignal()
         await server.shutdown()
         print(server.statistics.summary)
