@@ -182,30 +182,30 @@ struct CertificateAuthenticationTests {
     @Test("a PEM client certificate is accepted without a provider token")
     func pemCertificate() async throws {
         let tls = try TestTLS.generate()
-        let harness = try await SimulatorHarness.start { $0.clientCAFile = tls.caCertificatePath }
+        defer { tls.remove() }
         let credentials = try CertificateCredentials.load(
             certificatePEMPath: tls.clientCertificatePath, keyPEMPath: tls.clientKeyPath
         )
-        let client = harness.client(authentication: .certificate(credentials))
-        let result = await client.send(Fixtures.notification())
-        await client.shutdown()
-        await harness.stop()
-        tls.remove()
-        #expect(result.status == 200)
+        #expect(try await Self.send(trusting: tls, credentials: credentials).status == 200)
     }
 
     @Test("a .p12 bundle loads with its password and is accepted")
     func p12Certificate() async throws {
         let tls = try TestTLS.generate()
+        defer { tls.remove() }
         let p12 = try Self.exportP12(tls, password: "s3cret-pass")
-        let harness = try await SimulatorHarness.start { $0.clientCAFile = tls.caCertificatePath }
         let credentials = try CertificateCredentials.load(p12Path: p12, password: "s3cret-pass")
+        #expect(try await Self.send(trusting: tls, credentials: credentials).status == 200)
+    }
+
+    /// Sends one notification with `credentials` to a simulator that trusts client certificates of `tls`'s CA.
+    static func send(trusting tls: TestTLS, credentials: CertificateCredentials) async throws -> APNSResult {
+        let harness = try await SimulatorHarness.start { $0.clientCAFile = tls.caCertificatePath }
         let client = harness.client(authentication: .certificate(credentials))
         let result = await client.send(Fixtures.notification())
         await client.shutdown()
         await harness.stop()
-        tls.remove()
-        #expect(result.status == 200)
+        return result
     }
 
     @Test("a wrong .p12 password is a clear error naming the file and not the password")

@@ -20,16 +20,7 @@ struct SendCommandTests {
         let (ended, continuation) = AsyncStream<Int32>.makeStream()
         process.terminationHandler = { continuation.yield($0.terminationStatus) }
         try process.run()
-        let status = await withTaskGroup(of: Int32?.self) { group in
-            group.addTask { await ended.first { _ in true } }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        let status = await withTimeout(timeout) { await ended.first { _ in true } }
         guard let status else {
             process.terminate()
             throw CancellationError()

@@ -80,21 +80,12 @@ final class ProcessOutput: Sendable {
         let (changes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         self.state.withLock { $0.waiter = continuation }
         continuation.yield()
-        return await withTaskGroup(of: String?.self) { group in
-            group.addTask {
-                for await _ in changes {
-                    let text = self.state.withLock { $0.text }
-                    if text.contains(needle) { return text }
-                }
-                return nil
+        return await withTimeout(timeout) {
+            for await _ in changes {
+                let text = self.state.withLock { $0.text }
+                if text.contains(needle) { return text }
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+            return nil
         }
     }
 }
