@@ -178,7 +178,10 @@ let package = Package(
         // MARK: Benchmarks (make bench-apns, mk/http2.mk)
         .executableTarget(
             name: "APNSBench",
-            dependencies: ["HTTP2"],
+            dependencies: [
+                "HTTP2",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             path: "Benchmarks/APNSBench",
             swiftSettings: strict
         ),

@@ -1,6 +1,7 @@
 // APNs-shaped HTTP/2 sender benchmark: PushBridge's HTTP2ClientConnection against nghttpd over ONE TLS
 // connection, then h2load (nghttp2's own client) with the same headers and body against the same server, in the
-// same run. Prints both rates, their ratio, CPU time per request (getrusage) and peak RSS.
+// same run; then h2load against PushBridge's HTTP2Server (the APNs simulator's engine). Prints the rates, the
+// client's ratio to h2load, CPU time per request (getrusage) and peak RSS.
 //
 //   make bench-apns                       # 200k requests
 //   .build/release/APNSBench --requests 50000 --workers 300
@@ -10,6 +11,7 @@
 
 import Foundation
 import HTTP2
+import NIOSSL
 import Synchronization
 
 #if canImport(Glibc)
@@ -67,6 +69,40 @@ func run(_ executable: String, _ arguments: [String], output: Pipe? = nil) throw
     return process
 }
 
+/// Why the benchmark stopped (thrown, so that nghttpd is stopped on the way out).
+struct BenchmarkError: Error, CustomStringConvertible {
+    var description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// Runs h2load with one connection; returns its rate (requests/s) and its CPU seconds.
+func h2load(requests: Int, streams: Int, bodyFile: String, headers: [HTTP2Header], url: String) throws
+    -> (Double, Double)
+{
+    let output = Pipe()
+    let cpuBefore = cpuSeconds(RUSAGE_CHILDREN.rawValue)
+    var arguments = ["-n", String(requests), "-c", "1", "-m", String(streams), "-d", bodyFile]
+    for header in headers {
+        arguments += ["-H", "\(header.name): \(header.value)"]
+    }
+    arguments.append(url)
+    let process = try run("h2load", arguments, output: output)
+    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    let cpu = cpuSeconds(RUSAGE_CHILDREN.rawValue) - cpuBefore
+    guard let finished = text.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
+        let rateField = finished.split(separator: ",").dropFirst().first,
+        let rate = Double(rateField.trimmingCharacters(in: .whitespaces).split(separator: " ")[0]),
+        text.contains("\(requests) succeeded")
+    else {
+        throw BenchmarkError("h2load did not finish cleanly against \(url):\n\(text)")
+    }
+    return (rate, cpu)
+}
+
 /// The sender under test: one HTTP/2 connection to nghttpd (retrying while nghttpd starts).
 func makeSender(
     port: Int, certificateFile: String, request: HTTP2Request
@@ -83,7 +119,7 @@ func makeSender(
         )
         if connection == nil { try await Task.sleep(for: .milliseconds(100)) }
     }
-    guard let connection else { fatalError("cannot connect to nghttpd on 127.0.0.1:\(port)") }
+    guard let connection else { throw BenchmarkError("cannot connect to nghttpd on 127.0.0.1:\(port)") }
     return ({ try await connection.send(request).status }, { await connection.close() })
 }
 
@@ -156,7 +192,9 @@ enum APNSBench {
             ]
         )
         openssl.waitUntilExit()
-        guard openssl.terminationStatus == 0 else { fatalError("openssl could not create the test certificate") }
+        guard openssl.terminationStatus == 0 else {
+            throw BenchmarkError("openssl could not create the test certificate")
+        }
 
         // 2. nghttpd on 127.0.0.1, one worker, the stream limit both clients use.
         let nghttpd = try run(
@@ -184,29 +222,33 @@ enum APNSBench {
         )
         let clientCPU = cpuSeconds(RUSAGE_SELF.rawValue) - cpuBefore
         await sender.close()
-        guard clientFailures == 0 else { fatalError("\(clientFailures) requests did not get 200 from nghttpd") }
+        guard clientFailures == 0 else {
+            throw BenchmarkError("\(clientFailures) requests did not get 200 from nghttpd")
+        }
 
         // 4. h2load with the same headers and body, same server, same stream limit.
-        let h2loadOutput = Pipe()
-        let childCPUBefore = cpuSeconds(RUSAGE_CHILDREN.rawValue)
-        var h2loadArguments = [
-            "-n", String(options.requests), "-c", "1", "-m", String(options.streams), "-d", bodyFile,
-        ]
-        for header in headers {
-            h2loadArguments += ["-H", "\(header.name): \(header.value)"]
+        let (h2loadRate, h2loadCPU) = try h2load(
+            requests: options.requests, streams: options.streams, bodyFile: bodyFile, headers: headers,
+            url: "https://127.0.0.1:\(options.port)\(path)"
+        )
+
+        // 5. h2load against PushBridge's HTTP2Server (the APNs simulator's engine) answering 200 at once.
+        let server = try await HTTP2Server.start(
+            configuration: HTTP2ServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(certificateFile),
+                privateKey: try NIOSSLPrivateKey(file: keyFile, format: .pem),
+                maxConcurrentStreams: options.streams
+            )
+        ) { _, _, responder in
+            responder.respond(HTTP2ServerResponse(status: 200))
         }
-        h2loadArguments.append("https://127.0.0.1:\(options.port)\(path)")
-        let h2load = try run("h2load", h2loadArguments, output: h2loadOutput)
-        let h2loadText = String(decoding: h2loadOutput.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        h2load.waitUntilExit()
-        let h2loadCPU = cpuSeconds(RUSAGE_CHILDREN.rawValue) - childCPUBefore
-        guard let finished = h2loadText.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
-            let rateField = finished.split(separator: ",").dropFirst().first,
-            let h2loadRate = Double(rateField.trimmingCharacters(in: .whitespaces).split(separator: " ")[0]),
-            h2loadText.contains("\(options.requests) succeeded")
-        else {
-            fatalError("h2load did not finish cleanly:\n\(h2loadText)")
-        }
+        let serverCPUBefore = cpuSeconds(RUSAGE_SELF.rawValue)
+        let (serverRate, _) = try h2load(
+            requests: options.requests, streams: options.streams, bodyFile: bodyFile, headers: headers,
+            url: "https://127.0.0.1:\(server.port)\(path)"
+        )
+        let serverCPU = cpuSeconds(RUSAGE_SELF.rawValue) - serverCPUBefore
+        await server.shutdown()
 
         let clientRate = Double(options.requests) / clientSeconds
         print(
@@ -220,6 +262,9 @@ enum APNSBench {
             h2load (nghttp2): \(String(format: "%.0f", h2loadRate)) req/s, \
             CPU \(String(format: "%.2f", h2loadCPU * 1e6 / Double(options.requests))) µs/request
             ratio pushbridge / h2load: \(String(format: "%.2f", clientRate / h2loadRate))
+            server side, h2load as the client: PushBridge HTTP2Server \(String(format: "%.0f", serverRate)) req/s, \
+            CPU \(String(format: "%.2f", serverCPU * 1e6 / Double(options.requests))) µs/request \
+            (nghttpd \(String(format: "%.0f", h2loadRate)) req/s)
             """
         )
     }

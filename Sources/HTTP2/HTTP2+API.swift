@@ -404,6 +404,8 @@ public struct HTTP2ServerConfiguration: Sendable {
     public var goAwayAfterStreams: Int?
     /// Debug data of GOAWAYs sent because of `goAwayAfterStreams`.
     public var goAwayDebugData: [UInt8]
+    /// Whether PINGs are acknowledged; `false` simulates a peer that stopped answering (tests of PING timeouts).
+    public var acknowledgesPings: Bool
 
     /// Settings; `maxConcurrentStreams` defaults to 1000.
     public init(
@@ -414,7 +416,8 @@ public struct HTTP2ServerConfiguration: Sendable {
         clientCertificateTrustRoots: [NIOSSLCertificate]? = nil,
         maxConcurrentStreams: Int = 1000,
         goAwayAfterStreams: Int? = nil,
-        goAwayDebugData: [UInt8] = []
+        goAwayDebugData: [UInt8] = [],
+        acknowledgesPings: Bool = true
     ) {
         self.host = host
         self.port = port
@@ -424,6 +427,7 @@ public struct HTTP2ServerConfiguration: Sendable {
         self.maxConcurrentStreams = maxConcurrentStreams
         self.goAwayAfterStreams = goAwayAfterStreams
         self.goAwayDebugData = goAwayDebugData
+        self.acknowledgesPings = acknowledgesPings
     }
 }
 

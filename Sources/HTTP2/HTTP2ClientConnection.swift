@@ -50,9 +50,12 @@ public final class HTTP2ClientConnection: Sendable {
         do {
             channel = try await bootstrap.connect(host: configuration.host, port: configuration.port).get()
         } catch {
-            throw HTTP2Error(
+            let failure = HTTP2Error(
                 .connectFailed, "cannot connect to \(configuration.host):\(configuration.port)", cause: error
             )
+            shared.ready.fail(failure)
+            shared.closed.succeed(.connectionLost("\(error)"))
+            throw failure
         }
         let timeout = eventLoop.scheduleTask(in: TimeAmount(configuration.connectTimeout)) {
             shared.ready.fail(HTTP2Error(.connectFailed, "no TLS handshake and SETTINGS within the connect timeout"))

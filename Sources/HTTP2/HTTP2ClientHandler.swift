@@ -52,6 +52,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        // A channel that never became active (TCP connect failed) gets no channelInactive.
+        self.finalize(self.closeReason ?? .connectionLost("the connection closed"))
         self.context = nil
         self.shared.handler.value = nil
     }
@@ -440,6 +442,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     /// Fails everything still waiting and reports the close (once).
     private func finalize(_ reason: HTTP2CloseReason) {
         guard self.state != .closed else { return }
+        let wasEstablished = self.state == .ready || self.state == .draining
         self.state = .closed
         self.timeoutTimer?.cancel()
         self.pingTimer?.cancel()
@@ -454,7 +457,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         self.publishCounts()
         self.shared.ready.fail(HTTP2Error(.connectFailed, "the connection closed during setup (\(reason))"))
         self.shared.closed.succeed(reason)
-        if case .connectionLost(let text) = reason {
+        if wasEstablished, case .connectionLost(let text) = reason {
             self.shared.logger.info("HTTP/2 connection lost", metadata: ["http2.reason": "\(text)"])
         }
     }

@@ -79,7 +79,11 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
                 return
             }
             self.peerCertificate = try? context.channel.pipeline.syncOperations.nioSSL_peerCertificate()
-            let session = NGHTTP2Session(server: true, userData: Unmanaged.passUnretained(self).toOpaque()) {
+            let session = NGHTTP2Session(
+                server: true,
+                acknowledgesPings: self.shared.configuration.acknowledgesPings,
+                userData: Unmanaged.passUnretained(self).toOpaque()
+            ) {
                 installServerCallbacks($0)
             }
             self.session = session

@@ -86,7 +86,10 @@ final class NGHTTP2Session {
 
     /// Creates a session whose callbacks receive `userData` (the owning handler, unretained: the handler owns
     /// this session, so it outlives every callback).
-    init(server: Bool, userData: UnsafeMutableRawPointer, configure: (OpaquePointer) -> Void) {
+    init(
+        server: Bool, acknowledgesPings: Bool = true, userData: UnsafeMutableRawPointer,
+        configure: (OpaquePointer) -> Void
+    ) {
         var callbacks: OpaquePointer?
         precondition(nghttp2_session_callbacks_new(&callbacks) == 0, "nghttp2: out of memory")
         configure(callbacks!)
@@ -95,6 +98,7 @@ final class NGHTTP2Session {
         // Client streams above the server's SETTINGS_MAX_CONCURRENT_STREAMS are held back by us, not by nghttp2;
         // nghttp2 additionally never exceeds it.
         nghttp2_option_set_peer_max_concurrent_streams(option, 100)
+        if !acknowledgesPings { nghttp2_option_set_no_auto_ping_ack(option, 1) }
         var session: OpaquePointer?
         let result =
             server

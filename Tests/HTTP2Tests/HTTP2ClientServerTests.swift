@@ -61,17 +61,8 @@ struct HTTP2ClientServerTests {
     @Test func streamLimitDropsToOneAndBackWithoutTheClientExceedingIt() async throws {
         // The server counts requests it holds (received, not yet answered); while the limit is 1 it must never
         // hold more than one. Answers come from another event loop after 1 ms so that streams stay open.
-        let tracker = Mutex((held: 0, lowPhase: false, maxHeldInLowPhase: 0))
-        let server = try await startServer(maxConcurrentStreams: 50) { request, _, responder in
-            tracker.withLock { state in
-                state.held += 1
-                if state.lowPhase { state.maxHeldInLowPhase = max(state.maxHeldInLowPhase, state.held) }
-            }
-            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .milliseconds(1)) {
-                tracker.withLock { $0.held -= 1 }
-                responder.respond(HTTP2ServerResponse(status: 200, body: request.body))
-            }
-        }
+        let tracker = ConcurrencyTracker()
+        let server = try await startServer(maxConcurrentStreams: 50, handler: tracker.handler)
         let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))
         let count = 1500
         let completed = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -91,10 +82,10 @@ struct HTTP2ClientServerTests {
                 if !lowPhaseSeen, completed < 700, state.maxConcurrentStreams == 1, state.activeStreams <= 1 {
                     // The client has applied the limit and its older streams are gone.
                     lowPhaseSeen = true
-                    tracker.withLock { $0.lowPhase = true }
+                    tracker.setPhase(true)
                 }
                 if completed == 700 {
-                    tracker.withLock { $0.lowPhase = false }
+                    tracker.setPhase(false)
                     server.setMaxConcurrentStreams(100)
                 }
             }
@@ -102,7 +93,7 @@ struct HTTP2ClientServerTests {
             return completed
         }
         #expect(completed == count)
-        #expect(tracker.withLock { $0.maxHeldInLowPhase } == 1)
+        #expect(tracker.maxHeldInPhase == 1)
         #expect(connection.state.maxConcurrentStreams == 100)
         #expect(server.statistics.protocolErrorGoAways == 0)
         #expect(server.statistics.maxConcurrentStreamsSeen <= 100)
@@ -111,17 +102,8 @@ struct HTTP2ClientServerTests {
     }
 
     @Test func localStreamCapQueuesRequestsBeyondIt() async throws {
-        let tracker = Mutex((held: 0, maxHeld: 0))
-        let server = try await startServer { request, _, responder in
-            tracker.withLock { state in
-                state.held += 1
-                state.maxHeld = max(state.maxHeld, state.held)
-            }
-            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .milliseconds(1)) {
-                tracker.withLock { $0.held -= 1 }
-                responder.respond(HTTP2ServerResponse(status: 200, body: request.body))
-            }
-        }
+        let tracker = ConcurrencyTracker()
+        let server = try await startServer(handler: tracker.handler)
         let connection = try await HTTP2ClientConnection.connect(
             configuration: try clientConfiguration(server, maxConcurrentStreams: 3)
         )
@@ -136,7 +118,7 @@ struct HTTP2ClientServerTests {
             return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
         #expect(completed == 200)
-        #expect(tracker.withLock { $0.maxHeld } == 3)
+        #expect(tracker.maxHeld == 3)
         await connection.close()
         await server.shutdown()
     }
@@ -310,6 +292,15 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    @Test func connectingToAClosedPortFailsAsConnectFailed() async throws {
+        let server = try await startServer(handler: echoHandler)
+        let configuration = try clientConfiguration(server)
+        await server.shutdown()
+        let error = await http2Error { try await HTTP2ClientConnection.connect(configuration: configuration) }
+        #expect(error?.code == .connectFailed)
+        #expect(error?.message.contains("127.0.0.1") == true)
+    }
+
     @Test func mutualTLSPresentsTheClientCertificateToTheHandler() async throws {
         let peer = Mutex<[UInt8]?>(nil)
         let server = try await startServer(requireClientCertificate: true) { request, context, responder in
@@ -346,6 +337,23 @@ struct HTTP2ClientServerTests {
         #expect(server.statistics.pingsReceived >= 2)
         #expect(connection.isAcceptingRequests)
         await connection.close()
+        await server.shutdown()
+    }
+
+    @Test func unansweredPingClosesTheConnectionAndFailsOpenRequests() async throws {
+        let held = HeldRequests()
+        let server = try await startServer(acknowledgesPings: false, handler: held.handler)
+        let connection = try await HTTP2ClientConnection.connect(
+            configuration: try clientConfiguration(
+                server, idlePingInterval: .milliseconds(200), pingTimeout: .milliseconds(300)
+            )
+        )
+        let open = Task { await http2Error { try await connection.send(HTTP2Request(path: "/never")) } }
+        await held.waitFor(1)
+        #expect(await connection.waitUntilClosed() == .pingTimeout)
+        #expect(await open.value?.code == .connectionLost)
+        #expect(server.statistics.pingsReceived >= 1)
+        #expect(connection.state.pingsAcknowledged == 0)
         await server.shutdown()
     }
 

@@ -24,19 +24,19 @@ func startServer(
     requireClientCertificate: Bool = false,
     maxConcurrentStreams: Int = 1000,
     goAwayAfterStreams: Int? = nil,
+    acknowledgesPings: Bool = true,
     handler: @escaping HTTP2ServerHandler
 ) async throws -> HTTP2Server {
-    try await HTTP2Server.start(
-        configuration: HTTP2ServerConfiguration(
-            certificateChain: try tls.serverCertificateChain(),
-            privateKey: try tls.serverPrivateKey(),
-            clientCertificateTrustRoots: requireClientCertificate ? [try tls.caCertificate()] : nil,
-            maxConcurrentStreams: maxConcurrentStreams,
-            goAwayAfterStreams: goAwayAfterStreams,
-            goAwayDebugData: Array(#"{"reason":"Shutdown"}"#.utf8)
-        ),
-        handler: handler
+    var configuration = HTTP2ServerConfiguration(
+        certificateChain: try tls.serverCertificateChain(),
+        privateKey: try tls.serverPrivateKey(),
+        clientCertificateTrustRoots: requireClientCertificate ? [try tls.caCertificate()] : nil,
+        maxConcurrentStreams: maxConcurrentStreams,
+        goAwayAfterStreams: goAwayAfterStreams,
+        goAwayDebugData: Array(#"{"reason":"Shutdown"}"#.utf8)
     )
+    configuration.acknowledgesPings = acknowledgesPings
+    return try await HTTP2Server.start(configuration: configuration, handler: handler)
 }
 
 /// Client settings for `server`, trusting only the test CA.
@@ -45,6 +45,7 @@ func clientConfiguration(
     maxConcurrentStreams: Int = 1000,
     requestTimeout: Duration = .seconds(10),
     idlePingInterval: Duration = .seconds(60),
+    pingTimeout: Duration = .seconds(2),
     clientCertificate: Bool = false
 ) throws -> HTTP2ClientConfiguration {
     HTTP2ClientConfiguration(
@@ -60,7 +61,7 @@ func clientConfiguration(
         requestTimeout: requestTimeout,
         connectTimeout: .seconds(5),
         idlePingInterval: idlePingInterval,
-        pingTimeout: .seconds(2)
+        pingTimeout: pingTimeout
     )
 }
 
@@ -114,6 +115,36 @@ final class HeldRequests: Sendable {
         for (request, responder) in all {
             responder.respond(HTTP2ServerResponse(status: 200, body: Array(request.path.utf8)))
         }
+    }
+}
+
+/// A handler that answers each request 1 ms later from another event loop (so streams stay open) with the request
+/// body, counting how many requests it holds at once, overall and during a phase the test marks.
+final class ConcurrencyTracker: Sendable {
+    private let state = Mutex((held: 0, maxHeld: 0, inPhase: false, maxHeldInPhase: 0))
+
+    var handler: HTTP2ServerHandler {
+        { request, _, responder in
+            self.state.withLock { state in
+                state.held += 1
+                state.maxHeld = max(state.maxHeld, state.held)
+                if state.inPhase { state.maxHeldInPhase = max(state.maxHeldInPhase, state.held) }
+            }
+            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .milliseconds(1)) {
+                self.state.withLock { $0.held -= 1 }
+                responder.respond(HTTP2ServerResponse(status: 200, body: request.body))
+            }
+        }
+    }
+
+    /// The most requests held at once.
+    var maxHeld: Int { self.state.withLock { $0.maxHeld } }
+    /// The most requests held at once while the phase was on.
+    var maxHeldInPhase: Int { self.state.withLock { $0.maxHeldInPhase } }
+
+    /// Starts or ends the measured phase.
+    func setPhase(_ on: Bool) {
+        self.state.withLock { $0.inPhase = on }
     }
 }
 
