@@ -22,6 +22,19 @@ struct APNSClientTests {
         #expect(response.apnsUniqueID.flatMap(UUID.init(uuidString:)) != nil)
     }
 
+    @Test("every push type, with expiration and collapse id, is accepted over the wire", arguments: PushType.allCases)
+    func everyPushType(pushType: PushType) async throws {
+        let harness = try await SimulatorHarness.start()
+        let client = harness.client(connections: 1)
+        var notification = Fixtures.notification(pushType: pushType)
+        notification.expirationEpochSeconds = 0
+        notification.collapseID = "group-1"
+        let result = await client.send(notification)
+        await client.shutdown()
+        await harness.stop()
+        #expect(result.status == 200)
+    }
+
     @Test("an unregistered token comes back 410 with the timestamp and the invalid-token flag")
     func unregistered() async throws {
         let token = Fixtures.deviceToken(9)
