@@ -149,10 +149,7 @@ struct APNSClientTests {
         #expect(elapsed < .seconds(2))
     }
 
-    @Test(
-        "no server: the result is unreachable, not a hang",
-        .disabled("HTTP2ClientConnection.connect leaks its promises when TCP connect fails (debug builds trap)")
-    )
+    @Test("no server: the result is unreachable, not a hang")
     func unreachable() async throws {
         let harness = try await SimulatorHarness.start()
         let port = harness.simulator.port
@@ -219,6 +216,20 @@ struct CertificateAuthenticationTests {
         await client.shutdown()
         await harness.stop()
         return result
+    }
+
+    @Test("without a client certificate the mutual-TLS simulator cannot be reached")
+    func certificateRequired() async throws {
+        let tls = try TestTLS.generate()
+        defer { tls.remove() }
+        let harness = try await SimulatorHarness.start { $0.clientCAFile = tls.caCertificatePath }
+        let client = harness.client(requestTimeout: .seconds(1))
+        let result = await client.send(Fixtures.notification())
+        await client.shutdown()
+        let received = harness.simulator.statistics.requestsReceived
+        await harness.stop()
+        #expect(result.status == nil)
+        #expect(received == 0)
     }
 
     @Test("a wrong .p12 password is a clear error naming the file and not the password")
