@@ -212,7 +212,14 @@ let package = Package(
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "APNSTests",
-            dependencies: ["APNSCore", "APNSClient", "APNSSimulator", "TestSupport"],
+            dependencies: [
+                "APNSCore",
+                "APNSClient",
+                "APNSSimulator",
+                "HTTP2",
+                "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

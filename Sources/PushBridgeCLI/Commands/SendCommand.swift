@@ -1,14 +1,242 @@
+import APNSClient
+import APNSCore
 import ArgumentParser
+import Foundation
 
-/// `pushbridge send`: Send one notification to APNs and print the result.
+/// `pushbridge send`: send one notification to APNs and print the result.
+///
+/// Exit status: 0 only when APNs answered 200; 1 on any other answer or when no answer came; 2 on usage
+/// errors and unusable credentials.
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send one notification to APNs and print the result. (not available yet in this build)"
+        abstract: "Send one notification to APNs and print the result (status, apns-id, reason, apns-unique-id).",
+        discussion: """
+            Authentication is one of:
+              --key-file AuthKey.p8 --key-id KID --team-id TID     (token-based)
+              --cert-file cert.p12 [--cert-password-env VAR]       (certificate-based, PKCS#12)
+              --cert-file cert.pem --key-file key.pem              (certificate-based, PEM)
+            Exit status: 0 when APNs answers 200, 1 otherwise, 2 on usage errors.
+            """
     )
 
+    @Option(help: "The device token (hex).")
+    var token: String
+
+    @Option(help: "The app's bundle ID; the push type's suffix is added when missing.")
+    var topic: String
+
+    @Option(help: "The alert text (builds {\"aps\":{\"alert\":TEXT}}).")
+    var alert: String?
+
+    @Option(help: "The payload: one JSON object.")
+    var payload: String?
+
+    @Option(help: "A file holding the payload JSON object.")
+    var payloadFile: String?
+
+    @Option(help: "apns-push-type: \(PushType.allCases.map(\.rawValue).joined(separator: ", ")).")
+    var pushType: String = PushType.alert.rawValue
+
+    @Option(help: "apns-priority: 10, 5 or 1 (default: 10, or 5 for background).")
+    var priority: Int?
+
+    @Option(help: "apns-expiration in UNIX epoch seconds (0: try once, do not store).")
+    var expiration: Int64?
+
+    @Option(help: "apns-collapse-id (at most 64 bytes).")
+    var collapseId: String?
+
+    @Option(help: "apns-id (a UUID); generated when omitted.")
+    var apnsId: String?
+
+    @Flag(help: "Send to the sandbox (api.sandbox.push.apple.com) instead of production.")
+    var sandbox = false
+
+    @Option(help: "Send to this server instead, e.g. https://127.0.0.1:2197 (the simulator).")
+    var endpoint: String?
+
+    @Option(help: "A PEM file of extra CA certificates to trust (e.g. the simulator's certificate).")
+    var caFile: String?
+
+    @Option(help: "Token auth: the .p8 key; certificate auth with --cert-file PEM: the PEM private key.")
+    var keyFile: String?
+
+    @Option(help: "Token auth: the 10-character key ID.")
+    var keyId: String?
+
+    @Option(help: "Token auth: the 10-character team ID.")
+    var teamId: String?
+
+    @Option(help: "Certificate auth: a .p12 bundle, or a PEM certificate together with --key-file.")
+    var certFile: String?
+
+    @Option(help: "Certificate auth: the environment variable holding the .p12 password (default: none).")
+    var certPasswordEnv: String?
+
+    @Option(help: "Seconds to wait for the answer.")
+    var timeout: Int = 30
+
     func run() async throws {
-        FileHandleOutput.standardError("pushbridge send is not available yet in this build\n")
+        let notification: APNSCore.Notification
+        let configuration: APNSClientConfiguration
+        do {
+            notification = try self.makeNotification()
+            configuration = try self.makeConfiguration()
+        } catch let error as UsageError {
+            FileHandleOutput.standardError("error: \(error.message)\n")
+            throw ExitCode(2)
+        } catch let error as CredentialError {
+            FileHandleOutput.standardError("error: \(error)\n")
+            throw ExitCode(2)
+        }
+        if let reason = NotificationValidation.validate(notification) {
+            Self.print(
+                .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason)))
+            FileHandleOutput.standardError("not sent: the notification breaks Apple's rules (\(reason.rawValue))\n")
+            throw ExitCode(1)
+        }
+        let client = APNSClient(configuration: configuration)
+        let result = await client.send(notification)
+        await client.shutdown()
+        Self.print(result)
+        if case .answered(let response) = result, response.status == 200 {
+            return
+        }
         throw ExitCode(1)
+    }
+
+    private static func print(_ result: APNSResult) {
+        switch result {
+        case .answered(let response):
+            Swift.print("status: \(response.status)")
+            Swift.print("apns-id: \(response.apnsID ?? "-")")
+            Swift.print("reason: \(response.reason?.rawValue ?? "-")")
+            Swift.print("apns-unique-id: \(response.apnsUniqueID ?? "-")")
+            if let since = response.invalidSinceEpochMilliseconds {
+                Swift.print("timestamp: \(since)")
+            }
+        case .failed(let failure):
+            Swift.print("status: -")
+            Swift.print("apns-id: -")
+            Swift.print("reason: \(failure.reason)")
+            Swift.print("apns-unique-id: -")
+            if case .unreachable(let why) = failure {
+                Swift.print("detail: \(why)")
+            } else if case .malformedResponse(let why) = failure {
+                Swift.print("detail: \(why)")
+            }
+        }
+    }
+
+    private struct UsageError: Error {
+        var message: String
+    }
+
+    private func makeNotification() throws -> APNSCore.Notification {
+        guard let pushType = PushType(rawValue: self.pushType) else {
+            throw UsageError(
+                message: "--push-type '\(self.pushType)' is not one of "
+                    + PushType.allCases.map(\.rawValue).joined(separator: ", ")
+            )
+        }
+        var priority: Priority?
+        if let number = self.priority {
+            guard let parsed = Priority(rawValue: number) else {
+                throw UsageError(message: "--priority must be 10, 5 or 1, got \(number)")
+            }
+            priority = parsed
+        }
+        var id = UUID()
+        if let apnsId = self.apnsId {
+            guard let parsed = UUID(uuidString: apnsId) else {
+                throw UsageError(message: "--apns-id must be a UUID such as 123e4567-e89b-12d3-a456-426614174000")
+            }
+            id = parsed
+        }
+        return APNSCore.Notification(
+            deviceToken: self.token,
+            topic: pushType.topic(for: self.topic),
+            pushType: pushType,
+            priority: priority,
+            expirationEpochSeconds: self.expiration,
+            collapseID: self.collapseId,
+            id: id,
+            payload: try self.makePayload(pushType: pushType)
+        )
+    }
+
+    private func makePayload(pushType: PushType) throws -> [UInt8] {
+        let given = [self.alert != nil, self.payload != nil, self.payloadFile != nil].filter { $0 }.count
+        guard given <= 1 else { throw UsageError(message: "give at most one of --alert, --payload, --payload-file") }
+        let bytes: [UInt8]
+        if let alert = self.alert {
+            let object: [String: Any] = ["aps": ["alert": alert]]
+            bytes = Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
+        } else if let payload = self.payload {
+            bytes = Array(payload.utf8)
+        } else if let file = self.payloadFile {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw UsageError(message: "--payload-file \(file): cannot read the file")
+            }
+            bytes = Array(data)
+        } else if pushType == .background {
+            bytes = Array("{\"aps\":{\"content-available\":1}}".utf8)
+        } else {
+            bytes = Array("{\"aps\":{\"alert\":\"PushBridge test notification\"}}".utf8)
+        }
+        guard (try? JSONSerialization.jsonObject(with: Data(bytes))) is [String: Any] else {
+            throw UsageError(message: "the payload must be one JSON object, e.g. {\"aps\":{\"alert\":\"hi\"}}")
+        }
+        return bytes
+    }
+
+    private func makeConfiguration() throws -> APNSClientConfiguration {
+        var endpoint = self.sandbox ? APNSClientConfiguration.Endpoint.sandbox : .production
+        if let url = self.endpoint {
+            guard !self.sandbox else { throw UsageError(message: "give either --sandbox or --endpoint, not both") }
+            guard let parsed = APNSClientConfiguration.Endpoint(url: url) else {
+                throw UsageError(message: "--endpoint '\(url)' is not https://host[:port]")
+            }
+            endpoint = parsed
+        }
+        guard self.timeout > 0 else { throw UsageError(message: "--timeout must be a positive number of seconds") }
+        return APNSClientConfiguration(
+            endpoint: endpoint,
+            authentication: try self.makeAuthentication(),
+            connectionCount: 1,
+            requestTimeout: .seconds(self.timeout),
+            connectTimeout: .seconds(min(self.timeout, 10)),
+            maxResends: 1,
+            additionalTrustRootsPEMFile: self.caFile
+        )
+    }
+
+    private func makeAuthentication() throws -> APNSAuthentication {
+        switch (self.certFile, self.keyFile, self.keyId, self.teamId) {
+        case (nil, let keyFile?, let keyID?, let teamID?):
+            let key = try SigningKey.load(p8Path: keyFile, keyID: keyID, teamID: teamID)
+            return .token(ProviderTokenSource(key: key))
+        case (let certFile?, let keyFile?, nil, nil):
+            return .certificate(try CertificateCredentials.load(certificatePEMPath: certFile, keyPEMPath: keyFile))
+        case (let certFile?, nil, nil, nil):
+            var password = ""
+            if let variable = self.certPasswordEnv {
+                guard let value = ProcessInfo.processInfo.environment[variable] else {
+                    throw CredentialError(
+                        code: .missingPassword,
+                        file: certFile,
+                        cause: "the environment variable \(variable) (--cert-password-env) is not set"
+                    )
+                }
+                password = value
+            }
+            return .certificate(try CertificateCredentials.load(p12Path: certFile, password: password))
+        default:
+            throw UsageError(
+                message: "give one authentication: --key-file P8 --key-id KID --team-id TID, "
+                    + "or --cert-file P12 [--cert-password-env VAR], or --cert-file PEM --key-file PEM"
+            )
+        }
     }
 }

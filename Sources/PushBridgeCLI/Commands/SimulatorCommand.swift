@@ -1,14 +1,105 @@
+import APNSSimulator
 import ArgumentParser
+import Foundation
 
-/// `pushbridge simulator`: Run the APNs simulator standalone.
+/// `pushbridge simulator`: run the APNs simulator standalone until SIGINT/SIGTERM, then print its counts.
 struct SimulatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulator",
-        abstract: "Run the APNs simulator standalone. (not available yet in this build)"
+        abstract: "Run the APNs simulator standalone (HTTP/2 over TLS, answers like APNs). See docs/simulator.md.",
+        discussion: """
+            Without --tls-cert/--tls-key it writes a self-signed certificate for localhost and 127.0.0.1 and
+            prints its path; clients trust it with --ca-file. GET /_simulator/stats answers the counts as JSON;
+            they are also printed at shutdown.
+            """
     )
 
+    @Option(help: "The address to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "The port (0: any free port; the chosen one is printed).")
+    var port: Int = 2197
+
+    @Option(help: "The server certificate (PEM).")
+    var tlsCert: String?
+
+    @Option(help: "The server private key (PEM).")
+    var tlsKey: String?
+
+    @Option(help: "Where the self-signed certificate is written when no --tls-cert is given.")
+    var tlsDirectory: String = (NSTemporaryDirectory() as NSString).appendingPathComponent("pushbridge-simulator")
+
+    @Option(
+        parsing: .singleValue,
+        help:
+            "A provider-token key to accept: KID=FILE or FILE (KID from an AuthKey_KID.p8 name); any team. Repeatable."
+    )
+    var jwtKey: [String] = []
+
+    @Option(help: "A scenario file (docs/simulator.md).")
+    var scenario: String?
+
     func run() async throws {
-        FileHandleOutput.standardError("pushbridge simulator is not available yet in this build\n")
-        throw ExitCode(1)
+        var scenario = SimulatorScenario()
+        do {
+            if let file = self.scenario {
+                scenario = try SimulatorScenario.load(file: file)
+            }
+            for argument in self.jwtKey {
+                scenario.jwtKeys.append(try SimulatorScenario.JWTKey.commandLineArgument(argument))
+            }
+        } catch {
+            FileHandleOutput.standardError("error: \(error)\n")
+            throw ExitCode(2)
+        }
+        guard (self.tlsCert == nil) == (self.tlsKey == nil) else {
+            FileHandleOutput.standardError("error: give both --tls-cert and --tls-key, or neither\n")
+            throw ExitCode(2)
+        }
+        var certificatePath = self.tlsCert
+        var keyPath = self.tlsKey
+        if certificatePath == nil {
+            let generated = try SelfSignedCertificate.generate(in: self.tlsDirectory)
+            certificatePath = generated.certificatePath
+            keyPath = generated.privateKeyPath
+            print("wrote a self-signed certificate to \(generated.certificatePath) (clients: --ca-file it)")
+        }
+        let server: APNSSimulatorServer
+        do {
+            server = try await APNSSimulatorServer.start(
+                scenario: scenario,
+                certificatePEMPath: certificatePath!,
+                privateKeyPEMPath: keyPath!,
+                host: self.host,
+                port: self.port
+            )
+        } catch {
+            FileHandleOutput.standardError(
+                "error: the simulator could not start on \(self.host):\(self.port): \(error)\n")
+            throw ExitCode(1)
+        }
+        print("APNs simulator listening on \(self.host):\(server.port) (statistics: GET /_simulator/stats)")
+        if scenario.jwtKeys.isEmpty && scenario.clientCAFile == nil {
+            print("note: no JWT keys and no client CA configured, so every request is answered 403")
+        }
+        // Scripts wait for the port line; standard output may be a pipe, so push it out now.
+        fflush(nil)
+        await Self.waitForTerminationSignal()
+        await server.shutdown()
+        print(server.statistics.summary)
+    }
+
+    private static func waitForTerminationSignal() async {
+        let signals = [SIGINT, SIGTERM]
+        for number in signals { signal(number, SIG_IGN) }
+        let (stream, continuation) = AsyncStream<Void>.makeStream()
+        let sources = signals.map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield() }
+            source.resume()
+            return source
+        }
+        for await _ in stream { break }
+        for source in sources { source.cancel() }
     }
 }

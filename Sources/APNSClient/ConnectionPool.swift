@@ -1,0 +1,263 @@
+import HTTP2
+import Logging
+import NIOCore
+import Synchronization
+
+/// N HTTP/2 connections to one APNs endpoint: requests go to the least-loaded live connection; a connection
+/// that went away (GOAWAY, loss) is replaced by a fresh one (fresh DNS), and failed connection attempts back
+/// off exponentially with jitter.
+final class ConnectionPool: Sendable {
+    private enum Slot {
+        case empty
+        case connecting
+        case ready(HTTP2ClientConnection)
+        case backingOff(until: ContinuousClock.Instant, failures: Int)
+    }
+
+    private struct State {
+        var slots: [Slot]
+        var consecutiveFailures: [Int]
+        var lastConnectError: String?
+        var isShutDown = false
+    }
+
+    private enum Choice {
+        case use(HTTP2ClientConnection, connectInBackground: [Int])
+        case connect(Int, alsoInBackground: [Int])
+        case wait(until: ContinuousClock.Instant?)
+        case shutDown
+    }
+
+    private let configuration: HTTP2ClientConfiguration
+    private let reconnectInitialDelay: Duration
+    private let reconnectMaximumDelay: Duration
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private let state: Mutex<State>
+    private let changes = ChangeSignal()
+
+    init(
+        size: Int,
+        configuration: HTTP2ClientConfiguration,
+        reconnectInitialDelay: Duration,
+        reconnectMaximumDelay: Duration,
+        eventLoopGroup: any EventLoopGroup,
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.reconnectInitialDelay = reconnectInitialDelay
+        self.reconnectMaximumDelay = reconnectMaximumDelay
+        self.eventLoopGroup = eventLoopGroup
+        self.logger = logger
+        self.state = Mutex(
+            State(slots: Array(repeating: .empty, count: size), consecutiveFailures: Array(repeating: 0, count: size)))
+    }
+
+    /// Connections open and accepting requests now.
+    var openConnections: Int {
+        self.state.withLock { state in
+            state.slots.reduce(0) { count, slot in
+                if case .ready(let connection) = slot, connection.isAcceptingRequests { return count + 1 }
+                return count
+            }
+        }
+    }
+
+    /// The last connection failure, for an `unreachable` result.
+    var lastConnectError: String? { self.state.withLock { $0.lastConnectError } }
+
+    /// A live connection, connecting one first when none is; `nil` when none could be had before `deadline`.
+    func lease(deadline: ContinuousClock.Instant) async -> HTTP2ClientConnection? {
+        while true {
+            let generation = self.changes.generation
+            switch self.choose() {
+            case .shutDown:
+                return nil
+            case .use(let connection, let background):
+                self.connectInBackground(background)
+                return connection
+            case .connect(let index, let background):
+                self.connectInBackground(background)
+                if let connection = await self.connect(slot: index) { return connection }
+            case .wait(let until):
+                let now = ContinuousClock.now
+                if now >= deadline { return nil }
+                let wakeAt = min(until ?? deadline, deadline)
+                await self.changes.wait(after: generation, timeout: now.duration(to: wakeAt))
+            }
+            if ContinuousClock.now >= deadline { return nil }
+        }
+    }
+
+    /// Closes every connection; later leases fail.
+    func shutdown() async {
+        let connections = self.state.withLock { state in
+            state.isShutDown = true
+            let open = state.slots.compactMap { slot -> HTTP2ClientConnection? in
+                if case .ready(let connection) = slot { return connection }
+                return nil
+            }
+            state.slots = state.slots.map { _ in .empty }
+            return open
+        }
+        self.changes.signal()
+        await withTaskGroup(of: Void.self) { group in
+            for connection in connections {
+                group.addTask { await connection.close() }
+            }
+        }
+    }
+
+    private func choose() -> Choice {
+        let now = ContinuousClock.now
+        return self.state.withLock { state in
+            if state.isShutDown { return .shutDown }
+            var best: (connection: HTTP2ClientConnection, load: Int)?
+            var connectable: [Int] = []
+            var earliestRetry: ContinuousClock.Instant?
+            for index in state.slots.indices {
+                switch state.slots[index] {
+                case .ready(let connection):
+                    let snapshot = connection.state
+                    if snapshot.isAcceptingRequests {
+                        let load = snapshot.activeStreams + snapshot.queuedRequests
+                        if best == nil || load < best!.load { best = (connection, load) }
+                    } else {
+                        // GOAWAY or loss: the connection finishes its streams by itself; the slot gets a new one.
+                        state.slots[index] = .empty
+                        connectable.append(index)
+                    }
+                case .empty:
+                    connectable.append(index)
+                case .backingOff(let until, _):
+                    if until <= now {
+                        connectable.append(index)
+                    } else {
+                        earliestRetry = min(earliestRetry ?? until, until)
+                    }
+                case .connecting:
+                    break
+                }
+            }
+            for index in connectable { state.slots[index] = .connecting }
+            if let best { return .use(best.connection, connectInBackground: connectable) }
+            if let first = connectable.first {
+                return .connect(first, alsoInBackground: Array(connectable.dropFirst()))
+            }
+            return .wait(until: earliestRetry)
+        }
+    }
+
+    private func connectInBackground(_ slots: [Int]) {
+        for index in slots {
+            // Unstructured on purpose: a replacement connection must not hold up the request that noticed the
+            // need for it. The task ends when the attempt does; shutdown closes what it produced.
+            Task { _ = await self.connect(slot: index) }
+        }
+    }
+
+    private func connect(slot index: Int) async -> HTTP2ClientConnection? {
+        do {
+            let connection = try await HTTP2ClientConnection.connect(
+                configuration: self.configuration,
+                eventLoopGroup: self.eventLoopGroup,
+                logger: self.logger
+            )
+            let accepted = self.state.withLock { state in
+                guard !state.isShutDown else { return false }
+                state.slots[index] = .ready(connection)
+                state.consecutiveFailures[index] = 0
+                return true
+            }
+            self.changes.signal()
+            if !accepted {
+                await connection.close()
+                return nil
+            }
+            self.logger.debug("apns connection opened", metadata: ["apns.slot": "\(index)"])
+            return connection
+        } catch {
+            let delay = self.state.withLock { state in
+                state.consecutiveFailures[index] += 1
+                let failures = state.consecutiveFailures[index]
+                let delay = Self.backoff(
+                    failures: failures, initial: self.reconnectInitialDelay, maximum: self.reconnectMaximumDelay
+                )
+                state.slots[index] = .backingOff(until: .now + delay, failures: failures)
+                state.lastConnectError = "\(error)"
+                return delay
+            }
+            self.logger.warning(
+                "apns connection failed",
+                error: error,
+                metadata: ["apns.slot": "\(index)", "apns.retry_in": "\(delay)"]
+            )
+            self.changes.signal()
+            return nil
+        }
+    }
+
+    /// Exponential backoff with jitter: `initial * 2^(failures-1)`, capped at `maximum`, then scaled by a
+    /// random factor in 0.5...1 so that many clients do not reconnect in step.
+    static func backoff(failures: Int, initial: Duration, maximum: Duration) -> Duration {
+        let exponent = min(max(failures - 1, 0), 30)
+        let raw = initial * (1 << exponent)
+        let capped = raw > maximum ? maximum : raw
+        return capped * Double.random(in: 0.5...1)
+    }
+}
+
+/// Wakes tasks waiting for the pool to change (a connection opened or failed), with a timeout.
+final class ChangeSignal: Sendable {
+    private struct State {
+        var generation = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiterID = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Incremented by every ``signal()``.
+    var generation: Int { self.state.withLock { $0.generation } }
+
+    /// Wakes every waiter.
+    func signal() {
+        let waiters = self.state.withLock { state in
+            state.generation += 1
+            let waiters = state.waiters.values
+            state.waiters = [:]
+            return Array(waiters)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns when a signal arrives after `generation` was read, after `timeout`, or on cancellation.
+    func wait(after generation: Int, timeout: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForSignal(after: generation) }
+            group.addTask { try? await Task.sleep(for: timeout) }
+            _ = await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func waitForSignal(after generation: Int) async {
+        let id = self.state.withLock { state in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = self.state.withLock { state in
+                    if state.generation != generation || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume()
+        }
+    }
+}

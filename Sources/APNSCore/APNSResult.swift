@@ -1,0 +1,139 @@
+import Foundation
+
+/// An answer APNs gave to one request (Apple: *Handling notification responses from APNs*).
+public struct APNSResponse: Sendable, Hashable {
+    /// The HTTP `:status`.
+    public var status: Int
+    /// The `apns-id` response header: the request's own, or the one APNs generated.
+    public var apnsID: String?
+    /// The `apns-unique-id` response header (development environment only).
+    public var apnsUniqueID: String?
+    /// The reason of a non-200 answer. A body that is not Apple's JSON becomes
+    /// ``Reason/unknown(_:)`` with a description of what arrived, so it is still classified by status.
+    public var reason: Reason?
+    /// For 410: when APNs confirmed the token was no longer valid, in milliseconds since the epoch.
+    public var invalidSinceEpochMilliseconds: Int64?
+
+    /// Creates a response from its parts.
+    public init(
+        status: Int,
+        apnsID: String? = nil,
+        apnsUniqueID: String? = nil,
+        reason: Reason? = nil,
+        invalidSinceEpochMilliseconds: Int64? = nil
+    ) {
+        self.status = status
+        self.apnsID = apnsID
+        self.apnsUniqueID = apnsUniqueID
+        self.reason = reason
+        self.invalidSinceEpochMilliseconds = invalidSinceEpochMilliseconds
+    }
+
+    /// Parses a response from its status, headers and body; never fails.
+    ///
+    /// A 200 ignores its body. Any other status reads `{"reason": ..., "timestamp": <ms>}`; a missing,
+    /// non-JSON or reason-less body yields ``Reason/unknown(_:)`` (`"MalformedResponseBody"`), which
+    /// ``Reason/disposition(status:)`` still classifies by status.
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+        self.status = status
+        self.apnsID = headers.first { $0.name == "apns-id" }?.value
+        self.apnsUniqueID = headers.first { $0.name == "apns-unique-id" }?.value
+        guard status != 200 else { return }
+        let parsed = ErrorBody.parse(body)
+        self.reason = parsed?.reason ?? .unknown(ErrorBody.malformedReason)
+        self.invalidSinceEpochMilliseconds = parsed?.timestampMilliseconds
+    }
+
+    /// What this answer means for the notification and the bridge.
+    public var disposition: Disposition {
+        if self.status == 200 { return .delivered }
+        return (self.reason ?? .unknown(ErrorBody.malformedReason)).disposition(status: self.status)
+    }
+}
+
+/// The JSON body of an APNs error answer, `{"reason": "...", "timestamp": <ms>}`.
+public struct ErrorBody: Sendable, Hashable {
+    /// The reason an unparseable error body is reported with.
+    public static let malformedReason = "MalformedResponseBody"
+
+    /// The reason string, parsed.
+    public var reason: Reason
+    /// The 410 timestamp in milliseconds since the epoch.
+    public var timestampMilliseconds: Int64?
+
+    /// Creates a body.
+    public init(reason: Reason, timestampMilliseconds: Int64? = nil) {
+        self.reason = reason
+        self.timestampMilliseconds = timestampMilliseconds
+    }
+
+    /// Parses a body; `nil` when it is not a JSON object with a string `reason`.
+    public static func parse(_ body: [UInt8]) -> ErrorBody? {
+        guard !body.isEmpty,
+            let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+            let reason = object["reason"] as? String
+        else { return nil }
+        var timestamp: Int64?
+        if let number = object["timestamp"] as? NSNumber {
+            timestamp = number.int64Value
+        }
+        return ErrorBody(reason: Reason(rawValue: reason), timestampMilliseconds: timestamp)
+    }
+
+    /// The body as APNs writes it.
+    public var jsonBytes: [UInt8] {
+        var text = "{\"reason\":\"\(JSONText.escaped(self.reason.rawValue))\""
+        if let timestamp = self.timestampMilliseconds {
+            text += ",\"timestamp\":\(timestamp)"
+        }
+        text += "}"
+        return Array(text.utf8)
+    }
+}
+
+/// Why a request got no answer from APNs.
+public enum APNSFailure: Sendable, Hashable {
+    /// The request timed out; APNs may or may not have received it.
+    case timeout
+    /// The connection broke before the answer and the request could not be re-sent in time.
+    case connectionLost
+    /// No connection to APNs could be made (DNS, TCP, TLS); the string says why.
+    case unreachable(String)
+    /// The answer could not be read as HTTP (no `:status`, a stream reset); the string says what arrived.
+    /// Treated like a lost connection: nothing says APNs took the notification.
+    case malformedResponse(String)
+
+    /// The reason written into outcomes and metrics.
+    public var reason: String {
+        switch self {
+        case .timeout: "RequestTimeout"
+        case .connectionLost: "ConnectionLost"
+        case .unreachable: "Unreachable"
+        case .malformedResponse: "MalformedResponse"
+        }
+    }
+
+    /// Unreachable APNs is systemic (SPEC §4); everything else is worth sending again.
+    public var disposition: Disposition {
+        switch self {
+        case .unreachable: .systemic
+        case .timeout, .connectionLost, .malformedResponse: .retryable
+        }
+    }
+}
+
+/// The result of sending one notification: an answer or a transport failure. Never an error thrown.
+public enum APNSResult: Sendable, Hashable {
+    /// APNs answered (any status), or a local check answered for it (see ``NotificationValidation``).
+    case answered(APNSResponse)
+    /// No answer.
+    case failed(APNSFailure)
+
+    /// What this result means for the notification and the bridge.
+    public var disposition: Disposition {
+        switch self {
+        case .answered(let response): response.disposition
+        case .failed(let failure): failure.disposition
+        }
+    }
+}

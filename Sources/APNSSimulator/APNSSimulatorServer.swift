@@ -1,0 +1,187 @@
+import APNSCore
+import HTTP2
+import Logging
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// The APNs simulator on the network: an HTTP/2-over-TLS server (the HTTP2 module's) whose every request is
+/// decided by a ``SimulatorEngine``, and whose connections misbehave as the scenario says (GOAWAY after N
+/// streams, stream-limit changes, drops). `GET /_simulator/stats` answers the counts as JSON.
+public final class APNSSimulatorServer: Sendable {
+    /// The path that answers the statistics.
+    public static let statisticsPath = "/_simulator/stats"
+
+    /// The engine that decides and counts.
+    public let engine: SimulatorEngine
+    private let server: HTTP2Server
+
+    private init(engine: SimulatorEngine, server: HTTP2Server) {
+        self.engine = engine
+        self.server = server
+    }
+
+    /// Starts a simulator for `scenario` on `host:port` (0: an ephemeral port) with the given server
+    /// certificate. When the scenario names a client CA, clients must present a certificate it signed and are
+    /// then authenticated by it (certificate-based authentication).
+    public static func start(
+        scenario: SimulatorScenario,
+        certificateChain: [NIOSSLCertificate],
+        privateKey: NIOSSLPrivateKey,
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        clock: any WallClock = SystemWallClock(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "pushbridge.simulator")
+    ) async throws -> APNSSimulatorServer {
+        var clientRoots: [NIOSSLCertificate]?
+        if let caFile = scenario.clientCAFile {
+            clientRoots = try NIOSSLCertificate.fromPEMFile(caFile)
+        }
+        let configuration = HTTP2ServerConfiguration(
+            host: host,
+            port: port,
+            certificateChain: certificateChain,
+            privateKey: privateKey,
+            clientCertificateTrustRoots: clientRoots,
+            maxConcurrentStreams: scenario.maxConcurrentStreams,
+            goAwayAfterStreams: scenario.goawayAfterStreams,
+            goAwayDebugData: ErrorBody(reason: .shutdown).jsonBytes
+        )
+        let engine = SimulatorEngine(scenario: scenario, clock: clock)
+        let serverBox = ServerReference()
+        let server = try await HTTP2Server.start(
+            configuration: configuration,
+            eventLoopGroup: eventLoopGroup,
+            logger: logger
+        ) { request, context, responder in
+            Self.handle(
+                request, context: context, responder: responder, engine: engine, server: serverBox,
+                eventLoop: eventLoopGroup.any()
+            )
+        }
+        serverBox.value = server
+        return APNSSimulatorServer(engine: engine, server: server)
+    }
+
+    /// Starts a simulator with the server certificate and key read from PEM files.
+    public static func start(
+        scenario: SimulatorScenario,
+        certificatePEMPath: String,
+        privateKeyPEMPath: String,
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        clock: any WallClock = SystemWallClock(),
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "pushbridge.simulator")
+    ) async throws -> APNSSimulatorServer {
+        try await self.start(
+            scenario: scenario,
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificatePEMPath),
+            privateKey: try NIOSSLPrivateKey(file: privateKeyPEMPath, format: .pem),
+            host: host,
+            port: port,
+            clock: clock,
+            eventLoopGroup: eventLoopGroup,
+            logger: logger
+        )
+    }
+
+    /// The bound port.
+    public var port: Int { self.server.port }
+
+    /// What the simulator received and answered so far.
+    public var statistics: SimulatorStatistics { self.engine.statistics }
+
+    /// The transport's counters (connections, streams, PINGs).
+    public var transportStatistics: HTTP2ServerStatistics { self.server.statistics }
+
+    /// Sends GOAWAY on every live connection (as APNs does when it shuts down).
+    public func sendGoAwayToAll(reason: Reason = .shutdown) {
+        self.server.sendGoAway(debugData: ErrorBody(reason: reason).jsonBytes)
+    }
+
+    /// Announces a new stream limit on every live connection and on later ones.
+    public func setMaxConcurrentStreams(_ streams: Int) {
+        self.server.setMaxConcurrentStreams(streams)
+    }
+
+    /// Drops every live connection abruptly.
+    public func dropAllConnections() {
+        self.server.dropConnections()
+    }
+
+    /// Stops listening and closes every connection.
+    public func shutdown() async {
+        await self.server.shutdown()
+    }
+
+    private static func handle(
+        _ request: HTTP2ServerRequest,
+        context: HTTP2ServerConnectionContext,
+        responder: HTTP2ServerResponder,
+        engine: SimulatorEngine,
+        server: ServerReference,
+        eventLoop: any EventLoop
+    ) {
+        if request.method == "GET" && request.path == Self.statisticsPath {
+            responder.respond(
+                HTTP2ServerResponse(
+                    status: 200,
+                    headers: [HTTP2Header("content-type", "application/json")],
+                    body: Array(engine.statistics.json.utf8)
+                )
+            )
+            return
+        }
+        for action in engine.connectionActions(connectionID: context.connectionID, streamCount: context.streamCount) {
+            switch action {
+            case .setMaxConcurrentStreams(let streams):
+                server.value?.setMaxConcurrentStreams(streams, connectionID: context.connectionID)
+            }
+        }
+        let decision = engine.handle(
+            SimulatorRequest(
+                method: request.method,
+                path: request.path,
+                headers: request.headers.map { (name: $0.name, value: $0.value) },
+                body: request.body,
+                connectionID: context.connectionID,
+                streamNumber: context.streamCount,
+                certificateAuthenticated: context.peerCertificate != nil
+            )
+        )
+        switch decision {
+        case .respond(let answer, let delay):
+            let response = HTTP2ServerResponse(
+                status: answer.status,
+                headers: answer.headers.map { HTTP2Header($0.name, $0.value) },
+                body: answer.body
+            )
+            if delay == .zero {
+                responder.respond(response)
+            } else {
+                eventLoop.scheduleTask(in: TimeAmount(delay)) { responder.respond(response) }
+            }
+        case .ignore:
+            break
+        case .dropConnection(let delay):
+            let connectionID = context.connectionID
+            eventLoop.scheduleTask(in: TimeAmount(delay)) {
+                server.value?.dropConnections(connectionID: connectionID)
+                engine.connectionClosed(connectionID)
+            }
+        }
+    }
+}
+
+/// The server, reachable from its own request handler once it has started.
+private final class ServerReference: Sendable {
+    private let server = Mutex<HTTP2Server?>(nil)
+
+    var value: HTTP2Server? {
+        get { self.server.withLock { $0 } }
+        set { self.server.withLock { $0 = newValue } }
+    }
+}

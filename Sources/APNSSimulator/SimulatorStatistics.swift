@@ -1,0 +1,67 @@
+/// What the simulator received and how it answered, for tests, benchmarks and the standalone command.
+public struct SimulatorStatistics: Sendable, Hashable {
+    /// Counts for one device token.
+    public struct TokenCounts: Sendable, Hashable {
+        /// Requests received for the token.
+        public var received = 0
+        /// Requests answered (any status).
+        public var answered = 0
+        /// Requests answered 200.
+        public var delivered = 0
+
+        /// Zero counts.
+        public init() {}
+    }
+
+    /// Requests received (including those never answered).
+    public var requestsReceived = 0
+    /// Requests answered.
+    public var requestsAnswered = 0
+    /// Requests left unanswered because their connection was being dropped.
+    public var requestsUnanswered = 0
+    /// Answers by HTTP status.
+    public var byStatus: [Int: Int] = [:]
+    /// Non-200 answers by reason string.
+    public var byReason: [String: Int] = [:]
+    /// Counts by device token (as in the path).
+    public var byToken: [String: TokenCounts] = [:]
+    /// Connections dropped on purpose (`drop_after_streams`).
+    public var connectionsDropped = 0
+    /// Stream-limit changes announced (`stream_limit_schedule`).
+    public var streamLimitChanges = 0
+
+    /// Empty statistics.
+    public init() {}
+
+    /// Tokens answered 200 more than once: what a client must never cause by re-sending answered requests.
+    public var tokensDeliveredMoreThanOnce: [String] {
+        self.byToken.filter { $0.value.delivered > 1 }.map(\.key).sorted()
+    }
+
+    /// A multi-line summary: totals, then answers by status and by reason.
+    public var summary: String {
+        var lines = [
+            "requests received: \(self.requestsReceived), answered: \(self.requestsAnswered), "
+                + "unanswered (dropped connections): \(self.requestsUnanswered)",
+            "connections dropped: \(self.connectionsDropped), stream-limit changes: \(self.streamLimitChanges), "
+                + "device tokens: \(self.byToken.count)",
+        ]
+        for (status, count) in self.byStatus.sorted(by: { $0.key < $1.key }) {
+            lines.append("  status \(status): \(count)")
+        }
+        for (reason, count) in self.byReason.sorted(by: { $0.key < $1.key }) {
+            lines.append("  reason \(reason): \(count)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The statistics as a JSON object (for `GET /_simulator/stats`).
+    public var json: String {
+        let statuses = self.byStatus.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }
+        let reasons = self.byReason.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }
+        return "{\"requests_received\":\(self.requestsReceived),\"requests_answered\":\(self.requestsAnswered),"
+            + "\"requests_unanswered\":\(self.requestsUnanswered),\"connections_dropped\":\(self.connectionsDropped),"
+            + "\"stream_limit_changes\":\(self.streamLimitChanges),\"device_tokens\":\(self.byToken.count),"
+            + "\"by_status\":{\(statuses.joined(separator: ","))},\"by_reason\":{\(reasons.joined(separator: ","))}}"
+    }
+}

@@ -1,0 +1,310 @@
+import APNSClient
+import APNSCore
+import APNSSimulator
+import Foundation
+import HTTP2
+import TestSupport
+import Testing
+
+@Suite("APNs client against the simulator (TLS + HTTP/2 on 127.0.0.1)", .timeLimit(.minutes(1)))
+struct APNSClientTests {
+    @Test("a valid notification is answered 200 with its apns-id and an apns-unique-id")
+    func delivered() async throws {
+        let harness = try await SimulatorHarness.start()
+        let client = harness.client()
+        let notification = Fixtures.notification()
+        let result = await client.send(notification)
+        await client.shutdown()
+        await harness.stop()
+        let response = try #require(result.response)
+        #expect(response.status == 200)
+        #expect(response.apnsID == notification.apnsID)
+        #expect(response.apnsUniqueID.flatMap(UUID.init(uuidString:)) != nil)
+    }
+
+    @Test("every push type, with expiration and collapse id, is accepted over the wire", arguments: PushType.allCases)
+    func everyPushType(pushType: PushType) async throws {
+        let harness = try await SimulatorHarness.start()
+        let client = harness.client(connections: 1)
+        var notification = Fixtures.notification(pushType: pushType)
+        notification.expirationEpochSeconds = 0
+        notification.collapseID = "group-1"
+        let result = await client.send(notification)
+        await client.shutdown()
+        await harness.stop()
+        #expect(result.status == 200)
+    }
+
+    @Test("an unregistered token comes back 410 with the timestamp and the invalid-token flag")
+    func unregistered() async throws {
+        let token = Fixtures.deviceToken(9)
+        let harness = try await SimulatorHarness.start { $0.unregisteredTokens[token] = 1_700_000_000_000 }
+        let client = harness.client()
+        let result = await client.send(Fixtures.notification(token: token))
+        await client.shutdown()
+        await harness.stop()
+        let response = try #require(result.response)
+        #expect(response.status == 410)
+        #expect(response.reason == .unregistered)
+        #expect(response.reason?.invalidatesToken == true)
+        #expect(response.invalidSinceEpochMilliseconds == 1_700_000_000_000)
+    }
+
+    @Test("one provider token is shared by every connection")
+    func tokenShared() async throws {
+        let harness = try await SimulatorHarness.start()
+        let source = harness.tokenSource()
+        let client = harness.client(authentication: .token(source), connections: 3)
+        let results = await sendMany(client, count: 300)
+        let connections = harness.simulator.transportStatistics.connectionsAccepted
+        await client.shutdown()
+        await harness.stop()
+        #expect(results.values.allSatisfy { $0.count == 1 && $0[0].status == 200 })
+        #expect(connections >= 2)
+        #expect(source.tokensIssued == 1)
+    }
+
+    @Test("ExpiredProviderToken renews the token once and the request is retried")
+    func renewedOnExpiry() async throws {
+        let harness = try await SimulatorHarness.start()
+        // The client's clock runs 65 minutes behind: its first token is already expired for the simulator.
+        let clock = ManualClock(Date().addingTimeInterval(-65 * 60))
+        let source = harness.tokenSource(clock: clock)
+        _ = try source.currentToken()
+        clock.advance(by: .seconds(25 * 60))
+        let client = harness.client(authentication: .token(source))
+        let result = await client.send(Fixtures.notification())
+        await client.shutdown()
+        let statistics = harness.simulator.statistics
+        await harness.stop()
+        #expect(result.status == 200)
+        #expect(source.tokensIssued == 2)
+        #expect(statistics.byReason["ExpiredProviderToken"] == 1)
+        #expect(statistics.byStatus[200] == 1)
+    }
+
+    @Test("GOAWAY every 100 streams with 3000 requests: each completes exactly once")
+    func goAwayEveryNStreams() async throws {
+        let harness = try await SimulatorHarness.start { $0.goawayAfterStreams = 100 }
+        let client = harness.client(connections: 2, maxResends: 10)
+        let results = await sendMany(client, count: 3000)
+        await client.shutdown()
+        let statistics = harness.simulator.statistics
+        await harness.stop()
+        #expect(results.count == 3000)
+        #expect(results.values.allSatisfy { $0.count == 1 && $0[0].status == 200 })
+        #expect(statistics.byStatus[200] == 3000)
+        #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
+    }
+
+    @Test("the stream limit falls to 1 and rises again: every request completes")
+    func streamLimitToOneAndBack() async throws {
+        let harness = try await SimulatorHarness.start {
+            $0.streamLimitSchedule = [
+                .init(afterStreams: 50, maxConcurrentStreams: 1),
+                .init(afterStreams: 250, maxConcurrentStreams: 1000),
+            ]
+        }
+        let client = harness.client(connections: 1)
+        let results = await sendMany(client, count: 1000)
+        await client.shutdown()
+        let statistics = harness.simulator.statistics
+        await harness.stop()
+        #expect(results.values.allSatisfy { $0.count == 1 && $0[0].status == 200 })
+        #expect(statistics.streamLimitChanges >= 2)
+        #expect(statistics.byStatus[200] == 1000)
+    }
+
+    @Test("connections dropped mid-flight: every request re-sent, none lost, none answered twice")
+    func droppedConnections() async throws {
+        // 100 streams per connection bound what one drop swallows; each connection answers 499 before its drop.
+        let harness = try await SimulatorHarness.start {
+            $0.dropAfterStreams = 500
+            $0.maxConcurrentStreams = 100
+        }
+        let client = harness.client(connections: 2, maxResends: 20)
+        let results = await sendMany(client, count: 2000)
+        await client.shutdown()
+        let statistics = harness.simulator.statistics
+        await harness.stop()
+        #expect(results.count == 2000)
+        let failures = results.values.filter { $0.count != 1 || $0[0].status != 200 }
+        #expect(failures.isEmpty, "\(failures.count) not delivered, e.g. \(failures.prefix(3))")
+        #expect(statistics.connectionsDropped >= 1)
+        #expect(statistics.requestsUnanswered >= 1)
+        #expect(statistics.byStatus[200] == 2000)
+        #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
+    }
+
+    @Test("a request times out when the simulator answers later than the timeout")
+    func requestTimeout() async throws {
+        let harness = try await SimulatorHarness.start { $0.latency = .seconds(3) }
+        let client = harness.client(requestTimeout: .milliseconds(300))
+        let started = ContinuousClock.now
+        let result = await client.send(Fixtures.notification())
+        let elapsed = ContinuousClock.now - started
+        await client.shutdown()
+        await harness.stop()
+        #expect(result == .failed(.timeout))
+        #expect(elapsed < .seconds(2))
+    }
+
+    @Test("no server: the result is unreachable, not a hang")
+    func unreachable() async throws {
+        let harness = try await SimulatorHarness.start()
+        let port = harness.simulator.port
+        await harness.stop()
+        let client = APNSClient(
+            configuration: APNSClientConfiguration(
+                endpoint: .init(host: "127.0.0.1", port: port),
+                authentication: .token(harness.tokenSource()),
+                requestTimeout: .milliseconds(500),
+                connectTimeout: .milliseconds(300),
+                reconnectInitialDelay: .milliseconds(10),
+                reconnectMaximumDelay: .milliseconds(50),
+                trustSystemRoots: false
+            )
+        )
+        let result = await client.send(Fixtures.notification())
+        await client.shutdown()
+        guard case .failed(.unreachable) = result else {
+            Issue.record("expected unreachable, got \(result)")
+            return
+        }
+    }
+
+    @Test("a notification breaking Apple's rules is answered locally with Apple's reason")
+    func localValidation() async throws {
+        let harness = try await SimulatorHarness.start()
+        let client = harness.client()
+        let result = await client.send(Fixtures.notification(pushType: .background, priority: .immediate))
+        await client.shutdown()
+        let received = harness.simulator.statistics.requestsReceived
+        await harness.stop()
+        #expect(result.response?.reason == .badPriority)
+        #expect(result.response?.status == 400)
+        #expect(received == 0)
+    }
+}
+
+@Suite("Certificate authentication over mutual TLS", .timeLimit(.minutes(1)))
+struct CertificateAuthenticationTests {
+    @Test("a PEM client certificate is accepted without a provider token")
+    func pemCertificate() async throws {
+        let tls = try TestTLS.generate()
+        defer { tls.remove() }
+        let credentials = try CertificateCredentials.load(
+            certificatePEMPath: tls.clientCertificatePath, keyPEMPath: tls.clientKeyPath
+        )
+        #expect(try await Self.send(trusting: tls, credentials: credentials).status == 200)
+    }
+
+    @Test("a .p12 bundle loads with its password and is accepted")
+    func p12Certificate() async throws {
+        let tls = try TestTLS.generate()
+        defer { tls.remove() }
+        let p12 = try Self.exportP12(tls, password: "s3cret-pass")
+        let credentials = try CertificateCredentials.load(p12Path: p12, password: "s3cret-pass")
+        #expect(try await Self.send(trusting: tls, credentials: credentials).status == 200)
+    }
+
+    /// Sends one notification with `credentials` to a simulator that trusts client certificates of `tls`'s CA.
+    static func send(trusting tls: TestTLS, credentials: CertificateCredentials) async throws -> APNSResult {
+        let harness = try await SimulatorHarness.start { $0.clientCAFile = tls.caCertificatePath }
+        let client = harness.client(authentication: .certificate(credentials))
+        let result = await client.send(Fixtures.notification())
+        await client.shutdown()
+        await harness.stop()
+        return result
+    }
+
+    @Test("without a client certificate the mutual-TLS simulator cannot be reached")
+    func certificateRequired() async throws {
+        let tls = try TestTLS.generate()
+        defer { tls.remove() }
+        let harness = try await SimulatorHarness.start { $0.clientCAFile = tls.caCertificatePath }
+        let client = harness.client(requestTimeout: .seconds(1))
+        let result = await client.send(Fixtures.notification())
+        await client.shutdown()
+        let received = harness.simulator.statistics.requestsReceived
+        await harness.stop()
+        #expect(result.status == nil)
+        #expect(received == 0)
+    }
+
+    @Test("a wrong .p12 password is a clear error naming the file and not the password")
+    func wrongP12Password() throws {
+        let tls = try TestTLS.generate()
+        defer { tls.remove() }
+        let p12 = try Self.exportP12(tls, password: "right-password")
+        let error = #expect(throws: CredentialError.self) {
+            try CertificateCredentials.load(p12Path: p12, password: "wrong-password")
+        }
+        #expect(error?.code == .invalidPKCS12)
+        #expect(error?.description.contains(p12) == true)
+        #expect(error?.description.contains("password is wrong") == true)
+        #expect(error?.description.contains("wrong-password") == false)
+        #expect(error?.description.contains("right-password") == false)
+    }
+
+    static func exportP12(_ tls: TestTLS, password: String) throws -> String {
+        let output = tls.directory.appendingPathComponent("client.p12").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "openssl", "pkcs12", "-export", "-in", tls.clientCertificatePath, "-inkey", tls.clientKeyPath,
+            "-out", output, "-passout", "pass:\(password)",
+        ]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw CredentialError(code: .unreadable, file: output, cause: "openssl pkcs12 -export failed")
+        }
+        return output
+    }
+}
+
+@Suite("Malformed responses", .timeLimit(.minutes(1)))
+struct MalformedResponseTests {
+    @Test("a response without :status and an error body that is not JSON become classified results")
+    func malformed() async throws {
+        let tls = try TestTLS.generate()
+        let server = try await HTTP2Server.start(
+            configuration: HTTP2ServerConfiguration(
+                certificateChain: try tls.serverCertificateChain(),
+                privateKey: try tls.serverPrivateKey()
+            )
+        ) { request, _, responder in
+            if request.path.hasSuffix(Fixtures.deviceToken(1)) {
+                responder.respond(HTTP2ServerResponse(status: nil))
+            } else {
+                responder.respond(HTTP2ServerResponse(status: 400, body: Array("<html>oops</html>".utf8)))
+            }
+        }
+        let client = APNSClient(
+            configuration: APNSClientConfiguration(
+                endpoint: .init(host: "127.0.0.1", port: server.port),
+                authentication: .token(
+                    ProviderTokenSource(
+                        key: SigningKey(keyID: Fixtures.keyID, teamID: Fixtures.teamID, privateKey: .init())
+                    )
+                ),
+                requestTimeout: .seconds(5),
+                additionalTrustRootsPEMFile: tls.caCertificatePath,
+                trustSystemRoots: false
+            )
+        )
+        let noStatus = await client.send(Fixtures.notification(token: Fixtures.deviceToken(1)))
+        let badBody = await client.send(Fixtures.notification(token: Fixtures.deviceToken(2)))
+        await client.shutdown()
+        await server.shutdown()
+        tls.remove()
+        guard case .failed(.malformedResponse) = noStatus else {
+            Issue.record("expected malformedResponse, got \(noStatus)")
+            return
+        }
+        #expect(noStatus.disposition == .retryable)
+        #expect(badBody.response?.reason == .unknown(ErrorBody.malformedReason))
+        #expect(badBody.disposition == .rejected)
+    }
+}

@@ -1,0 +1,176 @@
+import APNSCore
+import Foundation
+import Testing
+
+@Suite("Notification validation")
+struct NotificationValidationTests {
+    @Test("a well-formed notification of every push type passes", arguments: PushType.allCases)
+    func everyPushTypePasses(pushType: PushType) {
+        let notification = Fixtures.notification(pushType: pushType)
+        #expect(NotificationValidation.validate(notification) == nil)
+        let headers = Dictionary(uniqueKeysWithValues: notification.apnsHeaders.map { ($0.name, $0.value) })
+        #expect(headers["apns-push-type"] == pushType.rawValue)
+        #expect(headers["apns-topic"] == Fixtures.topic + pushType.topicSuffix)
+        #expect(headers["apns-priority"] == String(pushType.defaultPriority.rawValue))
+        #expect(headers["apns-id"] == notification.apnsID)
+    }
+
+    @Test(
+        "malformed device tokens are BadDeviceToken, a missing one MissingDeviceToken",
+        arguments: [
+            ("", Reason.missingDeviceToken),
+            (String(repeating: "a", count: 63), .badDeviceToken),
+            (String(repeating: "a", count: 62), .badDeviceToken),
+            (String(repeating: "a", count: 202), .badDeviceToken),
+            (String(repeating: "g", count: 64), .badDeviceToken),
+            (String(repeating: "a", count: 63) + " ", .badDeviceToken),
+        ]
+    )
+    func deviceTokens(token: String, reason: Reason) {
+        #expect(NotificationValidation.validateDeviceToken(token) == reason)
+    }
+
+    @Test("tokens of 64 to 200 hex digits in either case pass")
+    func validTokens() {
+        #expect(NotificationValidation.validateDeviceToken(String(repeating: "aB", count: 32)) == nil)
+        #expect(NotificationValidation.validateDeviceToken(String(repeating: "0f", count: 100)) == nil)
+    }
+
+    @Test("a background push with priority 10 is BadPriority")
+    func backgroundPriority() {
+        let notification = Fixtures.notification(pushType: .background, priority: .immediate)
+        #expect(NotificationValidation.validate(notification) == .badPriority)
+        #expect(NotificationValidation.validatePriority("10", pushType: .background) == .badPriority)
+        #expect(NotificationValidation.validatePriority("5", pushType: .background) == nil)
+    }
+
+    @Test("priorities other than 1, 5 and 10 are BadPriority", arguments: ["0", "7", "high", ""])
+    func badPriorities(value: String) {
+        #expect(NotificationValidation.validatePriority(value, pushType: .alert) == .badPriority)
+    }
+
+    @Test("a topic without the push type's suffix is BadTopic, an empty one MissingTopic")
+    func topicSuffix() {
+        #expect(NotificationValidation.validateTopic("com.example.app", pushType: .voip) == .badTopic)
+        #expect(NotificationValidation.validateTopic(".voip", pushType: .voip) == .badTopic)
+        #expect(NotificationValidation.validateTopic("com.example.app.voip", pushType: .voip) == nil)
+        #expect(NotificationValidation.validateTopic("", pushType: .alert) == .missingTopic)
+    }
+
+    @Test("an unknown push type is InvalidPushType")
+    func pushType() {
+        #expect(NotificationValidation.validatePushType("banner") == .invalidPushType)
+        #expect(NotificationValidation.validatePushType("voip") == nil)
+    }
+
+    @Test("payloads: empty, too large (4096, 5120 for voip) and not an object")
+    func payloads() {
+        func payload(bytes: Int) -> [UInt8] {
+            let prefix = Array(#"{"a":""#.utf8)
+            return prefix + Array(repeating: UInt8(ascii: "x"), count: bytes - prefix.count - 2) + Array(#""}"#.utf8)
+        }
+        #expect(NotificationValidation.validatePayload([], pushType: .alert) == .payloadEmpty)
+        #expect(NotificationValidation.validatePayload(payload(bytes: 4096), pushType: .alert) == nil)
+        #expect(NotificationValidation.validatePayload(payload(bytes: 4097), pushType: .alert) == .payloadTooLarge)
+        #expect(NotificationValidation.validatePayload(payload(bytes: 5120), pushType: .voip) == nil)
+        #expect(NotificationValidation.validatePayload(payload(bytes: 5121), pushType: .voip) == .payloadTooLarge)
+        #expect(NotificationValidation.validatePayload(Array("[1,2]".utf8), pushType: .alert) == .payloadEmpty)
+        #expect(NotificationValidation.validatePayload(Array("{nope".utf8), pushType: .alert) == .payloadEmpty)
+    }
+
+    @Test("a collapse id over 64 bytes is BadCollapseId")
+    func collapseID() {
+        #expect(NotificationValidation.validateCollapseID(String(repeating: "c", count: 64)) == nil)
+        #expect(NotificationValidation.validateCollapseID(String(repeating: "c", count: 65)) == .badCollapseId)
+        #expect(NotificationValidation.validateCollapseID(String(repeating: "é", count: 33)) == .badCollapseId)
+    }
+
+    @Test("apns-id must be a lowercase canonical UUID")
+    func messageID() {
+        #expect(NotificationValidation.validateMessageID("123e4567-e89b-12d3-a456-426614174000") == nil)
+        #expect(NotificationValidation.validateMessageID("123E4567-E89B-12D3-A456-426614174000") == .badMessageId)
+        #expect(NotificationValidation.validateMessageID("123e4567e89b12d3a456426614174000") == .badMessageId)
+        #expect(NotificationValidation.validateMessageID("not-a-uuid") == .badMessageId)
+    }
+
+    @Test("expiration must be a non-negative integer")
+    func expiration() {
+        #expect(NotificationValidation.validateExpiration("0") == nil)
+        #expect(NotificationValidation.validateExpiration("-1") == .badExpirationDate)
+        #expect(NotificationValidation.validateExpiration("tomorrow") == .badExpirationDate)
+        var notification = Fixtures.notification()
+        notification.expirationEpochSeconds = -5
+        #expect(NotificationValidation.validate(notification) == .badExpirationDate)
+    }
+}
+
+@Suite("Responses")
+struct ResponseTests {
+    @Test("a 410 body gives the reason and the timestamp in milliseconds")
+    func unregistered() {
+        let response = APNSResponse(
+            status: 410,
+            headers: [(name: "apns-id", value: "id-1"), (name: "apns-unique-id", value: "u-1")],
+            body: Array(#"{"reason":"Unregistered","timestamp":1700000000123}"#.utf8)
+        )
+        #expect(response.reason == .unregistered)
+        #expect(response.invalidSinceEpochMilliseconds == 1_700_000_000_123)
+        #expect(response.apnsID == "id-1")
+        #expect(response.apnsUniqueID == "u-1")
+        #expect(response.disposition == .rejected)
+    }
+
+    @Test("an unknown reason string round-trips and is classified by status")
+    func unknownReason() {
+        let response = APNSResponse(status: 503, headers: [], body: Array(#"{"reason":"NewThing"}"#.utf8))
+        #expect(response.reason == .unknown("NewThing"))
+        #expect(response.disposition == .retryable)
+    }
+
+    @Test(
+        "malformed error bodies become a classified unknown reason, not a crash",
+        arguments: ["", "not json", "[1]", #"{"reason":42}"#, #"{"timestamp":1}"#, "{\"reason\":\"\u{0}"]
+    )
+    func malformedBodies(body: String) {
+        let rejected = APNSResponse(status: 400, headers: [], body: Array(body.utf8))
+        #expect(rejected.reason == .unknown(ErrorBody.malformedReason))
+        #expect(rejected.disposition == .rejected)
+        let failed = APNSResponse(status: 500, headers: [], body: Array(body.utf8))
+        #expect(failed.disposition == .retryable)
+    }
+
+    @Test("a 200 is delivered whatever its body")
+    func delivered() {
+        let response = APNSResponse(status: 200, headers: [], body: Array("garbage".utf8))
+        #expect(response.reason == nil)
+        #expect(response.disposition == .delivered)
+    }
+
+    @Test("every documented reason maps to its classification", arguments: Reason.documented)
+    func classification(reason: Reason) {
+        let expected: Disposition
+        switch reason {
+        case .expiredProviderToken: expected = .renewToken
+        case .tooManyRequests, .tooManyProviderTokenUpdates, .internalServerError, .serviceUnavailable, .shutdown,
+            .idleTimeout:
+            expected = .retryable
+        case .invalidProviderToken, .missingProviderToken, .badCertificate, .badCertificateEnvironment, .forbidden,
+            .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken, .topicDisallowed,
+            .badTopic, .missingTopic, .badPath, .methodNotAllowed:
+            expected = .systemic
+        default: expected = .rejected
+        }
+        let body = ErrorBody(reason: reason).jsonBytes
+        let response = APNSResponse(status: reason.status!, headers: [], body: body)
+        #expect(response.reason == reason)
+        #expect(response.disposition == expected)
+    }
+
+    @Test("transport failures: unreachable is systemic, the others retryable")
+    func failures() {
+        #expect(APNSResult.failed(.unreachable("dns")).disposition == .systemic)
+        #expect(APNSResult.failed(.timeout).disposition == .retryable)
+        #expect(APNSResult.failed(.connectionLost).disposition == .retryable)
+        #expect(APNSResult.failed(.malformedResponse("no status")).disposition == .retryable)
+    }
+}

@@ -1,0 +1,91 @@
+import APNSClient
+import APNSCore
+import Crypto
+import Foundation
+import Synchronization
+import Testing
+
+@Suite("pushbridge simulator (the built executable)", .timeLimit(.minutes(1)))
+struct SimulatorCommandTests {
+    @Test("prints its certificate and port, answers a client, and prints its counts on SIGTERM")
+    func standalone() async throws {
+        let directory = try Fixtures.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let key = P256.Signing.PrivateKey()
+        let p8 = try Fixtures.writeP8(key, in: directory)
+        let tlsDirectory = (directory as NSString).appendingPathComponent("tls")
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: SendCommandTests.executable)
+        process.arguments = ["simulator", "--port", "0", "--jwt-key", p8, "--tls-directory", tlsDirectory]
+        let output = ProcessOutput()
+        process.standardOutput = output.pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        let started = try #require(await output.wait(containing: "listening on"))
+        let portText = try #require(started.firstMatch(of: /127\.0\.0\.1:(\d+)/)?.1)
+        let port = try #require(Int(portText))
+        #expect(started.contains("simulator-cert.pem"))
+
+        let client = APNSClient(
+            configuration: APNSClientConfiguration(
+                endpoint: .init(host: "127.0.0.1", port: port),
+                authentication: .token(
+                    ProviderTokenSource(key: SigningKey(keyID: Fixtures.keyID, teamID: Fixtures.teamID, privateKey: key))
+                ),
+                requestTimeout: .seconds(5),
+                additionalTrustRootsPEMFile: (tlsDirectory as NSString).appendingPathComponent("simulator-cert.pem"),
+                trustSystemRoots: false
+            )
+        )
+        let result = await client.send(Fixtures.notification())
+        await client.shutdown()
+        #expect(result.status == 200)
+
+        process.terminate()
+        let final = try #require(await output.wait(containing: "status 200: 1"))
+        #expect(final.contains("requests received: 1"))
+    }
+}
+
+/// A child process's standard output, collected as it arrives, with a bounded wait for a piece of text.
+final class ProcessOutput: Sendable {
+    private struct State {
+        var text = ""
+        var waiter: AsyncStream<Void>.Continuation?
+    }
+
+    let pipe = Pipe()
+    private let state = Mutex(State())
+
+    init() {
+        self.pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            let waiter = self.state.withLock { state in
+                if data.isEmpty {
+                    handle.readabilityHandler = nil
+                } else {
+                    state.text += String(decoding: data, as: UTF8.self)
+                }
+                return state.waiter
+            }
+            waiter?.yield()
+        }
+    }
+
+    /// The whole output once it contains `needle`; `nil` after `timeout`.
+    func wait(containing needle: String, timeout: Duration = .seconds(20)) async -> String? {
+        let (changes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        self.state.withLock { $0.waiter = continuation }
+        continuation.yield()
+        return await withTimeout(timeout) {
+            for await _ in changes {
+                let text = self.state.withLock { $0.text }
+                if text.contains(needle) { return text }
+            }
+            return nil
+        }
+    }
+}

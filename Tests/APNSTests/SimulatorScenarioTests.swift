@@ -1,0 +1,69 @@
+import APNSSimulator
+import Foundation
+import Testing
+
+@Suite("Simulator scenario files")
+struct SimulatorScenarioTests {
+    @Test("the example scenario in config/ loads with every setting")
+    func exampleLoads() throws {
+        let file = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("config/simulator-scenario.yaml").path
+        let scenario = try SimulatorScenario.load(file: file)
+        #expect(scenario.topics == ["com.example.app", "com.example.other"])
+        #expect(scenario.jwtKeys.map(\.keyID) == ["ABC123DEFG"])
+        #expect(scenario.jwtKeys.first?.teamID == "TEAM123456")
+        #expect(scenario.unregisteredTokens.count == 2)
+        #expect(scenario.unregisteredTokens[String(repeating: "0", count: 62) + "aa"] == 1_700_000_000_000)
+        #expect(scenario.badTokens.count == 1)
+        #expect(scenario.seed == 42)
+        #expect(scenario.tooManyRequestsRate == 0.01)
+        #expect(scenario.maxConcurrentStreams == 1000)
+        #expect(scenario.goawayAfterStreams == 5000)
+        #expect(scenario.dropAfterStreams == 20000)
+        #expect(scenario.streamLimitSchedule.map(\.maxConcurrentStreams) == [1, 1000])
+        #expect(scenario.minimumTokenUpdateInterval == .seconds(1200))
+    }
+
+    @Test("an unknown key is an error naming the key path, the line and the keys allowed")
+    func unknownKey() {
+        let yaml = """
+            topics: [com.example.app]
+            connections:
+              goaway_after: 10
+            """
+        let error = #expect(throws: ScenarioError.self) {
+            try SimulatorScenario.parse(yaml: yaml, file: "s.yaml")
+        }
+        #expect(error?.keyPath == "connections.goaway_after")
+        #expect(error?.line == 3)
+        #expect(error?.description.contains("goaway_after_streams") == true)
+    }
+
+    @Test("a rate outside 0...1 and rates summing over 1 are errors")
+    func rates() {
+        #expect(throws: ScenarioError.self) {
+            try SimulatorScenario.parse(yaml: "faults: {rate_429: 2}", file: "s.yaml")
+        }
+        let error = #expect(throws: ScenarioError.self) {
+            try SimulatorScenario.parse(yaml: "faults: {rate_429: 0.6, rate_503: 0.6}", file: "s.yaml")
+        }
+        #expect(error?.keyPath == "faults")
+    }
+
+    @Test("a JWT key without a usable key is an error naming the entry")
+    func jwtKeyErrors() {
+        let error = #expect(throws: ScenarioError.self) {
+            try SimulatorScenario.parse(yaml: "jwt_keys:\n  - kid: K\n    public_key: nope\n", file: "s.yaml")
+        }
+        #expect(error?.keyPath == "jwt_keys[0].public_key")
+    }
+
+    @Test("a device token that is not hex is an error")
+    func tokenErrors() {
+        let error = #expect(throws: ScenarioError.self) {
+            try SimulatorScenario.parse(yaml: "tokens:\n  bad: [xyz]\n", file: "s.yaml")
+        }
+        #expect(error?.keyPath == "tokens.bad[0]")
+    }
+}
