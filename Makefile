@@ -17,10 +17,11 @@ test: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(BUILD_FLAGS)
 
-## make run: the main job so far (see README.md).
+## make run: the demo (embedded Kafka, the APNs simulator and the bridge on sample events).
+## RUN_ARGS overrides the arguments, e.g. make run RUN_ARGS="demo --events 5000".
 run: deps
 	$(SWIFT) build --product pushbridge $(BUILD_FLAGS)
-	$(BIN_DEBUG) $(or $(RUN_ARGS),--help)
+	$(BIN_DEBUG) $(or $(RUN_ARGS),demo)
 
 release: deps
 	$(SWIFT) build -c release --product pushbridge $(BUILD_FLAGS)

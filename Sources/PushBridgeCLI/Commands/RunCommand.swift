@@ -91,11 +91,7 @@ extension Logger {
 
 /// Builds the APNs sender for `run` from the `apns` and `apps` blocks.
 enum APNSSenderFactory {
-    struct Unavailable: Error, CustomStringConvertible {
-        var description: String { "the APNs sender is not available in this build yet; use --log-sender" }
-    }
-
     static func make(for configuration: BridgeConfiguration, logger: Logger) throws -> any ManagedSender {
-        throw Unavailable()
+        try APNSSender(configuration: configuration, logger: logger)
     }
 }
