@@ -252,7 +252,13 @@ let package = Package(
             name: "BridgeTests",
             dependencies: [
                 "Bridge",
+                "Kafka",
+                "APNSCore",
+                "APNSSimulator",
+                "Configuration",
                 "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict

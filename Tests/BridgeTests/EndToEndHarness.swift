@@ -1,0 +1,294 @@
+import APNSCore
+import APNSSimulator
+@testable import Bridge
+import Configuration
+import Crypto
+import Foundation
+import Kafka
+import Logging
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+import Testing
+import TestSupport
+
+/// The whole product for one test: librdkafka's mock cluster, the APNs simulator over TLS + HTTP/2, a
+/// configuration file that points at both, and `pushbridge run` — either in process (``BridgeRuntime``)
+/// or as a child process.
+final class EndToEnd: Sendable {
+    static let keyID = "TESTKEY001"
+    static let teamID = "TESTTEAM01"
+    static let inputTopic = "events"
+    static let topics = ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"]
+
+    let cluster: KafkaMockCluster
+    let simulator: APNSSimulatorServer
+    let directory: URL
+    let tls: TestTLS
+
+    /// Starts a cluster (the input topic with `partitions` partitions) and a simulator for `scenario` (its
+    /// topics and JWT key are filled in here).
+    init(partitions: Int32 = 4, scenario: SimulatorScenario = SimulatorScenario()) async throws {
+        self.cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        try self.cluster.createTopic(Self.inputTopic, partitionCount: partitions)
+        for topic in Self.topics { try self.cluster.createTopic(topic, partitionCount: 1) }
+        self.tls = try TestTLS.generate()
+        self.directory = self.tls.directory
+        let signingKey = P256.Signing.PrivateKey()
+        var scenario = scenario
+        scenario.topics = ["com.example.app"]
+        scenario.jwtKeys = [.init(keyID: Self.keyID, teamID: Self.teamID, publicKey: signingKey.publicKey)]
+        var logger = Logger(label: "simulator")
+        logger.logLevel = .critical
+        self.simulator = try await APNSSimulatorServer.start(
+            scenario: scenario,
+            certificatePEMPath: self.tls.serverCertificatePath,
+            privateKeyPEMPath: self.tls.serverKeyPath,
+            logger: logger
+        )
+        try self.write(key: signingKey, to: "AuthKey.p8")
+    }
+
+    func close() async {
+        await self.simulator.shutdown()
+        self.cluster.close()
+    }
+
+    func write(key: P256.Signing.PrivateKey, to name: String) throws {
+        try Data(key.pemRepresentation.utf8).write(to: self.directory.appendingPathComponent(name))
+    }
+
+    /// A configuration file for this cluster and simulator; returns its path.
+    func configuration(
+        group: String = "pushbridge",
+        maxInFlight: Int = 200,
+        keyFile: String = "AuthKey.p8",
+        maxAttempts: Int = 4,
+        logLevel: String = "error"
+    ) throws -> String {
+        let yaml = """
+            kafka:
+              bootstrap_servers: "\(self.cluster.bootstrapServers)"
+              group_id: \(group)
+              commit_interval: 200ms
+              max_in_flight: \(maxInFlight)
+              consumer_properties:
+                session.timeout.ms: 6000
+                heartbeat.interval.ms: 500
+                log_level: 0
+              producer_properties:
+                log_level: 0
+            apns:
+              environment: sandbox
+              endpoint: https://127.0.0.1:\(self.simulator.port)
+              ca_file: \(self.tls.caCertificatePath)
+              auth:
+                type: token
+                key_file: \(self.directory.appendingPathComponent(keyFile).path)
+                key_id: \(Self.keyID)
+                team_id: \(Self.teamID)
+              connections: 2
+              request_timeout: 5s
+              retry:
+                max_attempts: \(maxAttempts)
+                initial_backoff: 20ms
+                max_backoff: 200ms
+            routes:
+              - name: alerts
+                input_topic: \(Self.inputTopic)
+                match: { kind: alert }
+                device_tokens: "{{tokens}}"
+                topic: com.example.app
+                expiration: "{{expires}}"
+                payload:
+                  aps:
+                    alert: "{{text}}"
+            admin:
+              listen: 127.0.0.1:0
+            logging:
+              level: \(logLevel)
+            shutdown:
+              drain_timeout: 5s
+
+            """
+        let path = self.directory.appendingPathComponent("pushbridge-\(group).yaml").path
+        try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    // MARK: Events
+
+    /// A well-formed device token (64 hex characters) from a number.
+    static func token(_ number: Int) -> String { String(format: "%064x", number) }
+
+    /// An event that matches the route, with `tokens`.
+    static func alert(_ tokens: [String], expires: Int64? = nil) -> String {
+        let list = tokens.map { "\"\($0)\"" }.joined(separator: ",")
+        let expiry = expires.map { #","expires":\#($0)"# } ?? ""
+        return #"{"kind":"alert","text":"hello \"world\"","tokens":[\#(list)]\#(expiry)}"#
+    }
+
+    /// Produces `values` round robin over the input partitions; returns how many went to each partition.
+    @discardableResult
+    func produce(_ values: [String], partitions: Int32 = 4) async throws -> [Int32: Int64] {
+        var configuration = KafkaProducerConfiguration(bootstrapServers: self.cluster.bootstrapServers)
+        configuration.linger = .milliseconds(2)
+        configuration.properties = ["log_level": "0"]
+        let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
+        var counts: [Int32: Int64] = [:]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, value) in values.enumerated() {
+                let partition = Int32(index) % partitions
+                counts[partition, default: 0] += 1
+                group.addTask {
+                    try await producer.send(
+                        topic: Self.inputTopic, key: Array("key-\(index)".utf8), value: Array(value.utf8),
+                        partition: partition
+                    )
+                }
+            }
+            try await group.waitForAll()
+        }
+        await producer.close()
+        return counts
+    }
+
+    // MARK: Running the bridge in process
+
+    /// Runs `pushbridge run`'s runtime in process until `body` returns, then shuts it down gracefully.
+    func withBridge<Result: Sendable>(
+        configurationPath: String,
+        metricsFactory: (@Sendable (PrometheusCollectorRegistry) -> Void)? = nil,
+        _ body: @Sendable (BridgeRuntime.Started) async throws -> Result
+    ) async throws -> Result {
+        let loaded = try ConfigurationLoader(environment: [:]).load(file: configurationPath)
+        let registry = PrometheusCollectorRegistry()
+        let runtime = BridgeRuntime(loaded: loaded, registry: registry, logger: quietLogger())
+        let sender = try APNSSender(configuration: loaded.configuration, logger: quietLogger())
+        let (startedStream, continuation) = AsyncStream.makeStream(of: (BridgeRuntime.Started, ServiceGroup).self)
+        let run = Task {
+            try await runtime.run(sender: sender, signals: []) { started, group in
+                continuation.yield((started, group))
+            }
+        }
+        var iterator = startedStream.makeAsyncIterator()
+        guard let (started, group) = await iterator.next() else {
+            throw TimedOutWaiting(what: "the bridge to start")
+        }
+        do {
+            let result = try await body(started)
+            await group.triggerGracefulShutdown()
+            try await run.value
+            return result
+        } catch {
+            await group.triggerGracefulShutdown()
+            _ = try? await run.value
+            throw error
+        }
+    }
+
+    // MARK: Reading results
+
+    /// Reads the result topics from the start until `done` holds (at most `timeout`).
+    func results(
+        timeout: Duration = .seconds(60),
+        expectComplete: Bool = true,
+        until done: @escaping @Sendable (Results) -> Bool
+    ) async throws -> Results {
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration(self.cluster, group: "reader-\(UUID())"), topics: Self.topics,
+            logger: quietLogger()
+        )
+        let collected = Mutex(Results())
+        let reader = Task {
+            for try await batch in consumer.batches {
+                let enough = collected.withLock { results in
+                    results.add(batch)
+                    return done(results)
+                }
+                if enough { return true }
+            }
+            return false
+        }
+        let watchdog = Task {
+            try await Task.sleep(for: timeout)
+            await consumer.close()
+        }
+        let finished = try await reader.value
+        watchdog.cancel()
+        await consumer.close()
+        let results = collected.withLock { $0 }
+        if !finished && expectComplete {
+            Issue.record("results incomplete after \(timeout): \(results.outcomes.count) outcomes, \(results.deadLetters.count) dead letters")
+        }
+        return results
+    }
+
+    /// The group's committed offsets of the input topic.
+    func committed(group: String = "pushbridge", partitions: Int32 = 4) async throws -> [Int32: Int64] {
+        try await committedOffsets(self.cluster, group: group, topic: Self.inputTopic, partitions: partitions)
+    }
+}
+
+/// What the result topics held.
+struct Results: Sendable {
+    struct Outcome: Sendable {
+        var json: [String: String]
+        var raw: [UInt8]
+        var notificationID: String { self.json["notification_id"] ?? "" }
+        var status: String { self.json["status"] ?? "" }
+        var token: String { self.json["device_token"] ?? "" }
+        var reason: String? { self.json["reason"] }
+    }
+
+    var outcomes: [Outcome] = []
+    var invalidTokens: [[String: String]] = []
+    var invalidTokenValues: [[UInt8]] = []
+    var deadLetters: [KafkaMessage] = []
+
+    mutating func add(_ batch: [KafkaMessage]) {
+        for message in batch {
+            switch message.topic {
+            case "pushbridge.outcomes":
+                self.outcomes.append(Outcome(json: Self.strings(message.value), raw: message.value ?? []))
+            case "pushbridge.invalid-tokens":
+                self.invalidTokens.append(Self.strings(message.value))
+                self.invalidTokenValues.append(message.value ?? [])
+            default:
+                self.deadLetters.append(message)
+            }
+        }
+    }
+
+    /// Distinct notification ids among the outcomes.
+    var notificationIDs: Set<String> { Set(self.outcomes.map(\.notificationID)) }
+
+    /// The last outcome per notification id.
+    var latestByID: [String: Outcome] {
+        var latest: [String: Outcome] = [:]
+        for outcome in self.outcomes { latest[outcome.notificationID] = outcome }
+        return latest
+    }
+
+    /// A record's top-level fields as text (numbers and null as their JSON text).
+    static func strings(_ value: [UInt8]?) -> [String: String] {
+        guard let value, let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any] else {
+            return [:]
+        }
+        var result: [String: String] = [:]
+        for (key, value) in object {
+            switch value {
+            case let string as String: result[key] = string
+            case is NSNull: continue
+            case let number as NSNumber: result[key] = number.stringValue
+            default: result[key] = "\(value)"
+            }
+        }
+        return result
+    }
+}
+
+struct TimedOutWaiting: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "timed out waiting for \(self.what)" }
+}

@@ -1,0 +1,140 @@
+import APNSSimulator
+import Crypto
+@testable import Bridge
+import Foundation
+import Kafka
+import Testing
+import TestSupport
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+// `pushbridge run` against librdkafka's mock cluster and the APNs simulator over TLS + HTTP/2 (SPEC §3, §4).
+
+@Suite("End to end", .serialized)
+struct EndToEndTests {
+    @Test("every event is accounted for exactly as SPEC §3 says, records match their schemas, commits reach the end")
+    func accounting() async throws {
+        var scenario = SimulatorScenario()
+        let unregistered = EndToEnd.token(0xdead)
+        let bad = EndToEnd.token(0xbad)
+        scenario.unregisteredTokens = [unregistered: 1_763_000_000_000]
+        scenario.badTokens = [bad]
+        let world = try await EndToEnd(scenario: scenario)
+        defer { Task { await world.close() } }
+
+        var events: [String] = []
+        var expectedOutcomes: [String: Int] = [:]  // status -> count
+        var expectedDeadLetters = 0
+        var expectedInvalid = 0
+        for index in 0..<40 {
+            switch index % 8 {
+            case 0:
+                events.append(EndToEnd.alert([EndToEnd.token(index), EndToEnd.token(1000 + index)]))
+                expectedOutcomes["delivered", default: 0] += 2
+            case 1:
+                events.append(EndToEnd.alert([unregistered]))
+                expectedOutcomes["rejected", default: 0] += 1
+                expectedInvalid += 1
+            case 2:
+                events.append(EndToEnd.alert([bad]))
+                expectedOutcomes["rejected", default: 0] += 1
+                expectedInvalid += 1
+            case 3:
+                events.append(EndToEnd.alert(["zz-not-a-token"]))
+                expectedOutcomes["rejected", default: 0] += 1
+                expectedInvalid += 1
+            case 4:
+                events.append("this is not JSON")
+                expectedDeadLetters += 1
+            case 5:
+                events.append(#"{"kind":"alert","text":"no tokens"}"#)
+                expectedDeadLetters += 1
+            case 6:
+                events.append(#"{"kind":"something else"}"#)  // unmatched
+            default:
+                events.append(EndToEnd.alert([EndToEnd.token(2000 + index)], expires: 1_000))
+                expectedOutcomes["expired", default: 0] += 1
+            }
+        }
+        let perPartition = try await world.produce(events)
+        let notificationCount = expectedOutcomes.values.reduce(0, +)
+        let deadLetterCount = expectedDeadLetters
+        let path = try world.configuration()
+
+        try await world.withBridge(configurationPath: path) { _ in
+            _ = try await world.results { results in
+                results.outcomes.count >= notificationCount && results.deadLetters.count >= deadLetterCount
+            }
+        }
+
+        let results = try await world.results { results in
+            results.outcomes.count >= notificationCount && results.deadLetters.count >= deadLetterCount
+        }
+        // Exactly once each here: nothing crashed, so nothing was processed twice.
+        #expect(results.outcomes.count == notificationCount)
+        #expect(results.notificationIDs.count == notificationCount)
+        var statuses: [String: Int] = [:]
+        for outcome in results.outcomes { statuses[outcome.status, default: 0] += 1 }
+        #expect(statuses == expectedOutcomes)
+        #expect(results.invalidTokens.count == expectedInvalid)
+        #expect(Set(results.invalidTokens.compactMap { $0["reason"] }) == ["Unregistered", "BadDeviceToken"])
+        let unregisteredRecord = try #require(results.invalidTokens.first { $0["reason"] == "Unregistered" })
+        #expect(unregisteredRecord["invalid_since"] == "2025-11-13T02:13:20.000Z")
+        let localReject = try #require(results.outcomes.first { $0.token == "zz-not-a-token" })
+        #expect(localReject.json["http_status"] == nil)
+        #expect(localReject.reason == "BadDeviceToken")
+        #expect(results.deadLetters.count == expectedDeadLetters)
+        #expect(results.deadLetters.contains { $0.value == Array("this is not JSON".utf8) })
+        #expect(results.outcomes.filter { $0.status == "delivered" }.allSatisfy { $0.json["http_status"] == "200" })
+        #expect(world.simulator.statistics.requestsReceived == (expectedOutcomes["delivered"] ?? 0) + 10)
+
+        let report = try RecordSchemas.validate(
+            results.outcomes.map { (.outcome, $0.raw) } + results.invalidTokenValues.map { (.invalidToken, $0) }
+        )
+        #expect(report.problems.isEmpty, "schema problems: \(report.problems)")
+        #expect(report.exitStatus == 0)
+
+        let committed = try await world.committed()
+        #expect(committed == perPartition)
+    }
+
+    @Test("wrong credentials halt the line: no outcomes, nothing committed, /readyz 503; fixed, everything is delivered")
+    func wrongCredentials() async throws {
+        let world = try await EndToEnd()
+        defer { Task { await world.close() } }
+        let count = 12
+        let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+        try world.write(key: P256.Signing.PrivateKey(), to: "Wrong.p8")
+        let wrong = try world.configuration(keyFile: "Wrong.p8")
+
+        try await world.withBridge(configurationPath: wrong) { started in
+            try await waitUntil(timeout: .seconds(30)) { started.pipeline.gate.current != nil }
+            let (status, body) = try await httpGet(port: started.adminPort, path: "/readyz")
+            #expect(status == 503)
+            #expect(body.contains("InvalidProviderToken"))
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        let afterHalt = try await world.results(timeout: .seconds(5), expectComplete: false) { _ in false }
+        #expect(afterHalt.outcomes.isEmpty)
+        #expect(try await world.committed().isEmpty)
+
+        let fixed = try world.configuration()
+        try await world.withBridge(configurationPath: fixed) { started in
+            _ = try await world.results { $0.outcomes.count >= count }
+            #expect(started.pipeline.readiness == .ready)
+        }
+        let results = try await world.results { $0.outcomes.count >= count }
+        #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+        #expect(results.notificationIDs.count == count)
+        #expect(try await world.committed() == perPartition)
+    }
+}
+
+/// GETs `path` from the admin server on `port`.
+func httpGet(port: Int, path: String) async throws -> (Int, String) {
+    let url = URL(string: "http://127.0.0.1:\(port)\(path)")!
+    let (data, response) = try await URLSession.shared.data(from: url)
+    return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+}
