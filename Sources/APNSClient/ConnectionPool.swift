@@ -11,7 +11,7 @@ final class ConnectionPool: Sendable {
         case empty
         case connecting
         case ready(HTTP2ClientConnection)
-        case backingOff(until: ContinuousClock.Instant, failures: Int)
+        case backingOff(until: ContinuousClock.Instant)
     }
 
     private struct State {
@@ -143,7 +143,7 @@ final class ConnectionPool: Sendable {
                     }
                 case .empty:
                     connectable.append(index)
-                case .backingOff(let until, _):
+                case .backingOff(let until):
                     if until <= now {
                         connectable.append(index)
                     } else {
@@ -200,7 +200,7 @@ final class ConnectionPool: Sendable {
                 let delay = Self.backoff(
                     failures: failures, initial: self.reconnectInitialDelay, maximum: self.reconnectMaximumDelay
                 )
-                state.slots[index] = .backingOff(until: .now + delay, failures: failures)
+                state.slots[index] = .backingOff(until: .now + delay)
                 state.lastConnectError = "\(error)"
                 return delay
             }
