@@ -131,6 +131,7 @@ public final class APNSClient: Sendable {
         guard let connection = await self.pool.lease(deadline: deadline) else {
             return .done(.failed(.unreachable(self.pool.lastConnectError ?? "no connection to APNs could be opened")))
         }
+        defer { self.pool.release(connection) }
         do {
             let response = try await connection.send(request)
             return .done(

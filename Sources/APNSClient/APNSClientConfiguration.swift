@@ -34,6 +34,7 @@ public struct APNSClientConfiguration: Sendable {
             }
         }
 
+        /// `host:port`.
         public var description: String { "\(self.host):\(self.port)" }
     }
 

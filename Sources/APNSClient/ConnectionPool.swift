@@ -11,7 +11,7 @@ final class ConnectionPool: Sendable {
         case empty
         case connecting
         case ready(HTTP2ClientConnection)
-        case backingOff(until: ContinuousClock.Instant, failures: Int)
+        case backingOff(until: ContinuousClock.Instant)
     }
 
     private struct State {
@@ -19,6 +19,9 @@ final class ConnectionPool: Sendable {
         var consecutiveFailures: [Int]
         var lastConnectError: String?
         var isShutDown = false
+        /// Requests leased per connection and not yet released: the load the least-loaded choice compares.
+        /// Counted here, at lease time, because the connection's own counters lag behind a burst of leases.
+        var inFlight: [ObjectIdentifier: Int] = [:]
     }
 
     private enum Choice {
@@ -78,7 +81,10 @@ final class ConnectionPool: Sendable {
                 return connection
             case .connect(let index, let background):
                 self.connectInBackground(background)
-                if let connection = await self.connect(slot: index) { return connection }
+                if let connection = await self.connect(slot: index) {
+                    self.state.withLock { $0.inFlight[ObjectIdentifier(connection), default: 0] += 1 }
+                    return connection
+                }
             case .wait(let until):
                 let now = ContinuousClock.now
                 if now >= deadline { return nil }
@@ -86,6 +92,15 @@ final class ConnectionPool: Sendable {
                 await self.changes.wait(after: generation, timeout: now.duration(to: wakeAt))
             }
             if ContinuousClock.now >= deadline { return nil }
+        }
+    }
+
+    /// Returns a connection from ``lease(deadline:)`` once its request finished.
+    func release(_ connection: HTTP2ClientConnection) {
+        self.state.withLock { state in
+            let id = ObjectIdentifier(connection)
+            let remaining = (state.inFlight[id] ?? 1) - 1
+            state.inFlight[id] = remaining > 0 ? remaining : nil
         }
     }
 
@@ -118,9 +133,8 @@ final class ConnectionPool: Sendable {
             for index in state.slots.indices {
                 switch state.slots[index] {
                 case .ready(let connection):
-                    let snapshot = connection.state
-                    if snapshot.isAcceptingRequests {
-                        let load = snapshot.activeStreams + snapshot.queuedRequests
+                    if connection.isAcceptingRequests {
+                        let load = state.inFlight[ObjectIdentifier(connection)] ?? 0
                         if best == nil || load < best!.load { best = (connection, load) }
                     } else {
                         // GOAWAY or loss: the connection finishes its streams by itself; the slot gets a new one.
@@ -129,7 +143,7 @@ final class ConnectionPool: Sendable {
                     }
                 case .empty:
                     connectable.append(index)
-                case .backingOff(let until, _):
+                case .backingOff(let until):
                     if until <= now {
                         connectable.append(index)
                     } else {
@@ -140,7 +154,10 @@ final class ConnectionPool: Sendable {
                 }
             }
             for index in connectable { state.slots[index] = .connecting }
-            if let best { return .use(best.connection, connectInBackground: connectable) }
+            if let best {
+                state.inFlight[ObjectIdentifier(best.connection), default: 0] += 1
+                return .use(best.connection, connectInBackground: connectable)
+            }
             if let first = connectable.first {
                 return .connect(first, alsoInBackground: Array(connectable.dropFirst()))
             }
@@ -183,7 +200,7 @@ final class ConnectionPool: Sendable {
                 let delay = Self.backoff(
                     failures: failures, initial: self.reconnectInitialDelay, maximum: self.reconnectMaximumDelay
                 )
-                state.slots[index] = .backingOff(until: .now + delay, failures: failures)
+                state.slots[index] = .backingOff(until: .now + delay)
                 state.lastConnectError = "\(error)"
                 return delay
             }

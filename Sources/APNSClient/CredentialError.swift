@@ -34,5 +34,6 @@ public struct CredentialError: Error, Sendable, Hashable, CustomStringConvertibl
         self.cause = cause
     }
 
+    /// `file: cause (code)`.
     public var description: String { "\(self.file): \(self.cause) (\(self.code.rawValue))" }
 }

@@ -94,6 +94,7 @@ public final class SimulatorEngine: Sendable {
 
     private struct State {
         var connections: [Int: ConnectionState] = [:]
+        var adoptedTokens: Set<String> = []
         var statistics = SimulatorStatistics()
         var random: SplitMix64
     }
@@ -162,7 +163,13 @@ public final class SimulatorEngine: Sendable {
 
             let requestID = Self.header("apns-id", in: request.headers)
             var answer: SimulatorAnswer
-            if let fault = self.validate(request, token: token, connection: &connection, now: now) {
+            let tokenBefore = connection.acceptedToken
+            let fault = self.validate(request, token: token, connection: &connection, now: now)
+            if let adopted = connection.acceptedToken, adopted != tokenBefore {
+                state.statistics.providerTokenAdoptions += 1
+                if state.adoptedTokens.insert(adopted).inserted { state.statistics.distinctProviderTokens += 1 }
+            }
+            if let fault {
                 answer = Self.answer(status: fault.reason.status ?? 400, body: fault, requestID: requestID)
             } else if let injected = self.injectedFault(&state.random) {
                 answer = Self.answer(

@@ -99,6 +99,7 @@ public struct ScenarioError: Error, Sendable, Hashable, CustomStringConvertible 
         self.message = message
     }
 
+    /// `file:line: key.path: message`.
     public var description: String {
         let location = self.line.map { "\(self.file):\($0)" } ?? self.file
         return "\(location): \(self.keyPath.isEmpty ? "" : "\(self.keyPath): ")\(self.message)"

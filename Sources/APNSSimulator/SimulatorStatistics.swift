@@ -29,6 +29,10 @@ public struct SimulatorStatistics: Sendable, Hashable {
     public var connectionsDropped = 0
     /// Stream-limit changes announced (`stream_limit_schedule`).
     public var streamLimitChanges = 0
+    /// Times a connection took a provider token into use (its first, or a renewal).
+    public var providerTokenAdoptions = 0
+    /// Different provider tokens taken into use, over all connections.
+    public var distinctProviderTokens = 0
 
     /// Empty statistics.
     public init() {}
@@ -45,6 +49,8 @@ public struct SimulatorStatistics: Sendable, Hashable {
                 + "unanswered (dropped connections): \(self.requestsUnanswered)",
             "connections dropped: \(self.connectionsDropped), stream-limit changes: \(self.streamLimitChanges), "
                 + "device tokens: \(self.byToken.count)",
+            "provider tokens taken into use: \(self.providerTokenAdoptions) "
+                + "(\(self.distinctProviderTokens) different)",
         ]
         for (status, count) in self.byStatus.sorted(by: { $0.key < $1.key }) {
             lines.append("  status \(status): \(count)")
@@ -62,6 +68,8 @@ public struct SimulatorStatistics: Sendable, Hashable {
         return "{\"requests_received\":\(self.requestsReceived),\"requests_answered\":\(self.requestsAnswered),"
             + "\"requests_unanswered\":\(self.requestsUnanswered),\"connections_dropped\":\(self.connectionsDropped),"
             + "\"stream_limit_changes\":\(self.streamLimitChanges),\"device_tokens\":\(self.byToken.count),"
+            + "\"provider_token_adoptions\":\(self.providerTokenAdoptions),"
+            + "\"distinct_provider_tokens\":\(self.distinctProviderTokens),"
             + "\"by_status\":{\(statuses.joined(separator: ","))},\"by_reason\":{\(reasons.joined(separator: ","))}}"
     }
 }

@@ -72,4 +72,11 @@ struct SendCommandTests {
         let (status, _) = try await Self.run(["send", "--token", Fixtures.deviceToken(), "--topic", Fixtures.topic])
         #expect(status == 2)
     }
+
+    @Test("exits 2 on an option the parser refuses (missing or unknown)")
+    func parserUsageError() async throws {
+        #expect(try await Self.run(["send", "--topic", Fixtures.topic]).0 == 2)
+        #expect(try await Self.run(["send", "--token", "aa", "--topic", Fixtures.topic, "--bogus"]).0 == 2)
+        #expect(try await Self.run(["send", "--help"]).0 == 0)
+    }
 }
