@@ -18,24 +18,6 @@ struct PushBridge: AsyncParsableCommand {
             DoctorCommand.self,
         ]
     )
-
-    /// Runs the command; wrong usage exits with 2 (SPEC §1) rather than swift-argument-parser's 64.
-    static func main() async {
-        do {
-            var command = try self.parseAsRoot()
-            if var command = command as? any AsyncParsableCommand {
-                try await command.run()
-            } else {
-                try command.run()
-            }
-        } catch {
-            if self.exitCode(for: error) == .validationFailure {
-                FileHandleOutput.standardError(self.fullMessage(for: error) + "\n")
-                self.exit(withError: ExitCode(2))
-            }
-            self.exit(withError: error)
-        }
-    }
 }
 
 /// A failure the command has already explained on standard error; ends the process with exit status 1.
