@@ -51,6 +51,7 @@ public final class KafkaConsumer: Sendable {
             rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
             rd_kafka_conf_set_rebalance_cb(conf, rebalanceCallback)
             rd_kafka_conf_set_error_cb(conf, consumerErrorCallback)
+            rd_kafka_conf_set_log_cb(conf, consumerLogCallback)
         }
         // Everything (rebalances, errors, messages) is served from the consumer queue by the poll thread.
         rd_kafka_poll_set_consumer(client.pointer)
@@ -483,4 +484,17 @@ private func consumerErrorCallback(
     }
     let context = Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue()
     logClientError(context.logger, code: code, reason: reason)
+}
+
+private func consumerLogCallback(
+    handle: OpaquePointer?,
+    level: Int32,
+    facility: UnsafePointer<CChar>?,
+    text: UnsafePointer<CChar>?
+) {
+    guard let handle, let opaque = rd_kafka_opaque(handle) else {
+        return
+    }
+    let context = Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue()
+    forwardLibrdkafkaLog(context.logger, level: level, facility: facility, text: text)
 }

@@ -22,6 +22,7 @@ public final class KafkaProducer: Sendable {
             rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
             rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
             rd_kafka_conf_set_error_cb(conf, producerErrorCallback)
+            rd_kafka_conf_set_log_cb(conf, producerLogCallback)
         }
         self.context = context
         let client = self.client
@@ -30,6 +31,10 @@ public final class KafkaProducer: Sendable {
             while !context.stopPolling.load(ordering: .relaxed) {
                 rd_kafka_poll(client.pointer, 100)
             }
+            if context.destroyWhenStopped.load(ordering: .relaxed) {
+                // Released without close(): no send can be pending (each holds the producer), so free it here.
+                KafkaProducer.purgeAndDestroy(client, context: context)
+            }
             context.pollThreadStopped.signal()
         }
         thread.name = "kafka-producer-poll"
@@ -37,7 +42,9 @@ public final class KafkaProducer: Sendable {
     }
 
     deinit {
-        // Without close(), the thread stops and the handle stays allocated; close() is the way to free it.
+        if !self.context.closing.exchange(true, ordering: .relaxed) {
+            self.context.destroyWhenStopped.store(true, ordering: .relaxed)
+        }
         self.context.stopPolling.store(true, ordering: .relaxed)
     }
 
@@ -186,15 +193,24 @@ public final class KafkaProducer: Sendable {
             }
             context.stopPolling.store(true, ordering: .relaxed)
             context.pollThreadStopped.wait()
-            _ = rd_kafka_purge(handle, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT)
-            // Serve the purged messages' delivery reports so that every continuation is resumed.
-            let deadline = ContinuousClock.now.advanced(by: .seconds(5))
-            while context.inFlightCount > 0, ContinuousClock.now < deadline {
-                rd_kafka_poll(handle, 50)
-            }
-            client.destroy()
+            KafkaProducer.purgeAndDestroy(client, context: context)
         }
         context.closed.markClosed()
+    }
+}
+
+extension KafkaProducer {
+    /// Fails what is still queued or in flight, serves those delivery reports (so every continuation is
+    /// resumed), and frees the handle. Runs after the poll thread stopped.
+    fileprivate static func purgeAndDestroy(_ client: RDKafkaClient, context: ProducerContext) {
+        client.stopAccepting()
+        let handle = client.pointer
+        _ = rd_kafka_purge(handle, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT)
+        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+        while context.inFlightCount > 0, ContinuousClock.now < deadline {
+            rd_kafka_poll(handle, 50)
+        }
+        client.destroy()
     }
 }
 
@@ -227,6 +243,7 @@ final class ProducerContext: Sendable {
     let logger: Logger
     let stopPolling = Atomic<Bool>(false)
     let closing = Atomic<Bool>(false)
+    let destroyWhenStopped = Atomic<Bool>(false)
     let pollThreadStopped = DispatchSemaphore(value: 0)
     private let inFlight = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
     let closed = CloseSignal()
@@ -312,4 +329,17 @@ private func producerErrorCallback(
     }
     let context = Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue()
     logClientError(context.logger, code: code, reason: reason)
+}
+
+private func producerLogCallback(
+    handle: OpaquePointer?,
+    level: Int32,
+    facility: UnsafePointer<CChar>?,
+    text: UnsafePointer<CChar>?
+) {
+    guard let handle, let opaque = rd_kafka_opaque(handle) else {
+        return
+    }
+    let context = Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue()
+    forwardLibrdkafkaLog(context.logger, level: level, facility: facility, text: text)
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Kafka
 import Logging
 import Synchronization
@@ -12,7 +13,8 @@ struct TimedOut: Error, CustomStringConvertible {
 /// A logger that keeps test output readable: librdkafka's transient complaints are warnings.
 func testLogger(_ label: String) -> Logger {
     var logger = Logger(label: "kafka-tests.\(label)")
-    logger.logLevel = .error
+    // KAFKA_TEST_LOG=debug (or info, ...) shows what the layer logs while a test runs.
+    logger.logLevel = ProcessInfo.processInfo.environment["KAFKA_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .error
     return logger
 }
 
@@ -48,14 +50,16 @@ func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaC
     configuration.sessionTimeout = .seconds(6)
     configuration.heartbeatInterval = .milliseconds(300)
     configuration.maxBatchMessageCount = 100
-    configuration.properties = ["log_level": "0", "topic.metadata.refresh.interval.ms": "1000"]
+    configuration.properties = [:]
+    if let debug = ProcessInfo.processInfo.environment["KAFKA_TEST_DEBUG"] {
+        configuration.properties["debug"] = debug
+    }
     return configuration
 }
 
 func makeProducer(_ cluster: KafkaMockCluster, label: String = "producer") throws -> KafkaProducer {
     var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
     configuration.linger = .milliseconds(2)
-    configuration.properties = ["log_level": "0"]
     return try KafkaProducer(configuration: configuration, logger: testLogger(label))
 }
 

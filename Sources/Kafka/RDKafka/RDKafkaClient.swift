@@ -220,3 +220,31 @@ func logClientError(_ logger: Logger, code: Int32, reason: UnsafePointer<CChar>?
         ]
     )
 }
+
+/// Forwards one line of librdkafka's own log (`log_cb`, syslog levels) to swift-log, so that it follows the
+/// process's logging format. librdkafka calls this from its internal threads; loggers are thread-safe.
+func forwardLibrdkafkaLog(
+    _ logger: Logger,
+    level: Int32,
+    facility: UnsafePointer<CChar>?,
+    text: UnsafePointer<CChar>?
+) {
+    let swiftLevel: Logger.Level = switch level {
+    case ...3: .error
+    case 4: .warning
+    case 5: .notice
+    case 6: .info
+    default: .debug
+    }
+    guard logger.logLevel <= swiftLevel else {
+        return
+    }
+    logger.log(
+        level: swiftLevel,
+        "librdkafka",
+        metadata: [
+            "kafka.facility": "\(facility.map { String(cString: $0) } ?? "")",
+            "kafka.log": "\(text.map { String(cString: $0) } ?? "")",
+        ]
+    )
+}
