@@ -46,13 +46,11 @@ public final class KafkaConsumer: Sendable {
             listenerTimeout: configuration.rebalanceListenerTimeout,
             logger: logger
         )
-        let client = try RDKafkaClient.make(RD_KAFKA_CONSUMER, properties: configuration.librdkafkaProperties) {
-            conf in
-            rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
-            rd_kafka_conf_set_rebalance_cb(conf, rebalanceCallback)
-            rd_kafka_conf_set_error_cb(conf, consumerErrorCallback)
-            rd_kafka_conf_set_log_cb(conf, consumerLogCallback)
-        }
+        let client = try RDKafkaClient.make(
+            RD_KAFKA_CONSUMER,
+            properties: configuration.librdkafkaProperties,
+            callbacks: RDKafkaCallbacks(logger: logger, rebalance: { context.rebalance($0, $1, $2) })
+        )
         // Everything (rebalances, errors, messages) is served from the consumer queue by the poll thread.
         rd_kafka_poll_set_consumer(client.pointer)
         let subscription = RDKafkaPartitionList(capacity: topics.count)
@@ -235,8 +233,7 @@ public final class KafkaConsumer: Sendable {
     }
 }
 
-/// What the C callbacks of one consumer reach through librdkafka's opaque pointer. It outlives the
-/// `rd_kafka_t`: the poll thread holds it until after `rd_kafka_destroy`.
+/// The consumer's state shared by its poll thread, its rebalance callback and its public API.
 final class ConsumerContext: Sendable {
     let buffer: BatchBuffer
     let listener: (any KafkaRebalanceListener)?
@@ -459,42 +456,4 @@ private struct TopicNameCache {
         }
         return self.cachedName
     }
-}
-
-private func rebalanceCallback(
-    handle: OpaquePointer?,
-    event: rd_kafka_resp_err_t,
-    partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let handle, let opaque else {
-        return
-    }
-    Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue().rebalance(handle, event, partitions)
-}
-
-private func consumerErrorCallback(
-    handle: OpaquePointer?,
-    code: Int32,
-    reason: UnsafePointer<CChar>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let opaque else {
-        return
-    }
-    let context = Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue()
-    logClientError(context.logger, code: code, reason: reason)
-}
-
-private func consumerLogCallback(
-    handle: OpaquePointer?,
-    level: Int32,
-    facility: UnsafePointer<CChar>?,
-    text: UnsafePointer<CChar>?
-) {
-    guard let handle, let opaque = rd_kafka_opaque(handle) else {
-        return
-    }
-    let context = Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue()
-    forwardLibrdkafkaLog(context.logger, level: level, facility: facility, text: text)
 }

@@ -17,13 +17,11 @@ public final class KafkaProducer: Sendable {
     /// property when librdkafka rejects the configuration.
     public init(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) {
         let context = ProducerContext(logger: logger)
-        self.client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: configuration.librdkafkaProperties) {
-            conf in
-            rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
-            rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
-            rd_kafka_conf_set_error_cb(conf, producerErrorCallback)
-            rd_kafka_conf_set_log_cb(conf, producerLogCallback)
-        }
+        self.client = try RDKafkaClient.make(
+            RD_KAFKA_PRODUCER,
+            properties: configuration.librdkafkaProperties,
+            callbacks: RDKafkaCallbacks(logger: logger, delivery: { context.delivered($0) })
+        )
         self.context = context
         let client = self.client
         let thread = Thread {
@@ -238,7 +236,7 @@ final class DeliveryBox: Sendable {
     }
 }
 
-/// What the producer's C callbacks reach through librdkafka's opaque pointer; outlives the `rd_kafka_t`.
+/// The producer's state shared by its poll thread, its delivery reports and its public API.
 final class ProducerContext: Sendable {
     let logger: Logger
     let stopPolling = Atomic<Bool>(false)
@@ -305,41 +303,4 @@ final class ProducerContext: Sendable {
         }
         self.didDeliver()
     }
-}
-
-private func deliveryReportCallback(
-    handle: OpaquePointer?,
-    message: UnsafePointer<rd_kafka_message_t>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let message, let opaque else {
-        return
-    }
-    Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue().delivered(message)
-}
-
-private func producerErrorCallback(
-    handle: OpaquePointer?,
-    code: Int32,
-    reason: UnsafePointer<CChar>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let opaque else {
-        return
-    }
-    let context = Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue()
-    logClientError(context.logger, code: code, reason: reason)
-}
-
-private func producerLogCallback(
-    handle: OpaquePointer?,
-    level: Int32,
-    facility: UnsafePointer<CChar>?,
-    text: UnsafePointer<CChar>?
-) {
-    guard let handle, let opaque = rd_kafka_opaque(handle) else {
-        return
-    }
-    let context = Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue()
-    forwardLibrdkafkaLog(context.logger, level: level, facility: facility, text: text)
 }

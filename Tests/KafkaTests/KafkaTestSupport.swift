@@ -14,7 +14,8 @@ struct TimedOut: Error, CustomStringConvertible {
 func testLogger(_ label: String) -> Logger {
     var logger = Logger(label: "kafka-tests.\(label)")
     // KAFKA_TEST_LOG=debug (or info, ...) shows what the layer logs while a test runs.
-    logger.logLevel = ProcessInfo.processInfo.environment["KAFKA_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .error
+    let level = ProcessInfo.processInfo.environment["KAFKA_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) }
+    logger.logLevel = level ?? .error
     return logger
 }
 
