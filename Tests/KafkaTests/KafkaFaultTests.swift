@@ -13,8 +13,7 @@ struct KafkaFaultTests {
         try await produce(producer, topic: topic, count: 50, partitionCount: 1)
         await producer.close()
 
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "retry"), topics: [topic], logger: testLogger("c"))
+        let consumer = try makeConsumer(cluster, topic: topic, group: "retry")
         let received = try await read(consumer) { $0.count >= 51 }
         await consumer.close()
         #expect(received.count == 51)
@@ -46,8 +45,7 @@ struct KafkaFaultTests {
         #expect(failures.first?.code == .topicAuthorizationFailed)
         #expect(failures.allSatisfy { $0.code == .topicAuthorizationFailed })
 
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "permanent"), topics: [topic], logger: testLogger("c"))
+        let consumer = try makeConsumer(cluster, topic: topic, group: "permanent")
         let (_, high) = try await consumer.queryWatermarks(for: partition, timeout: .seconds(5))
         let received = try await read(consumer) { $0.count >= high }
         await consumer.close()
@@ -59,8 +57,7 @@ struct KafkaFaultTests {
         let topic = "outage"
         let cluster = try makeCluster(topic: topic, partitionCount: 2)
         let producer = try makeProducer(cluster)
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "outage"), topics: [topic], logger: testLogger("c"))
+        let consumer = try makeConsumer(cluster, topic: topic, group: "outage")
         let received = startReading(consumer, storeOffsets: true)
         try await produce(producer, topic: topic, count: 100, prefix: "before")
         try await received.wait("messages before the outage") { $0.count >= 100 }

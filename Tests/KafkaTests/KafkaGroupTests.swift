@@ -77,12 +77,7 @@ struct KafkaGroupTests {
         let cluster = try makeCluster(topic: topic, partitionCount: 2)
         let producer = try makeProducer(cluster)
         let recorder = RebalanceRecorder()
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "pause"),
-            topics: [topic],
-            listener: recorder,
-            logger: testLogger("consumer")
-        )
+        let consumer = try makeConsumer(cluster, topic: topic, group: "pause", listener: recorder)
         try await recorder.assigned.wait("assignment") { $0.count == 2 }
         try consumer.pause([paused])
         let received = startReading(consumer, storeOffsets: true)

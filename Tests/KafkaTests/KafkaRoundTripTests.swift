@@ -32,11 +32,7 @@ struct KafkaRoundTripTests {
         #expect(deliveries.map(\.offset) == [0, 1, 2, 3])
         #expect(deliveries.allSatisfy { $0.partition == KafkaPartition(topic: "round-trip", partition: 0) })
 
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "round-trip"),
-            topics: ["round-trip"],
-            logger: testLogger("consumer")
-        )
+        let consumer = try makeConsumer(cluster, topic: "round-trip", group: "round-trip")
         let received = try await read(consumer) { $0.count >= sent.count }
         await consumer.close()
         await producer.close()
@@ -60,11 +56,7 @@ struct KafkaRoundTripTests {
         try await producer.flush(timeout: .seconds(5))
         await producer.close()
 
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "in-flight"),
-            topics: ["in-flight"],
-            logger: testLogger("consumer")
-        )
+        let consumer = try makeConsumer(cluster, topic: "in-flight", group: "in-flight")
         let received = try await read(consumer) { $0.count >= 3000 }
         let lag = try consumer.lag(for: (0..<3).map { KafkaPartition(topic: "in-flight", partition: $0) })
         await consumer.close()

@@ -58,6 +58,21 @@ func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaC
     return configuration
 }
 
+/// A consumer of `topic` in `group`, with ``consumerConfiguration(_:group:)``.
+func makeConsumer(
+    _ cluster: KafkaMockCluster,
+    topic: String,
+    group: String,
+    listener: (any KafkaRebalanceListener)? = nil
+) throws -> KafkaConsumer {
+    try KafkaConsumer(
+        configuration: consumerConfiguration(cluster, group: group),
+        topics: [topic],
+        listener: listener,
+        logger: testLogger(group)
+    )
+}
+
 func makeProducer(_ cluster: KafkaMockCluster, label: String = "producer") throws -> KafkaProducer {
     var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
     configuration.linger = .milliseconds(2)
