@@ -24,6 +24,7 @@ struct KafkaGroupTests {
         let assignedA = try await recorderA.assigned.wait("A's share") { $0.count == 2 }
         let assignedB = try await recorderB.assigned.wait("B's share") { $0.count == 2 }
         #expect(assignedA.isDisjoint(with: assignedB))
+        #expect(Set(try consumerA.assignment()) == assignedA)
         try await readByA.wait("A's messages") { $0.count >= 100 }
         try await readByB.wait("B's messages") { $0.count >= 100 }
         #expect(readByA.value.allSatisfy { assignedA.contains($0.kafkaPartition) })

@@ -129,14 +129,21 @@ extension KafkaMessage {
 /// A value the test awaits conditions on, updated from other tasks or threads.
 final class Observed<Value: Sendable>: Sendable {
     private struct Waiter {
+        var id: Int
         var predicate: @Sendable (Value) -> Bool
-        var continuation: CheckedContinuation<Value, Never>
+        var continuation: CheckedContinuation<Value?, Never>
     }
 
-    private let state: Mutex<(value: Value, waiters: [Waiter])>
+    private struct State {
+        var value: Value
+        var waiters: [Waiter] = []
+        var nextID = 0
+    }
+
+    private let state: Mutex<State>
 
     init(_ value: Value) {
-        self.state = Mutex((value, []))
+        self.state = Mutex(State(value: value))
     }
 
     var value: Value {
@@ -144,10 +151,10 @@ final class Observed<Value: Sendable>: Sendable {
     }
 
     func update(_ body: (inout Value) -> Void) {
-        let ready = self.state.withLock { state -> [(CheckedContinuation<Value, Never>, Value)] in
+        let ready = self.state.withLock { state -> [(CheckedContinuation<Value?, Never>, Value)] in
             body(&state.value)
             let value = state.value
-            var ready: [(CheckedContinuation<Value, Never>, Value)] = []
+            var ready: [(CheckedContinuation<Value?, Never>, Value)] = []
             state.waiters.removeAll { waiter in
                 guard waiter.predicate(value) else {
                     return false
@@ -170,18 +177,39 @@ final class Observed<Value: Sendable>: Sendable {
         until predicate: @escaping @Sendable (Value) -> Bool
     ) async throws -> Value {
         try await withTimeout(timeout, what) {
-            await withCheckedContinuation { continuation in
-                let value = self.state.withLock { state -> Value? in
-                    if predicate(state.value) {
-                        return state.value
-                    }
-                    state.waiters.append(Waiter(predicate: predicate, continuation: continuation))
-                    return nil
-                }
-                if let value {
-                    continuation.resume(returning: value)
-                }
+            let id = self.state.withLock { state in
+                defer { state.nextID += 1 }
+                return state.nextID
             }
+            let value = await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let value = self.state.withLock { state -> Value?? in
+                        if predicate(state.value) {
+                            return .some(state.value)
+                        }
+                        if Task.isCancelled {
+                            return .some(nil)
+                        }
+                        state.waiters.append(Waiter(id: id, predicate: predicate, continuation: continuation))
+                        return .none
+                    }
+                    if let value {
+                        continuation.resume(returning: value)
+                    }
+                }
+            } onCancel: {
+                let waiter = self.state.withLock { state -> Waiter? in
+                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                        return nil
+                    }
+                    return state.waiters.remove(at: index)
+                }
+                waiter?.continuation.resume(returning: nil)
+            }
+            guard let value else {
+                throw CancellationError()
+            }
+            return value
         }
     }
 }
