@@ -64,4 +64,31 @@ struct KafkaRoundTripTests {
         #expect(lag.map(\.highWatermark).reduce(0, +) == 3000)
         #expect(lag.allSatisfy { $0.lagMessageCount == 0 })
     }
+
+    @Test("a reader that falls behind stops the polling: only the bounded buffer's batches are taken")
+    func slowReaderBoundsWhatIsTaken() async throws {
+        let topic = "bounded"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 500, partitionCount: 1)
+        await producer.close()
+
+        var configuration = consumerConfiguration(cluster, group: "bounded")
+        configuration.maxBatchMessageCount = 10
+        configuration.bufferedBatchCount = 2
+        let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("c"))
+        let first = try await read(consumer) { !$0.isEmpty }
+        // One batch is with the reader and two wait in the buffer; the poll thread must take no more.
+        try await withTimeout(.seconds(10), "the buffer to fill") {
+            while try consumer.lag(for: [partition]).first?.position != 30 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let position = try consumer.lag(for: [partition]).first?.position
+        await consumer.close()
+        #expect(first.count == 10)
+        #expect(position == 30)
+    }
 }
