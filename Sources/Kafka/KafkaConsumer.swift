@@ -44,6 +44,7 @@ public final class KafkaConsumer: Sendable {
             buffer: buffer,
             listener: listener,
             listenerTimeout: configuration.rebalanceListenerTimeout,
+            closeTimeout: configuration.closeTimeout,
             logger: logger
         )
         let client = try RDKafkaClient.make(
@@ -226,10 +227,18 @@ public final class KafkaConsumer: Sendable {
 
     /// Stops fetching, revokes the assignment (the listener runs, stored offsets are committed
     /// synchronously), leaves the group and frees librdkafka's resources. ``batches`` ends. Safe to call more
-    /// than once and from several tasks; every call returns once the consumer is closed.
+    /// than once and from several tasks. Returns once the consumer is closed, or after
+    /// ``KafkaConsumerConfiguration/closeTimeout`` (e.g. the coordinator is unreachable), leaving librdkafka
+    /// to finish in the background.
     public func close() async {
         self.context.closeRequested.store(true, ordering: .relaxed)
-        await self.context.closed.waitUntilClosed()
+        if await !self.context.closed.waitUntilClosed(timeout: self.context.closeTimeout) {
+            self.context.logger.warning(
+                "Consumer close did not finish in time; librdkafka completes it in the background",
+                metadata: ["kafka.timeout_ms": "\(self.context.closeTimeout.milliseconds)"]
+            )
+            self.context.buffer.finish(.closed)
+        }
     }
 }
 
@@ -238,14 +247,22 @@ final class ConsumerContext: Sendable {
     let buffer: BatchBuffer
     let listener: (any KafkaRebalanceListener)?
     let listenerTimeout: Duration
+    let closeTimeout: Duration
     let logger: Logger
     let closeRequested = Atomic<Bool>(false)
     let closed = CloseSignal()
 
-    init(buffer: BatchBuffer, listener: (any KafkaRebalanceListener)?, listenerTimeout: Duration, logger: Logger) {
+    init(
+        buffer: BatchBuffer,
+        listener: (any KafkaRebalanceListener)?,
+        listenerTimeout: Duration,
+        closeTimeout: Duration,
+        logger: Logger
+    ) {
         self.buffer = buffer
         self.listener = listener
         self.listenerTimeout = listenerTimeout
+        self.closeTimeout = closeTimeout
         self.logger = logger
     }
 

@@ -104,6 +104,29 @@ struct KafkaFaultTests {
         #expect(try await batches.next() == nil)
     }
 
+    @Test("closing a consumer whose coordinator is down returns within the close timeout")
+    func consumerCloseWithBrokerDownIsPrompt() async throws {
+        let topic = "close-down"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 20, partitionCount: 1)
+        await producer.close()
+        var configuration = consumerConfiguration(cluster, group: "close-down")
+        configuration.closeTimeout = .seconds(1)
+        let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("c"))
+        let received = try await read(consumer) { $0.count >= 20 }
+        try consumer.storeOffset(received.last!.offset + 1, for: partition)
+        try cluster.setBrokerDown(1)
+        let clock = ContinuousClock()
+        let elapsed = try await clock.measure {
+            try await withTimeout(.seconds(30), "close") { await consumer.close() }
+        }
+        #expect(elapsed < .seconds(3))
+        var batches = consumer.batches.makeAsyncIterator()
+        #expect(try await batches.next() == nil)
+    }
+
     @Test("closing a producer with undeliverable sends in flight fails them promptly instead of hanging")
     func producerCloseFailsInFlightSends() async throws {
         let topic = "stuck"
