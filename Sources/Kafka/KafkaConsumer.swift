@@ -120,7 +120,8 @@ public final class KafkaConsumer: Sendable {
         }
         let list = RDKafkaPartitionList(partitions)
         try self.client.withHandle { handle in
-            let error = pause
+            let error =
+                pause
                 ? rd_kafka_pause_partitions(handle, list.pointer) : rd_kafka_resume_partitions(handle, list.pointer)
             if error != RD_KAFKA_RESP_ERR_NO_ERROR {
                 throw KafkaError(error, context: pause ? "pausing partitions" : "resuming partitions")
@@ -266,7 +267,6 @@ final class ConsumerContext: Sendable {
         self.logger = logger
     }
 
-
     /// Runs a listener method from the poll thread and blocks it until the method returns or the timeout.
     func awaitListener(_ event: String, _ body: @escaping @Sendable (any KafkaRebalanceListener) async -> Void) {
         guard let listener = self.listener else {
@@ -304,9 +304,11 @@ final class ConsumerContext: Sendable {
             )
             if cooperative {
                 if let error = rd_kafka_incremental_assign(handle, list) {
-                    self.logger.error("Could not assign partitions", metadata: [
-                        "kafka.error": "\(KafkaError(consuming: error))",
-                    ])
+                    self.logger.error(
+                        "Could not assign partitions",
+                        metadata: [
+                            "kafka.error": "\(KafkaError(consuming: error))"
+                        ])
                 }
             } else {
                 self.logIfFailed(rd_kafka_assign(handle, list), "Could not assign partitions")
@@ -336,9 +338,11 @@ final class ConsumerContext: Sendable {
             }
             if cooperative {
                 if let error = rd_kafka_incremental_unassign(handle, list) {
-                    self.logger.error("Could not release partitions", metadata: [
-                        "kafka.error": "\(KafkaError(consuming: error))",
-                    ])
+                    self.logger.error(
+                        "Could not release partitions",
+                        metadata: [
+                            "kafka.error": "\(KafkaError(consuming: error))"
+                        ])
                 }
             } else {
                 self.logIfFailed(rd_kafka_assign(handle, nil), "Could not release partitions")
@@ -395,9 +399,11 @@ private struct PollLoop: Sendable {
         // Revokes the assignment through the rebalance callback (listener, synchronous commit), then leaves.
         let closeError = rd_kafka_consumer_close(handle)
         if closeError != RD_KAFKA_RESP_ERR_NO_ERROR {
-            self.context.logger.warning("Consumer close reported an error", metadata: [
-                "kafka.error": "\(KafkaError(closeError))",
-            ])
+            self.context.logger.warning(
+                "Consumer close reported an error",
+                metadata: [
+                    "kafka.error": "\(KafkaError(closeError))"
+                ])
         }
         self.client.destroy()
         self.context.buffer.finish(failure.map(BatchBuffer.End.failed) ?? .closed)

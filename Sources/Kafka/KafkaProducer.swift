@@ -286,7 +286,6 @@ final class ProducerContext: Sendable {
         }
     }
 
-
     func delivered(_ message: UnsafePointer<rd_kafka_message_t>) {
         let fields = message.pointee
         if let opaque = fields._private {

@@ -5,9 +5,10 @@ import Logging
 /// ``RDKafkaClient`` keeps it alive until the handle is destroyed, so the callbacks never see a freed object.
 /// Callbacks run on librdkafka's threads or on the client's poll thread; they only hand data on.
 final class RDKafkaCallbacks: Sendable {
-    typealias Rebalance = @Sendable (
-        OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-    ) -> Void
+    typealias Rebalance =
+        @Sendable (
+            OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        ) -> Void
     typealias Delivery = @Sendable (UnsafePointer<rd_kafka_message_t>) -> Void
 
     let logger: Logger
@@ -92,13 +93,14 @@ private func logCallback(
     }
     let logger = RDKafkaCallbacks.from(opaque).logger
     // LOG_ERR lines are mostly connection failures librdkafka retries (and reports to error_cb too).
-    let swiftLevel: Logger.Level = switch level {
-    case ...2: .error
-    case 3, 4: .warning
-    case 5: .notice
-    case 6: .info
-    default: .debug
-    }
+    let swiftLevel: Logger.Level =
+        switch level {
+        case ...2: .error
+        case 3, 4: .warning
+        case 5: .notice
+        case 6: .info
+        default: .debug
+        }
     guard logger.logLevel <= swiftLevel else {
         return
     }
