@@ -37,7 +37,7 @@ struct KafkaGroupTests {
             Set(messages.map { "\($0.partition)/\($0.offset)" }).union(seen).count >= 400
         }
         try await consumerA.commit()
-        let committed = try await consumerA.committedOffsets(for: partitions, timeout: .seconds(5))
+        let committed = try await consumerA.committedOffsets(for: partitions, timeout: .seconds(10))
         await consumerA.close()
         await producer.close()
 
@@ -64,8 +64,9 @@ struct KafkaGroupTests {
         await first.close()
 
         let second = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("second"))
-        let committed = try await second.committedOffsets(for: [partition], timeout: .seconds(5))
         let secondRead = try await read(second) { $0.count >= 5 }
+        // Asked after the join: the coordinator answers requests in order, and a JoinGroup waits seconds.
+        let committed = try await second.committedOffsets(for: [partition], timeout: .seconds(10))
         await second.close()
         #expect(committed == [partition: 5])
         #expect(secondRead.map(\.offset) == Array(5..<10))
