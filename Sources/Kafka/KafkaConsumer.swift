@@ -302,17 +302,7 @@ final class ConsumerContext: Sendable {
                 "Partitions assigned",
                 metadata: ["kafka.partitions": "\(partitions.map(\.description).joined(separator: ","))"]
             )
-            if cooperative {
-                if let error = rd_kafka_incremental_assign(handle, list) {
-                    self.logger.error(
-                        "Could not assign partitions",
-                        metadata: [
-                            "kafka.error": "\(KafkaError(consuming: error))"
-                        ])
-                }
-            } else {
-                self.logIfFailed(rd_kafka_assign(handle, list), "Could not assign partitions")
-            }
+            self.complete(handle, list, assign: true, cooperative: cooperative)
             self.awaitListener("assign") { await $0.partitionsAssigned(partitions) }
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             let lost = rd_kafka_assignment_lost(handle) != 0
@@ -336,26 +326,33 @@ final class ConsumerContext: Sendable {
                     )
                 }
             }
-            if cooperative {
-                if let error = rd_kafka_incremental_unassign(handle, list) {
-                    self.logger.error(
-                        "Could not release partitions",
-                        metadata: [
-                            "kafka.error": "\(KafkaError(consuming: error))"
-                        ])
-                }
-            } else {
-                self.logIfFailed(rd_kafka_assign(handle, nil), "Could not release partitions")
-            }
+            self.complete(handle, list, assign: false, cooperative: cooperative)
         default:
             self.logger.error("Rebalance failed", metadata: ["kafka.error": "\(KafkaError(event))"])
-            self.logIfFailed(rd_kafka_assign(handle, nil), "Could not release partitions")
+            self.complete(handle, nil, assign: false, cooperative: false)
         }
     }
 
-    private func logIfFailed(_ error: rd_kafka_resp_err_t, _ message: Logger.Message) {
-        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-            self.logger.error(message, metadata: ["kafka.error": "\(KafkaError(error))"])
+    /// Takes the partitions on (`assign`) or releases them, the way the group's rebalance protocol wants.
+    private func complete(
+        _ handle: OpaquePointer,
+        _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+        assign: Bool,
+        cooperative: Bool
+    ) {
+        let failure: KafkaError?
+        if cooperative {
+            let error = assign ? rd_kafka_incremental_assign(handle, list) : rd_kafka_incremental_unassign(handle, list)
+            failure = error.map { KafkaError(consuming: $0) }
+        } else {
+            let error = rd_kafka_assign(handle, assign ? list : nil)
+            failure = error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error)
+        }
+        if let failure {
+            self.logger.error(
+                assign ? "Could not assign partitions" : "Could not release partitions",
+                metadata: ["kafka.error": "\(failure)"]
+            )
         }
     }
 }

@@ -72,6 +72,35 @@ struct KafkaGroupTests {
         #expect(secondRead.map(\.offset) == Array(5..<10))
     }
 
+    @Test("with cooperative rebalancing, a member that leaves hands its partitions over at its stored offsets")
+    func cooperativeRebalanceHandsOverAtStoredOffsets() async throws {
+        let topic = "cooperative"
+        let cluster = try makeCluster(topic: topic, partitionCount: 2)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 20, partitionCount: 2)
+        await producer.close()
+
+        var configuration = consumerConfiguration(cluster, group: "cooperative")
+        configuration.partitionAssignmentStrategy = "cooperative-sticky"
+        let recorder = RebalanceRecorder()
+        let first = try KafkaConsumer(
+            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("first"))
+        let firstRead = try await read(first) { $0.count >= 20 }
+        try first.storeOffsets([
+            KafkaPartition(topic: topic, partition: 0): 4,
+            KafkaPartition(topic: topic, partition: 1): 10,
+        ])
+        await first.close()
+        #expect(Set(recorder.revoked.value.map(\.partition)) == [0, 1])
+
+        let second = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("second"))
+        let secondRead = try await read(second) { $0.count >= 6 }
+        await second.close()
+        #expect(firstRead.count == 20)
+        #expect(secondRead.map(\.partition) == [0, 0, 0, 0, 0, 0])
+        #expect(secondRead.map(\.offset) == Array(4..<10))
+    }
+
     @Test("a paused partition delivers nothing until it is resumed")
     func pausedPartitionDeliversNothingUntilResumed() async throws {
         let topic = "pause"
