@@ -231,13 +231,18 @@ final class RebalanceRecorder: KafkaRebalanceListener {
     }
 }
 
-/// Reads `consumer` in a task of its own into an ``Observed`` list until the consumer closes; with
+/// Reads `consumer` in a task of its own into an ``Observed`` list (several consumers may share one) until
+/// the consumer closes; with
 /// `storeOffsets`, stores each batch's offsets after recording it (the message is "finished").
-func startReading(_ consumer: KafkaConsumer, storeOffsets: Bool) -> Observed<[KafkaMessage]> {
-    let received = Observed<[KafkaMessage]>([])
+@discardableResult
+func startReading(
+    _ consumer: KafkaConsumer,
+    storeOffsets: Bool,
+    into received: Observed<[KafkaMessage]> = Observed([])
+) -> Observed<[KafkaMessage]> {
     Task {
         for try await batch in consumer.batches {
-            received.update { $0 += batch }
+            // Stored before it is recorded, so that a test that saw a message may rely on its offset.
             if storeOffsets {
                 var next: [KafkaPartition: Int64] = [:]
                 for message in batch {
@@ -245,6 +250,7 @@ func startReading(_ consumer: KafkaConsumer, storeOffsets: Bool) -> Observed<[Ka
                 }
                 try? consumer.storeOffsets(next)
             }
+            received.update { $0 += batch }
         }
     }
     return received
