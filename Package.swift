@@ -211,7 +211,11 @@ let package = Package(
         ),
 
         // MARK: Tests
-        .testTarget(name: "KafkaTests", dependencies: ["Kafka", "TestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "KafkaTests",
+            dependencies: ["Kafka", "TestSupport", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "APNSTests",

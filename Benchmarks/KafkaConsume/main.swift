@@ -71,9 +71,12 @@ func consumeC(_ cluster: KafkaMockCluster, group: String) throws -> Double {
     var errorText = [CChar](repeating: 0, count: 512)
     let seconds = kafka_consume_c(cluster.bootstrapServers, topic, group, messageCount, &errorText, errorText.count)
     guard seconds >= 0 else {
-        throw KafkaError(code: .invalidArgument, message: String(decoding: errorText.prefix { $0 != 0 }.map {
-            UInt8(bitPattern: $0)
-        }, as: UTF8.self))
+        throw KafkaError(
+            code: .invalidArgument,
+            message: String(
+                decoding: errorText.prefix { $0 != 0 }.map {
+                    UInt8(bitPattern: $0)
+                }, as: UTF8.self))
     }
     return seconds
 }
@@ -90,10 +93,14 @@ for round in 1...3 {
     let swiftSeconds = try await consumeSwift(cluster, group: "bench-swift-\(round)")
     cRates.append(Double(messageCount) / cSeconds)
     swiftRates.append(Double(messageCount) / swiftSeconds)
-    print(String(format: "round %d: C loop %.0f msgs/s, Swift layer %.0f msgs/s", round, cRates.last!,
-                 swiftRates.last!))
+    print(
+        String(
+            format: "round %d: C loop %.0f msgs/s, Swift layer %.0f msgs/s", round, cRates.last!,
+            swiftRates.last!))
 }
 let bestC = cRates.max()!
 let bestSwift = swiftRates.max()!
-print(String(format: "best: C loop %.0f msgs/s, Swift layer %.0f msgs/s, ratio %.2f", bestC, bestSwift,
-             bestSwift / bestC))
+print(
+    String(
+        format: "best: C loop %.0f msgs/s, Swift layer %.0f msgs/s, ratio %.2f", bestC, bestSwift,
+        bestSwift / bestC))

@@ -41,6 +41,10 @@ public struct KafkaConsumerConfiguration: Sendable {
     /// The longest the poll thread waits for a ``KafkaRebalanceListener`` before it completes the
     /// rebalance anyway.
     public var rebalanceListenerTimeout: Duration = .seconds(30)
+    /// The longest ``KafkaConsumer/close()`` waits for librdkafka to commit and leave the group (it can
+    /// wait for an unreachable coordinator up to the session timeout); after it, close returns and librdkafka
+    /// finishes in the background. What was not committed is consumed again: at-least-once holds.
+    public var closeTimeout: Duration = .seconds(10)
 
     /// Creates a configuration for the group `groupID` on `bootstrapServers`.
     public init(bootstrapServers: String, groupID: String, properties: [String: String] = [:]) {

@@ -44,14 +44,14 @@ public final class KafkaConsumer: Sendable {
             buffer: buffer,
             listener: listener,
             listenerTimeout: configuration.rebalanceListenerTimeout,
+            closeTimeout: configuration.closeTimeout,
             logger: logger
         )
-        let client = try RDKafkaClient.make(RD_KAFKA_CONSUMER, properties: configuration.librdkafkaProperties) {
-            conf in
-            rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
-            rd_kafka_conf_set_rebalance_cb(conf, rebalanceCallback)
-            rd_kafka_conf_set_error_cb(conf, consumerErrorCallback)
-        }
+        let client = try RDKafkaClient.make(
+            RD_KAFKA_CONSUMER,
+            properties: configuration.librdkafkaProperties,
+            callbacks: RDKafkaCallbacks(logger: logger, rebalance: { context.rebalance($0, $1, $2) })
+        )
         // Everything (rebalances, errors, messages) is served from the consumer queue by the poll thread.
         rd_kafka_poll_set_consumer(client.pointer)
         let subscription = RDKafkaPartitionList(capacity: topics.count)
@@ -120,7 +120,8 @@ public final class KafkaConsumer: Sendable {
         }
         let list = RDKafkaPartitionList(partitions)
         try self.client.withHandle { handle in
-            let error = pause
+            let error =
+                pause
                 ? rd_kafka_pause_partitions(handle, list.pointer) : rd_kafka_resume_partitions(handle, list.pointer)
             if error != RD_KAFKA_RESP_ERR_NO_ERROR {
                 throw KafkaError(error, context: pause ? "pausing partitions" : "resuming partitions")
@@ -227,30 +228,44 @@ public final class KafkaConsumer: Sendable {
 
     /// Stops fetching, revokes the assignment (the listener runs, stored offsets are committed
     /// synchronously), leaves the group and frees librdkafka's resources. ``batches`` ends. Safe to call more
-    /// than once and from several tasks; every call returns once the consumer is closed.
+    /// than once and from several tasks. Returns once the consumer is closed, or after
+    /// ``KafkaConsumerConfiguration/closeTimeout`` (e.g. the coordinator is unreachable), leaving librdkafka
+    /// to finish in the background.
     public func close() async {
         self.context.closeRequested.store(true, ordering: .relaxed)
-        await self.context.closed.waitUntilClosed()
+        if await !self.context.closed.waitUntilClosed(timeout: self.context.closeTimeout) {
+            self.context.logger.warning(
+                "Consumer close did not finish in time; librdkafka completes it in the background",
+                metadata: ["kafka.timeout_ms": "\(self.context.closeTimeout.milliseconds)"]
+            )
+            self.context.buffer.finish(.closed)
+        }
     }
 }
 
-/// What the C callbacks of one consumer reach through librdkafka's opaque pointer. It outlives the
-/// `rd_kafka_t`: the poll thread holds it until after `rd_kafka_destroy`.
+/// The consumer's state shared by its poll thread, its rebalance callback and its public API.
 final class ConsumerContext: Sendable {
     let buffer: BatchBuffer
     let listener: (any KafkaRebalanceListener)?
     let listenerTimeout: Duration
+    let closeTimeout: Duration
     let logger: Logger
     let closeRequested = Atomic<Bool>(false)
     let closed = CloseSignal()
 
-    init(buffer: BatchBuffer, listener: (any KafkaRebalanceListener)?, listenerTimeout: Duration, logger: Logger) {
+    init(
+        buffer: BatchBuffer,
+        listener: (any KafkaRebalanceListener)?,
+        listenerTimeout: Duration,
+        closeTimeout: Duration,
+        logger: Logger
+    ) {
         self.buffer = buffer
         self.listener = listener
         self.listenerTimeout = listenerTimeout
+        self.closeTimeout = closeTimeout
         self.logger = logger
     }
-
 
     /// Runs a listener method from the poll thread and blocks it until the method returns or the timeout.
     func awaitListener(_ event: String, _ body: @escaping @Sendable (any KafkaRebalanceListener) async -> Void) {
@@ -287,15 +302,7 @@ final class ConsumerContext: Sendable {
                 "Partitions assigned",
                 metadata: ["kafka.partitions": "\(partitions.map(\.description).joined(separator: ","))"]
             )
-            if cooperative {
-                if let error = rd_kafka_incremental_assign(handle, list) {
-                    self.logger.error("Could not assign partitions", metadata: [
-                        "kafka.error": "\(KafkaError(consuming: error))",
-                    ])
-                }
-            } else {
-                self.logIfFailed(rd_kafka_assign(handle, list), "Could not assign partitions")
-            }
+            self.complete(handle, list, assign: true, cooperative: cooperative)
             self.awaitListener("assign") { await $0.partitionsAssigned(partitions) }
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             let lost = rd_kafka_assignment_lost(handle) != 0
@@ -319,24 +326,33 @@ final class ConsumerContext: Sendable {
                     )
                 }
             }
-            if cooperative {
-                if let error = rd_kafka_incremental_unassign(handle, list) {
-                    self.logger.error("Could not release partitions", metadata: [
-                        "kafka.error": "\(KafkaError(consuming: error))",
-                    ])
-                }
-            } else {
-                self.logIfFailed(rd_kafka_assign(handle, nil), "Could not release partitions")
-            }
+            self.complete(handle, list, assign: false, cooperative: cooperative)
         default:
             self.logger.error("Rebalance failed", metadata: ["kafka.error": "\(KafkaError(event))"])
-            self.logIfFailed(rd_kafka_assign(handle, nil), "Could not release partitions")
+            self.complete(handle, nil, assign: false, cooperative: false)
         }
     }
 
-    private func logIfFailed(_ error: rd_kafka_resp_err_t, _ message: Logger.Message) {
-        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-            self.logger.error(message, metadata: ["kafka.error": "\(KafkaError(error))"])
+    /// Takes the partitions on (`assign`) or releases them, the way the group's rebalance protocol wants.
+    private func complete(
+        _ handle: OpaquePointer,
+        _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+        assign: Bool,
+        cooperative: Bool
+    ) {
+        let failure: KafkaError?
+        if cooperative {
+            let error = assign ? rd_kafka_incremental_assign(handle, list) : rd_kafka_incremental_unassign(handle, list)
+            failure = error.map { KafkaError(consuming: $0) }
+        } else {
+            let error = rd_kafka_assign(handle, assign ? list : nil)
+            failure = error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error)
+        }
+        if let failure {
+            self.logger.error(
+                assign ? "Could not assign partitions" : "Could not release partitions",
+                metadata: ["kafka.error": "\(failure)"]
+            )
         }
     }
 }
@@ -380,9 +396,11 @@ private struct PollLoop: Sendable {
         // Revokes the assignment through the rebalance callback (listener, synchronous commit), then leaves.
         let closeError = rd_kafka_consumer_close(handle)
         if closeError != RD_KAFKA_RESP_ERR_NO_ERROR {
-            self.context.logger.warning("Consumer close reported an error", metadata: [
-                "kafka.error": "\(KafkaError(closeError))",
-            ])
+            self.context.logger.warning(
+                "Consumer close reported an error",
+                metadata: [
+                    "kafka.error": "\(KafkaError(closeError))"
+                ])
         }
         self.client.destroy()
         self.context.buffer.finish(failure.map(BatchBuffer.End.failed) ?? .closed)
@@ -458,29 +476,4 @@ private struct TopicNameCache {
         }
         return self.cachedName
     }
-}
-
-private func rebalanceCallback(
-    handle: OpaquePointer?,
-    event: rd_kafka_resp_err_t,
-    partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let handle, let opaque else {
-        return
-    }
-    Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue().rebalance(handle, event, partitions)
-}
-
-private func consumerErrorCallback(
-    handle: OpaquePointer?,
-    code: Int32,
-    reason: UnsafePointer<CChar>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let opaque else {
-        return
-    }
-    let context = Unmanaged<ConsumerContext>.fromOpaque(opaque).takeUnretainedValue()
-    logClientError(context.logger, code: code, reason: reason)
 }

@@ -26,7 +26,8 @@ public final class KafkaMockCluster: Sendable {
         )
         self.client = client
         self.brokerIDs = 1...brokerCount
-        self.bootstrapServers = client.mockCluster.flatMap { rd_kafka_mock_cluster_bootstraps($0) }
+        self.bootstrapServers =
+            client.mockCluster.flatMap { rd_kafka_mock_cluster_bootstraps($0) }
             .map { String(cString: $0) } ?? ""
     }
 

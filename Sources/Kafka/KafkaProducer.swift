@@ -17,18 +17,21 @@ public final class KafkaProducer: Sendable {
     /// property when librdkafka rejects the configuration.
     public init(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) {
         let context = ProducerContext(logger: logger)
-        self.client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: configuration.librdkafkaProperties) {
-            conf in
-            rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(context).toOpaque())
-            rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
-            rd_kafka_conf_set_error_cb(conf, producerErrorCallback)
-        }
+        self.client = try RDKafkaClient.make(
+            RD_KAFKA_PRODUCER,
+            properties: configuration.librdkafkaProperties,
+            callbacks: RDKafkaCallbacks(logger: logger, delivery: { context.delivered($0) })
+        )
         self.context = context
         let client = self.client
         let thread = Thread {
             // Delivery reports and errors are served here, in the callbacks below.
             while !context.stopPolling.load(ordering: .relaxed) {
                 rd_kafka_poll(client.pointer, 100)
+            }
+            if context.destroyWhenStopped.load(ordering: .relaxed) {
+                // Released without close(): no send can be pending (each holds the producer), so free it here.
+                KafkaProducer.purgeAndDestroy(client, context: context)
             }
             context.pollThreadStopped.signal()
         }
@@ -37,7 +40,9 @@ public final class KafkaProducer: Sendable {
     }
 
     deinit {
-        // Without close(), the thread stops and the handle stays allocated; close() is the way to free it.
+        if !self.context.closing.exchange(true, ordering: .relaxed) {
+            self.context.destroyWhenStopped.store(true, ordering: .relaxed)
+        }
         self.context.stopPolling.store(true, ordering: .relaxed)
     }
 
@@ -186,15 +191,24 @@ public final class KafkaProducer: Sendable {
             }
             context.stopPolling.store(true, ordering: .relaxed)
             context.pollThreadStopped.wait()
-            _ = rd_kafka_purge(handle, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT)
-            // Serve the purged messages' delivery reports so that every continuation is resumed.
-            let deadline = ContinuousClock.now.advanced(by: .seconds(5))
-            while context.inFlightCount > 0, ContinuousClock.now < deadline {
-                rd_kafka_poll(handle, 50)
-            }
-            client.destroy()
+            KafkaProducer.purgeAndDestroy(client, context: context)
         }
         context.closed.markClosed()
+    }
+}
+
+extension KafkaProducer {
+    /// Fails what is still queued or in flight, serves those delivery reports (so every continuation is
+    /// resumed), and frees the handle. Runs after the poll thread stopped.
+    fileprivate static func purgeAndDestroy(_ client: RDKafkaClient, context: ProducerContext) {
+        client.stopAccepting()
+        let handle = client.pointer
+        _ = rd_kafka_purge(handle, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT)
+        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
+        while context.inFlightCount > 0, ContinuousClock.now < deadline {
+            rd_kafka_poll(handle, 50)
+        }
+        client.destroy()
     }
 }
 
@@ -222,11 +236,12 @@ final class DeliveryBox: Sendable {
     }
 }
 
-/// What the producer's C callbacks reach through librdkafka's opaque pointer; outlives the `rd_kafka_t`.
+/// The producer's state shared by its poll thread, its delivery reports and its public API.
 final class ProducerContext: Sendable {
     let logger: Logger
     let stopPolling = Atomic<Bool>(false)
     let closing = Atomic<Bool>(false)
+    let destroyWhenStopped = Atomic<Bool>(false)
     let pollThreadStopped = DispatchSemaphore(value: 0)
     private let inFlight = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
     let closed = CloseSignal()
@@ -271,7 +286,6 @@ final class ProducerContext: Sendable {
         }
     }
 
-
     func delivered(_ message: UnsafePointer<rd_kafka_message_t>) {
         let fields = message.pointee
         if let opaque = fields._private {
@@ -288,28 +302,4 @@ final class ProducerContext: Sendable {
         }
         self.didDeliver()
     }
-}
-
-private func deliveryReportCallback(
-    handle: OpaquePointer?,
-    message: UnsafePointer<rd_kafka_message_t>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let message, let opaque else {
-        return
-    }
-    Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue().delivered(message)
-}
-
-private func producerErrorCallback(
-    handle: OpaquePointer?,
-    code: Int32,
-    reason: UnsafePointer<CChar>?,
-    opaque: UnsafeMutableRawPointer?
-) {
-    guard let opaque else {
-        return
-    }
-    let context = Unmanaged<ProducerContext>.fromOpaque(opaque).takeUnretainedValue()
-    logClientError(context.logger, code: code, reason: reason)
 }

@@ -13,8 +13,7 @@ struct KafkaFaultTests {
         try await produce(producer, topic: topic, count: 50, partitionCount: 1)
         await producer.close()
 
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "retry"), topics: [topic], logger: testLogger("c"))
+        let consumer = try makeConsumer(cluster, topic: topic, group: "retry")
         let received = try await read(consumer) { $0.count >= 51 }
         await consumer.close()
         #expect(received.count == 51)
@@ -46,8 +45,7 @@ struct KafkaFaultTests {
         #expect(failures.first?.code == .topicAuthorizationFailed)
         #expect(failures.allSatisfy { $0.code == .topicAuthorizationFailed })
 
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "permanent"), topics: [topic], logger: testLogger("c"))
+        let consumer = try makeConsumer(cluster, topic: topic, group: "permanent")
         let (_, high) = try await consumer.queryWatermarks(for: partition, timeout: .seconds(5))
         let received = try await read(consumer) { $0.count >= high }
         await consumer.close()
@@ -59,8 +57,7 @@ struct KafkaFaultTests {
         let topic = "outage"
         let cluster = try makeCluster(topic: topic, partitionCount: 2)
         let producer = try makeProducer(cluster)
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "outage"), topics: [topic], logger: testLogger("c"))
+        let consumer = try makeConsumer(cluster, topic: topic, group: "outage")
         let received = startReading(consumer, storeOffsets: true)
         try await produce(producer, topic: topic, count: 100, prefix: "before")
         try await received.wait("messages before the outage") { $0.count >= 100 }
@@ -103,6 +100,29 @@ struct KafkaFaultTests {
         }
         #expect(elapsed < .seconds(5))
         #expect(recorder.revoked.value == [KafkaPartition(topic: topic, partition: 0)])
+        var batches = consumer.batches.makeAsyncIterator()
+        #expect(try await batches.next() == nil)
+    }
+
+    @Test("closing a consumer whose coordinator is down returns within the close timeout")
+    func consumerCloseWithBrokerDownIsPrompt() async throws {
+        let topic = "close-down"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 20, partitionCount: 1)
+        await producer.close()
+        var configuration = consumerConfiguration(cluster, group: "close-down")
+        configuration.closeTimeout = .seconds(1)
+        let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("c"))
+        let received = try await read(consumer) { $0.count >= 20 }
+        try consumer.storeOffset(received.last!.offset + 1, for: partition)
+        try cluster.setBrokerDown(1)
+        let clock = ContinuousClock()
+        let elapsed = try await clock.measure {
+            try await withTimeout(.seconds(30), "close") { await consumer.close() }
+        }
+        #expect(elapsed < .seconds(3))
         var batches = consumer.batches.makeAsyncIterator()
         #expect(try await batches.next() == nil)
     }

@@ -32,11 +32,7 @@ struct KafkaRoundTripTests {
         #expect(deliveries.map(\.offset) == [0, 1, 2, 3])
         #expect(deliveries.allSatisfy { $0.partition == KafkaPartition(topic: "round-trip", partition: 0) })
 
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "round-trip"),
-            topics: ["round-trip"],
-            logger: testLogger("consumer")
-        )
+        let consumer = try makeConsumer(cluster, topic: "round-trip", group: "round-trip")
         let received = try await read(consumer) { $0.count >= sent.count }
         await consumer.close()
         await producer.close()
@@ -60,16 +56,39 @@ struct KafkaRoundTripTests {
         try await producer.flush(timeout: .seconds(5))
         await producer.close()
 
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "in-flight"),
-            topics: ["in-flight"],
-            logger: testLogger("consumer")
-        )
+        let consumer = try makeConsumer(cluster, topic: "in-flight", group: "in-flight")
         let received = try await read(consumer) { $0.count >= 3000 }
         let lag = try consumer.lag(for: (0..<3).map { KafkaPartition(topic: "in-flight", partition: $0) })
         await consumer.close()
         #expect(Set(received.map(\.text)) == Set((0..<3000).map { "m-\($0)" }))
         #expect(lag.map(\.highWatermark).reduce(0, +) == 3000)
         #expect(lag.allSatisfy { $0.lagMessageCount == 0 })
+    }
+
+    @Test("a reader that falls behind stops the polling: only the bounded buffer's batches are taken")
+    func slowReaderBoundsWhatIsTaken() async throws {
+        let topic = "bounded"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 500, partitionCount: 1)
+        await producer.close()
+
+        var configuration = consumerConfiguration(cluster, group: "bounded")
+        configuration.maxBatchMessageCount = 10
+        configuration.bufferedBatchCount = 2
+        let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("c"))
+        let first = try await read(consumer) { !$0.isEmpty }
+        // One batch is with the reader and two wait in the buffer; the poll thread must take no more.
+        try await withTimeout(.seconds(10), "the buffer to fill") {
+            while try consumer.lag(for: [partition]).first?.position != 30 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let position = try consumer.lag(for: [partition]).first?.position
+        await consumer.close()
+        #expect(first.count == 10)
+        #expect(position == 30)
     }
 }

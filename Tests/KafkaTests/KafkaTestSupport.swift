@@ -1,3 +1,4 @@
+import Foundation
 import Kafka
 import Logging
 import Synchronization
@@ -12,7 +13,9 @@ struct TimedOut: Error, CustomStringConvertible {
 /// A logger that keeps test output readable: librdkafka's transient complaints are warnings.
 func testLogger(_ label: String) -> Logger {
     var logger = Logger(label: "kafka-tests.\(label)")
-    logger.logLevel = .error
+    // KAFKA_TEST_LOG=debug (or info, ...) shows what the layer logs while a test runs.
+    let level = ProcessInfo.processInfo.environment["KAFKA_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) }
+    logger.logLevel = level ?? .error
     return logger
 }
 
@@ -48,14 +51,31 @@ func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaC
     configuration.sessionTimeout = .seconds(6)
     configuration.heartbeatInterval = .milliseconds(300)
     configuration.maxBatchMessageCount = 100
-    configuration.properties = ["log_level": "0", "topic.metadata.refresh.interval.ms": "1000"]
+    configuration.properties = [:]
+    if let debug = ProcessInfo.processInfo.environment["KAFKA_TEST_DEBUG"] {
+        configuration.properties["debug"] = debug
+    }
     return configuration
+}
+
+/// A consumer of `topic` in `group`, with ``consumerConfiguration(_:group:)``.
+func makeConsumer(
+    _ cluster: KafkaMockCluster,
+    topic: String,
+    group: String,
+    listener: (any KafkaRebalanceListener)? = nil
+) throws -> KafkaConsumer {
+    try KafkaConsumer(
+        configuration: consumerConfiguration(cluster, group: group),
+        topics: [topic],
+        listener: listener,
+        logger: testLogger(group)
+    )
 }
 
 func makeProducer(_ cluster: KafkaMockCluster, label: String = "producer") throws -> KafkaProducer {
     var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
     configuration.linger = .milliseconds(2)
-    configuration.properties = ["log_level": "0"]
     return try KafkaProducer(configuration: configuration, logger: testLogger(label))
 }
 
@@ -109,14 +129,21 @@ extension KafkaMessage {
 /// A value the test awaits conditions on, updated from other tasks or threads.
 final class Observed<Value: Sendable>: Sendable {
     private struct Waiter {
+        var id: Int
         var predicate: @Sendable (Value) -> Bool
-        var continuation: CheckedContinuation<Value, Never>
+        var continuation: CheckedContinuation<Value?, Never>
     }
 
-    private let state: Mutex<(value: Value, waiters: [Waiter])>
+    private struct State {
+        var value: Value
+        var waiters: [Waiter] = []
+        var nextID = 0
+    }
+
+    private let state: Mutex<State>
 
     init(_ value: Value) {
-        self.state = Mutex((value, []))
+        self.state = Mutex(State(value: value))
     }
 
     var value: Value {
@@ -124,10 +151,10 @@ final class Observed<Value: Sendable>: Sendable {
     }
 
     func update(_ body: (inout Value) -> Void) {
-        let ready = self.state.withLock { state -> [(CheckedContinuation<Value, Never>, Value)] in
+        let ready = self.state.withLock { state -> [(CheckedContinuation<Value?, Never>, Value)] in
             body(&state.value)
             let value = state.value
-            var ready: [(CheckedContinuation<Value, Never>, Value)] = []
+            var ready: [(CheckedContinuation<Value?, Never>, Value)] = []
             state.waiters.removeAll { waiter in
                 guard waiter.predicate(value) else {
                     return false
@@ -150,18 +177,39 @@ final class Observed<Value: Sendable>: Sendable {
         until predicate: @escaping @Sendable (Value) -> Bool
     ) async throws -> Value {
         try await withTimeout(timeout, what) {
-            await withCheckedContinuation { continuation in
-                let value = self.state.withLock { state -> Value? in
-                    if predicate(state.value) {
-                        return state.value
-                    }
-                    state.waiters.append(Waiter(predicate: predicate, continuation: continuation))
-                    return nil
-                }
-                if let value {
-                    continuation.resume(returning: value)
-                }
+            let id = self.state.withLock { state in
+                defer { state.nextID += 1 }
+                return state.nextID
             }
+            let value = await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let value = self.state.withLock { state -> Value?? in
+                        if predicate(state.value) {
+                            return .some(state.value)
+                        }
+                        if Task.isCancelled {
+                            return .some(nil)
+                        }
+                        state.waiters.append(Waiter(id: id, predicate: predicate, continuation: continuation))
+                        return .none
+                    }
+                    if let value {
+                        continuation.resume(returning: value)
+                    }
+                }
+            } onCancel: {
+                let waiter = self.state.withLock { state -> Waiter? in
+                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                        return nil
+                    }
+                    return state.waiters.remove(at: index)
+                }
+                waiter?.continuation.resume(returning: nil)
+            }
+            guard let value else {
+                throw CancellationError()
+            }
+            return value
         }
     }
 }
@@ -183,13 +231,18 @@ final class RebalanceRecorder: KafkaRebalanceListener {
     }
 }
 
-/// Reads `consumer` in a task of its own into an ``Observed`` list until the consumer closes; with
+/// Reads `consumer` in a task of its own into an ``Observed`` list (several consumers may share one) until
+/// the consumer closes; with
 /// `storeOffsets`, stores each batch's offsets after recording it (the message is "finished").
-func startReading(_ consumer: KafkaConsumer, storeOffsets: Bool) -> Observed<[KafkaMessage]> {
-    let received = Observed<[KafkaMessage]>([])
+@discardableResult
+func startReading(
+    _ consumer: KafkaConsumer,
+    storeOffsets: Bool,
+    into received: Observed<[KafkaMessage]> = Observed([])
+) -> Observed<[KafkaMessage]> {
     Task {
         for try await batch in consumer.batches {
-            received.update { $0 += batch }
+            // Stored before it is recorded, so that a test that saw a message may rely on its offset.
             if storeOffsets {
                 var next: [KafkaPartition: Int64] = [:]
                 for message in batch {
@@ -197,6 +250,7 @@ func startReading(_ consumer: KafkaConsumer, storeOffsets: Bool) -> Observed<[Ka
                 }
                 try? consumer.storeOffsets(next)
             }
+            received.update { $0 += batch }
         }
     }
     return received

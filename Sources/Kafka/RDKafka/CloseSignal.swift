@@ -1,19 +1,40 @@
+import Dispatch
 import Synchronization
 
-/// A one-way "closed" flag that tasks can await: every waiter resumes once ``markClosed()`` ran.
+/// A one-way "closed" flag that tasks can await, with a bound: every waiter resumes once ``markClosed()``
+/// ran, or when its own timeout passes.
 final class CloseSignal: Sendable {
-    private let state = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private struct State {
+        var done = false
+        var waiters: [Int: CheckedContinuation<Bool, Never>] = [:]
+        var nextID = 0
+    }
 
-    func waitUntilClosed() async {
+    private let state = Mutex(State())
+
+    /// Returns `true` once closed, or `false` when `timeout` passed first (`nil`: no bound).
+    @discardableResult
+    func waitUntilClosed(timeout: Duration? = nil) async -> Bool {
         await withCheckedContinuation { continuation in
-            let done = self.state.withLock { state in
-                if !state.done {
-                    state.waiters.append(continuation)
+            let id = self.state.withLock { state -> Int? in
+                if state.done {
+                    return nil
                 }
-                return state.done
+                let id = state.nextID
+                state.nextID += 1
+                state.waiters[id] = continuation
+                return id
             }
-            if done {
-                continuation.resume()
+            guard let id else {
+                continuation.resume(returning: true)
+                return
+            }
+            if let timeout {
+                let milliseconds = Int(timeout.milliseconds)
+                DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) {
+                    let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
+                    waiter?.resume(returning: false)
+                }
             }
         }
     }
@@ -22,10 +43,10 @@ final class CloseSignal: Sendable {
         let waiters = self.state.withLock { state in
             state.done = true
             defer { state.waiters.removeAll() }
-            return state.waiters
+            return state.waiters.values
         }
         for waiter in waiters {
-            waiter.resume()
+            waiter.resume(returning: true)
         }
     }
 }

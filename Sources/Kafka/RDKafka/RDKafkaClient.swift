@@ -1,6 +1,5 @@
 import CRdKafka
 import Foundation
-import Logging
 
 /// Owns one `rd_kafka_t` (and, for a mock cluster, the `rd_kafka_mock_cluster_t` it hosts).
 ///
@@ -14,6 +13,8 @@ final class RDKafkaClient: @unchecked Sendable {
     let pointer: OpaquePointer
     /// The mock cluster this handle hosts, if any.
     let mockCluster: OpaquePointer?
+    /// Kept alive as long as the handle: librdkafka holds it as an unretained opaque pointer.
+    private let callbacks: RDKafkaCallbacks?
 
     private enum State {
         case open
@@ -24,9 +25,10 @@ final class RDKafkaClient: @unchecked Sendable {
     private var state = State.open
     private let lock: UnsafeMutablePointer<pthread_rwlock_t>
 
-    private init(pointer: OpaquePointer, mockCluster: OpaquePointer? = nil) {
+    private init(pointer: OpaquePointer, mockCluster: OpaquePointer? = nil, callbacks: RDKafkaCallbacks? = nil) {
         self.pointer = pointer
         self.mockCluster = mockCluster
+        self.callbacks = callbacks
         self.lock = .allocate(capacity: 1)
         pthread_rwlock_init(self.lock, nil)
     }
@@ -36,12 +38,11 @@ final class RDKafkaClient: @unchecked Sendable {
         self.lock.deallocate()
     }
 
-    /// Creates a client of `type` from `properties`, applied in order; `configure` installs callbacks on
-    /// the `rd_kafka_conf_t` before the client takes it over.
+    /// Creates a client of `type` from `properties`, applied in order, with `callbacks` installed.
     static func make(
         _ type: rd_kafka_type_t,
         properties: [(String, String)],
-        configure: (OpaquePointer) -> Void = { _ in }
+        callbacks: RDKafkaCallbacks?
     ) throws(KafkaError) -> RDKafkaClient {
         guard let conf = rd_kafka_conf_new() else {
             throw KafkaError(code: .invalidArgument, message: "librdkafka could not allocate a configuration")
@@ -58,7 +59,7 @@ final class RDKafkaClient: @unchecked Sendable {
                 )
             }
         }
-        configure(conf)
+        callbacks?.install(on: conf)
         // rd_kafka_new takes the configuration over only when it succeeds.
         guard let handle = rd_kafka_new(type, conf, &errorText, errorText.count) else {
             rd_kafka_conf_destroy(conf)
@@ -67,7 +68,7 @@ final class RDKafkaClient: @unchecked Sendable {
                 message: "librdkafka could not create the client: \(String(cText: errorText))"
             )
         }
-        return RDKafkaClient(pointer: handle)
+        return RDKafkaClient(pointer: handle, callbacks: callbacks)
     }
 
     /// Creates a handle that hosts a mock cluster of `brokerCount` brokers on loopback.
@@ -75,7 +76,7 @@ final class RDKafkaClient: @unchecked Sendable {
         brokerCount: Int32,
         properties: [(String, String)]
     ) throws(KafkaError) -> RDKafkaClient {
-        let host = try Self.make(RD_KAFKA_PRODUCER, properties: properties)
+        let host = try Self.make(RD_KAFKA_PRODUCER, properties: properties, callbacks: nil)
         guard let cluster = rd_kafka_mock_cluster_new(host.pointer, brokerCount) else {
             host.destroy()
             throw KafkaError(code: .invalidArgument, message: "librdkafka could not start a mock cluster")
@@ -208,15 +209,4 @@ extension String {
     init(cText buffer: [CChar]) {
         self.init(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
-}
-
-/// Logs what librdkafka's `error_cb` reported (mostly transient: brokers down, connections refused).
-func logClientError(_ logger: Logger, code: Int32, reason: UnsafePointer<CChar>?) {
-    logger.warning(
-        "Kafka client error",
-        metadata: [
-            "kafka.error": "\(KafkaError.Code(rawValue: code).name)",
-            "kafka.reason": "\(reason.map { String(cString: $0) } ?? "")",
-        ]
-    )
 }

@@ -1,0 +1,115 @@
+import CRdKafka
+import Logging
+
+/// What librdkafka's C callbacks of one client reach through the client's opaque pointer. The
+/// ``RDKafkaClient`` keeps it alive until the handle is destroyed, so the callbacks never see a freed object.
+/// Callbacks run on librdkafka's threads or on the client's poll thread; they only hand data on.
+final class RDKafkaCallbacks: Sendable {
+    typealias Rebalance =
+        @Sendable (
+            OpaquePointer, rd_kafka_resp_err_t, UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        ) -> Void
+    typealias Delivery = @Sendable (UnsafePointer<rd_kafka_message_t>) -> Void
+
+    let logger: Logger
+    let rebalance: Rebalance?
+    let delivery: Delivery?
+
+    init(logger: Logger, rebalance: Rebalance? = nil, delivery: Delivery? = nil) {
+        self.logger = logger
+        self.rebalance = rebalance
+        self.delivery = delivery
+    }
+
+    /// Installs the callbacks on `conf`, with `self` as the opaque pointer (unretained: the client retains it).
+    func install(on conf: OpaquePointer) {
+        rd_kafka_conf_set_opaque(conf, Unmanaged.passUnretained(self).toOpaque())
+        rd_kafka_conf_set_error_cb(conf, errorCallback)
+        rd_kafka_conf_set_log_cb(conf, logCallback)
+        if self.rebalance != nil {
+            rd_kafka_conf_set_rebalance_cb(conf, rebalanceCallback)
+        }
+        if self.delivery != nil {
+            rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
+        }
+    }
+
+    fileprivate static func from(_ opaque: UnsafeMutableRawPointer) -> RDKafkaCallbacks {
+        Unmanaged<RDKafkaCallbacks>.fromOpaque(opaque).takeUnretainedValue()
+    }
+}
+
+private func rebalanceCallback(
+    handle: OpaquePointer?,
+    event: rd_kafka_resp_err_t,
+    partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let handle, let opaque else {
+        return
+    }
+    RDKafkaCallbacks.from(opaque).rebalance?(handle, event, partitions)
+}
+
+private func deliveryReportCallback(
+    handle: OpaquePointer?,
+    message: UnsafePointer<rd_kafka_message_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let message, let opaque else {
+        return
+    }
+    RDKafkaCallbacks.from(opaque).delivery?(message)
+}
+
+/// librdkafka's `error_cb`: mostly transient faults (brokers down, connections refused) it recovers from.
+private func errorCallback(
+    handle: OpaquePointer?,
+    code: Int32,
+    reason: UnsafePointer<CChar>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let opaque else {
+        return
+    }
+    RDKafkaCallbacks.from(opaque).logger.warning(
+        "Kafka client error",
+        metadata: [
+            "kafka.error": "\(KafkaError.Code(rawValue: code).name)",
+            "kafka.reason": "\(reason.map { String(cString: $0) } ?? "")",
+        ]
+    )
+}
+
+/// librdkafka's `log_cb` (syslog levels), forwarded to swift-log so it follows the process's log format.
+private func logCallback(
+    handle: OpaquePointer?,
+    level: Int32,
+    facility: UnsafePointer<CChar>?,
+    text: UnsafePointer<CChar>?
+) {
+    guard let handle, let opaque = rd_kafka_opaque(handle) else {
+        return
+    }
+    let logger = RDKafkaCallbacks.from(opaque).logger
+    // LOG_ERR lines are mostly connection failures librdkafka retries (and reports to error_cb too).
+    let swiftLevel: Logger.Level =
+        switch level {
+        case ...2: .error
+        case 3, 4: .warning
+        case 5: .notice
+        case 6: .info
+        default: .debug
+        }
+    guard logger.logLevel <= swiftLevel else {
+        return
+    }
+    logger.log(
+        level: swiftLevel,
+        "librdkafka",
+        metadata: [
+            "kafka.facility": "\(facility.map { String(cString: $0) } ?? "")",
+            "kafka.log": "\(text.map { String(cString: $0) } ?? "")",
+        ]
+    )
+}
