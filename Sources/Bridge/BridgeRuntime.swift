@@ -11,7 +11,7 @@ import UnixSignals
 /// cluster), the sender, the pipeline and the admin server, in one `ServiceGroup`.
 ///
 /// Services start in this order and stop in reverse: admin server, producer, sender, pipeline (the
-/// consumer), lag reporter. So on SIGTERM the consumer stops and drains first, then the sender closes its
+/// consumer), lag reporter, periodic commits. So on SIGTERM the consumer stops and drains first, then the sender closes its
 /// connections, then the producer flushes, and `/healthz` answers until the very end.
 public struct BridgeRuntime: Sendable {
     /// The loaded configuration.
@@ -119,6 +119,7 @@ public struct BridgeRuntime: Sendable {
                     .init(service: SenderService(sender: sender)),
                     .init(service: pipeline),
                     .init(service: reporter),
+                    .init(service: CommitService(source: source, interval: kafka.commitInterval)),
                 ],
                 gracefulShutdownSignals: signals,
                 cancellationSignals: [],
@@ -223,6 +224,19 @@ struct SenderService: Service {
     func run() async throws {
         try? await gracefulShutdown()
         await self.sender.shutdown()
+    }
+}
+
+/// Commits finished offsets every `kafka.commit_interval` while the bridge runs; the source commits once
+/// more when it closes.
+struct CommitService: Service {
+    let source: KafkaEventSource
+    let interval: Duration
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await self.source.commitPeriodically(every: self.interval)
+        }
     }
 }
 

@@ -55,7 +55,8 @@ public protocol EventSource: Sendable {
     /// Starts consuming. Batches of events arrive in order within each partition; the sequence ends when
     /// the source is closed. Rebalances are reported to `listener`.
     func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error>
-    /// Everything of `partition` before `nextOffset` is finished and may be committed.
+    /// Everything of `partition` before `nextOffset` is finished and may be committed. Calls for one partition
+    /// come in increasing order, one at a time; the call must be quick and must not block.
     func markFinished(_ partition: PartitionID, nextOffset: Int64)
     /// Stops fetching `partitions` until ``resume(_:)``.
     func pause(_ partitions: [PartitionID])

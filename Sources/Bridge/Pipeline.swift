@@ -404,39 +404,41 @@ public final class Pipeline: Service, Sendable {
     private func begin(_ event: SourceEvent, pieces: Int) -> Ticket? {
         let partition = event.partition
         let offset = event.source.offset
-        let (ticket, commit): (Ticket?, Int64?) = self.table.withLock { table in
-            guard var state = table.partitions[partition] else { return (nil, nil) }
+        return self.table.withLock { table in
+            guard var state = table.partitions[partition] else { return nil }
             state.progress.begin(offset: offset)
-            var commit: Int64?
             if pieces == 0 {
-                if state.progress.finish(offset: offset) { commit = state.progress.commitOffset }
+                if state.progress.finish(offset: offset), let commit = state.progress.commitOffset {
+                    self.source.markFinished(partition, nextOffset: commit)
+                }
             } else {
                 state.outstanding[offset] = pieces
             }
             table.partitions[partition] = state
-            return (Ticket(partition: partition, offset: offset, generation: state.generation), commit)
+            return Ticket(partition: partition, offset: offset, generation: state.generation)
         }
-        if let commit { self.source.markFinished(partition, nextOffset: commit) }
-        return ticket
     }
 
     /// One piece of the ticket's event is acknowledged.
+    ///
+    /// The new commit position is handed to the source *inside* the lock: pieces finish on many threads, and
+    /// two positions handed over outside it could arrive in the wrong order, storing an older offset last
+    /// (librdkafka stores whatever it is given).
     private func pieceFinished(_ ticket: Ticket) {
-        let commit: Int64? = self.table.withLock { table in
+        self.table.withLock { table in
             guard var state = table.partitions[ticket.partition], state.generation == ticket.generation,
                 let left = state.outstanding[ticket.offset]
-            else { return nil }
-            var commit: Int64?
+            else { return }
             if left > 1 {
                 state.outstanding[ticket.offset] = left - 1
             } else {
                 state.outstanding[ticket.offset] = nil
-                if state.progress.finish(offset: ticket.offset) { commit = state.progress.commitOffset }
+                if state.progress.finish(offset: ticket.offset), let commit = state.progress.commitOffset {
+                    self.source.markFinished(ticket.partition, nextOffset: commit)
+                }
             }
             table.partitions[ticket.partition] = state
-            return commit
         }
-        if let commit { self.source.markFinished(ticket.partition, nextOffset: commit) }
     }
 
     fileprivate func assigned(_ partitions: [PartitionID]) {

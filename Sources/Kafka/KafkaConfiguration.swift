@@ -19,6 +19,11 @@ public struct KafkaConsumerConfiguration: Sendable {
     public var clientID: String?
     /// How often stored offsets are committed in the background (`auto.commit.interval.ms`).
     public var commitInterval: Duration?
+    /// Whether librdkafka commits stored offsets in the background every ``commitInterval``
+    /// (`enable.auto.commit`). When `false`, offsets are committed only by ``KafkaConsumer/commit()`` and,
+    /// synchronously, when partitions are revoked and when the consumer closes: the owner then decides when
+    /// commits happen, and no background commit can race the final one.
+    public var automaticCommits = true
     /// `session.timeout.ms`.
     public var sessionTimeout: Duration?
     /// `heartbeat.interval.ms`.
@@ -54,7 +59,8 @@ public struct KafkaConsumerConfiguration: Sendable {
     }
 
     /// The librdkafka properties, in the order they are applied. The layer's own invariants come last:
-    /// offsets are stored only by ``KafkaConsumer/storeOffset(_:for:)`` and committed in the background.
+    /// offsets are stored only by ``KafkaConsumer/storeOffset(_:for:)`` (and committed in the background unless
+    /// ``automaticCommits`` is off).
     var librdkafkaProperties: [(String, String)] {
         var result = self.properties.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         result.append(("bootstrap.servers", self.bootstrapServers))
@@ -67,7 +73,7 @@ public struct KafkaConsumerConfiguration: Sendable {
         result.appendIfSet("auto.offset.reset", self.autoOffsetReset?.rawValue)
         result.appendIfSet("partition.assignment.strategy", self.partitionAssignmentStrategy)
         result.append(("enable.auto.offset.store", "false"))
-        result.append(("enable.auto.commit", "true"))
+        result.append(("enable.auto.commit", self.automaticCommits ? "true" : "false"))
         return result
     }
 }

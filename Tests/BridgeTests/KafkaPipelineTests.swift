@@ -76,7 +76,7 @@ struct KafkaPipelineTests {
 
 func quietLogger() -> Logger {
     var logger = Logger(label: "bridge-tests")
-    logger.logLevel = .critical
+    logger.logLevel = ProcessInfo.processInfo.environment["BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
     return logger
 }
 
