@@ -1,0 +1,165 @@
+import APNSCore
+import APNSSimulator
+import Configuration
+import Crypto
+import DoctorChecks
+import Foundation
+import Kafka
+import Logging
+import TestSupport
+import X509
+
+/// A production-like setup for `pushbridge doctor`: librdkafka's mock cluster with the topics, the APNs simulator
+/// over TLS + HTTP/2 (answering the all-zero token `BadDeviceToken`, as APNs does), a `.p8` key it trusts, and a
+/// configuration file pointing at both. Each knob breaks one thing.
+final class DoctorSetup: Sendable {
+    static let keyID = "DOCTORKEY1"
+    static let teamID = "DOCTORTEAM"
+    static let inputTopic = "events"
+    static let bundleID = "com.example.app"
+    static let resultTopics = ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"]
+
+    let cluster: KafkaMockCluster
+    let simulator: APNSSimulatorServer
+    let tls: TestTLS
+    var directory: URL { self.tls.directory }
+
+    /// Starts the cluster (with the input topic unless `createInputTopic` is false) and the simulator, whose
+    /// clock is `simulatorClock`.
+    init(createInputTopic: Bool = true, simulatorClock: any WallClock = SystemWallClock()) async throws {
+        self.cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        if createInputTopic {
+            try self.cluster.createTopic(Self.inputTopic, partitionCount: 2)
+        }
+        for topic in Self.resultTopics { try self.cluster.createTopic(topic, partitionCount: 1) }
+        self.tls = try TestTLS.generate(name: "Doctor Test")
+        let signingKey = P256.Signing.PrivateKey()
+        var scenario = SimulatorScenario()
+        scenario.topics = [Self.bundleID]
+        scenario.badTokens = [Doctor.probeDeviceToken]
+        scenario.jwtKeys = [.init(keyID: Self.keyID, teamID: Self.teamID, publicKey: signingKey.publicKey)]
+        var logger = Logger(label: "simulator")
+        logger.logLevel = .critical
+        self.simulator = try await APNSSimulatorServer.start(
+            scenario: scenario,
+            certificatePEMPath: self.tls.serverCertificatePath,
+            privateKeyPEMPath: self.tls.serverKeyPath,
+            clock: simulatorClock,
+            logger: logger
+        )
+        try self.write(signingKey.pemRepresentation, to: "AuthKey.p8")
+    }
+
+    func close() async {
+        await self.simulator.shutdown()
+        self.cluster.close()
+        self.tls.remove()
+    }
+
+    /// Writes `text` into the setup's directory; returns the path.
+    @discardableResult
+    func write(_ text: String, to name: String) throws -> String {
+        let url = self.directory.appendingPathComponent(name)
+        try Data(text.utf8).write(to: url)
+        return url.path
+    }
+
+    /// The token `auth:` block with `keyFile` (a name in the directory).
+    func tokenAuth(keyFile: String = "AuthKey.p8") -> String {
+        """
+        auth:
+            type: token
+            key_file: \(self.directory.appendingPathComponent(keyFile).path)
+            key_id: \(Self.keyID)
+            team_id: \(Self.teamID)
+        """
+    }
+
+    /// Writes a configuration file; returns its path.
+    func configuration(bootstrapServers: String? = nil, auth: String? = nil, trustsSimulatorCA: Bool = true) throws
+        -> String
+    {
+        let authBlock = (auth ?? self.tokenAuth()).split(separator: "\n").map { "  \($0)" }.joined(separator: "\n")
+        let yaml = """
+            kafka:
+              bootstrap_servers: "\(bootstrapServers ?? self.cluster.bootstrapServers)"
+            apns:
+              environment: sandbox
+              endpoint: https://127.0.0.1:\(self.simulator.port)
+            \(trustsSimulatorCA ? "  ca_file: \(self.tls.caCertificatePath)" : "")
+            \(authBlock)
+            routes:
+              - name: alerts
+                input_topic: \(Self.inputTopic)
+                device_tokens: "{{token}}"
+                topic: \(Self.bundleID)
+                payload:
+                  aps:
+                    alert: "{{text}}"
+            admin:
+              listen: 127.0.0.1:0
+
+            """
+        return try self.write(yaml, to: "pushbridge-\(UUID().uuidString).yaml")
+    }
+
+    /// Loads `path` as `pushbridge doctor` does (credential files are the doctor's to judge) and runs the checks.
+    func doctor(_ path: String, kafkaTimeout: Duration = .seconds(5)) async throws -> [DoctorCheck] {
+        let loaded = try ConfigurationLoader(checksCredentialFiles: false).load(file: path)
+        let doctor = Doctor(
+            configuration: loaded.configuration,
+            options: Doctor.Options(kafkaTimeout: kafkaTimeout, apnsTimeout: .seconds(5))
+        )
+        return await doctor.run()
+    }
+
+    /// A self-signed client certificate valid from `notBefore` to `notAfter`, written with its key as PEM; returns
+    /// the `auth:` block using them.
+    func certificateAuth(notBefore: Date, notAfter: Date) throws -> String {
+        let key = P256.Signing.PrivateKey()
+        let name = try DistinguishedName { CommonName("Apple Push Services: \(Self.bundleID)") }
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: notBefore,
+            notValidAfter: notAfter,
+            issuer: name,
+            subject: name,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.clientAuth])
+            },
+            issuerPrivateKey: .init(key)
+        )
+        let certificatePath = try self.write(try certificate.serializeAsPEM().pemString, to: "push-cert.pem")
+        let keyPath = try self.write(key.pemRepresentation, to: "push-key.pem")
+        return """
+            auth:
+                type: certificate
+                cert_file: \(certificatePath)
+                key_file: \(keyPath)
+            """
+    }
+}
+
+/// A clock `offset` away from the system's.
+struct ShiftedClock: WallClock {
+    var offset: TimeInterval
+
+    func now() -> Date { Date().addingTimeInterval(self.offset) }
+}
+
+extension [DoctorCheck] {
+    /// The check named `name`.
+    func named(_ name: String) -> DoctorCheck? {
+        self.first { $0.name == name }
+    }
+}
+
+/// Fresh P-256 keys as `.p8` PEM text.
+enum P256Key {
+    static func generatePEM() -> String { P256.Signing.PrivateKey().pemRepresentation }
+}

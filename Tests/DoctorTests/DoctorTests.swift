@@ -1,0 +1,153 @@
+import APNSCore
+@testable import DoctorChecks
+import Foundation
+import Kafka
+import Testing
+
+/// `pushbridge doctor` against the mock cluster and the APNs simulator: a good setup passes every check, and each
+/// broken setup fails on its own line.
+@Suite(.timeLimit(.minutes(1)))
+struct DoctorTests {
+    @Test func goodSetupPassesEveryCheck() async throws {
+        let setup = try await DoctorSetup()
+        let checks = try await setup.doctor(try setup.configuration())
+        await setup.close()
+        #expect(checks.allSatisfy { $0.status == .ok }, "\(checks.map(\.description))")
+        let names = checks.map(\.name)
+        #expect(
+            names == [
+                "apns credentials", "apns tcp", "apns tls", "apns auth", "apns clock", "kafka reachable",
+                "kafka topics",
+            ]
+        )
+        #expect(checks.named("apns tls")?.found.contains("SETTINGS_MAX_CONCURRENT_STREAMS 1000") == true)
+        #expect(checks.named("apns auth")?.found.contains("BadDeviceToken") == true)
+    }
+
+    @Test func missingInputTopicFailsNamingIt() async throws {
+        let setup = try await DoctorSetup(createInputTopic: false)
+        let checks = try await setup.doctor(try setup.configuration())
+        await setup.close()
+        let topics = try #require(checks.named("kafka topics"))
+        #expect(topics.status == .fail)
+        #expect(topics.found == "missing on the cluster: \(DoctorSetup.inputTopic)")
+        #expect(topics.hint?.contains("kafka-topics.sh --create") == true)
+        #expect(checks.named("kafka reachable")?.status == .ok)
+    }
+
+    @Test func unreachableKafkaFailsWithinTheTimeout() async throws {
+        let setup = try await DoctorSetup()
+        let closed = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        let address = closed.bootstrapServers
+        closed.close()
+        let started = ContinuousClock.now
+        let checks = try await setup.doctor(
+            try setup.configuration(bootstrapServers: address), kafkaTimeout: .seconds(2))
+        await setup.close()
+        #expect(ContinuousClock.now - started < .seconds(15))
+        let reachable = try #require(checks.named("kafka reachable"))
+        #expect(reachable.status == .fail)
+        #expect(reachable.found.contains(address))
+        #expect(checks.named("kafka topics")?.status == .warn)
+    }
+
+    @Test func wrongSigningKeyFailsWithInvalidProviderToken() async throws {
+        let setup = try await DoctorSetup()
+        try setup.write(P256Key.generatePEM(), to: "Other.p8")
+        let checks = try await setup.doctor(try setup.configuration(auth: setup.tokenAuth(keyFile: "Other.p8")))
+        await setup.close()
+        let auth = try #require(checks.named("apns auth"))
+        #expect(auth.status == .fail)
+        #expect(auth.found.contains("403 InvalidProviderToken"))
+        #expect(checks.named("apns credentials")?.status == .ok)
+    }
+
+    @Test func untrustedServerCertificateFailsTLS() async throws {
+        let setup = try await DoctorSetup()
+        let checks = try await setup.doctor(try setup.configuration(trustsSimulatorCA: false))
+        await setup.close()
+        let tls = try #require(checks.named("apns tls"))
+        #expect(tls.status == .fail)
+        #expect(tls.hint?.contains("ca_file") == true)
+        #expect(checks.named("apns tcp")?.status == .ok)
+        #expect(checks.named("apns auth") == nil)
+    }
+
+    @Test func expiredClientCertificateFails() async throws {
+        let setup = try await DoctorSetup()
+        let auth = try setup.certificateAuth(
+            notBefore: Date().addingTimeInterval(-400 * 86_400), notAfter: Date().addingTimeInterval(-86_400))
+        let checks = try await setup.doctor(try setup.configuration(auth: auth))
+        await setup.close()
+        let expiry = try #require(checks.named("apns certificate expiry"))
+        #expect(expiry.status == .fail)
+        #expect(expiry.found.contains("expired on"))
+    }
+
+    @Test func clientCertificateExpiringWithin30DaysWarns() async throws {
+        let setup = try await DoctorSetup()
+        let auth = try setup.certificateAuth(
+            notBefore: Date().addingTimeInterval(-86_400), notAfter: Date().addingTimeInterval(10 * 86_400 + 3600))
+        let checks = try await setup.doctor(try setup.configuration(auth: auth))
+        await setup.close()
+        let expiry = try #require(checks.named("apns certificate expiry"))
+        #expect(expiry.status == .warn)
+        #expect(expiry.found.contains("expires in 10 days"))
+        #expect(checks.named("apns certificate environment and topics")?.status == .warn)
+    }
+
+    @Test func unparseableKeyFileFails() async throws {
+        let setup = try await DoctorSetup()
+        try setup.write("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n", to: "Broken.p8")
+        let checks = try await setup.doctor(try setup.configuration(auth: setup.tokenAuth(keyFile: "Broken.p8")))
+        await setup.close()
+        let credentials = try #require(checks.named("apns credentials"))
+        #expect(credentials.status == .fail)
+        #expect(credentials.found.contains("Broken.p8"))
+        #expect(credentials.hint?.contains(".p8") == true)
+        #expect(checks.named("apns auth")?.status == .warn)
+    }
+
+    @Test func clockSkewAboveTenMinutesFails() async throws {
+        let setup = try await DoctorSetup(simulatorClock: ShiftedClock(offset: -15 * 60))
+        let checks = try await setup.doctor(try setup.configuration())
+        await setup.close()
+        let clock = try #require(checks.named("apns clock"))
+        #expect(clock.status == .fail)
+        #expect(clock.found.contains("15 min ahead of"))
+    }
+
+    @Test func clockSkewAboveOneMinuteWarns() async throws {
+        let setup = try await DoctorSetup(simulatorClock: ShiftedClock(offset: 3 * 60))
+        let checks = try await setup.doctor(try setup.configuration())
+        await setup.close()
+        let clock = try #require(checks.named("apns clock"))
+        #expect(clock.status == .warn)
+        #expect(clock.found.contains("behind"))
+    }
+}
+
+/// Pure parts: the date header, Apple's topics extension, the output line.
+struct DoctorPartsTests {
+    @Test func httpDateRoundTrips() throws {
+        let date = Date(timeIntervalSince1970: 784_111_777)
+        #expect(HTTPDate.format(date) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == date)
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == nil)
+    }
+
+    @Test func topicsExtensionListsTheTopicStrings() {
+        func utf8(_ text: String) -> [UInt8] { [0x0C, UInt8(text.utf8.count)] + Array(text.utf8) }
+        func sequence(_ content: [UInt8]) -> [UInt8] { [0x30, UInt8(content.count)] + content }
+        let value = sequence(
+            utf8("com.example.app") + sequence(utf8("app")) + utf8("com.example.app.voip") + sequence(utf8("voip")))
+        #expect(CertificateInspection.topics(inExtensionValue: value) == ["com.example.app", "com.example.app.voip"])
+        #expect(CertificateInspection.topics(inExtensionValue: [0x30, 0x05, 0x0C]) == [])
+    }
+
+    @Test func failingLineCarriesItsFixOnOneLine() {
+        let line = DoctorCheck(.fail, "kafka topics", "missing: a\nb", hint: "create them").description
+        #expect(line == "FAIL kafka topics: missing: a b (fix: create them)")
+        #expect(DoctorCheck(.ok, "apns tcp", "connects", hint: "unused").description == "ok   apns tcp: connects")
+    }
+}
