@@ -2,6 +2,7 @@ import APNSCore
 @testable import DoctorChecks
 import Foundation
 import Kafka
+import TestSupport
 import Testing
 
 /// `pushbridge doctor` against the mock cluster and the APNs simulator: a good setup passes every check, and each
@@ -149,5 +150,40 @@ struct DoctorPartsTests {
         let line = DoctorCheck(.fail, "kafka topics", "missing: a\nb", hint: "create them").description
         #expect(line == "FAIL kafka topics: missing: a b (fix: create them)")
         #expect(DoctorCheck(.ok, "apns tcp", "connects", hint: "unused").description == "ok   apns tcp: connects")
+    }
+}
+
+/// `pushbridge doctor` as a user runs it: one line per check, and the exit status.
+@Suite(.timeLimit(.minutes(1)))
+struct DoctorCommandTests {
+    @Test func goodSetupPrintsOneOKLinePerCheckAndExitsZero() async throws {
+        let setup = try await DoctorSetup()
+        let result = try await PushBridgeExecutable.run(["doctor", "--config", try setup.configuration()])
+        await setup.close()
+        #expect(result.status == 0, "\(result.standardOutput)\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n")
+        #expect(lines.count == 8)
+        #expect(lines.dropLast().allSatisfy { $0.hasPrefix("ok   ") })
+        #expect(lines.last == "7 checks: 0 failed, 0 warnings")
+    }
+
+    @Test func unparseableKeyFileIsAFailingCheckAndExitsOne() async throws {
+        let setup = try await DoctorSetup()
+        try setup.write("not a key\n", to: "Broken.p8")
+        let path = try setup.configuration(auth: setup.tokenAuth(keyFile: "Broken.p8"))
+        let result = try await PushBridgeExecutable.run(["doctor", "--config", path, "--kafka-timeout", "2"])
+        await setup.close()
+        #expect(result.status == 1, "\(result.standardOutput)\(result.standardError)")
+        #expect(result.standardOutput.contains("FAIL apns credentials: \(setup.directory.path)/Broken.p8"))
+        #expect(result.standardOutput.contains("(fix: "))
+    }
+
+    @Test func invalidConfigurationExitsTwo() async throws {
+        let setup = try await DoctorSetup()
+        let path = try setup.write("kafka:\n  bootstrap_servers: x\n  no_such_key: 1\n", to: "bad.yaml")
+        let result = try await PushBridgeExecutable.run(["doctor", "--config", path])
+        await setup.close()
+        #expect(result.status == 2)
+        #expect(result.standardError.contains("no_such_key"))
     }
 }
