@@ -87,7 +87,8 @@ public struct Doctor: Sendable {
         let kafka = self.configuration.kafka
         if kafka.isEmbedded {
             return [
-                DoctorCheck(.ok, "kafka", "bootstrap_servers is 'embedded': the in-process mock cluster, nothing to reach")
+                DoctorCheck(
+                    .ok, "kafka", "bootstrap_servers is 'embedded': the in-process mock cluster, nothing to reach")
             ]
         }
         let metadata: KafkaMetadata
@@ -101,7 +102,8 @@ public struct Doctor: Sendable {
             return [
                 DoctorCheck(
                     .fail, "kafka reachable",
-                    "no metadata from \(kafka.bootstrapServers) within \(Self.text(self.options.kafkaTimeout)): \(error)",
+                    "no metadata from \(kafka.bootstrapServers) within "
+                        + "\(Self.text(self.options.kafkaTimeout)): \(error)",
                     hint: "check kafka.bootstrap_servers, that the brokers run and this host can reach their ports, "
                         + "and the security settings under kafka.properties"
                 ),
@@ -122,14 +124,16 @@ public struct Doctor: Sendable {
         if missing.isEmpty {
             let inputs = self.configuration.inputTopics.map { "\($0) (\(metadata.partitionCountsByTopic[$0]!)p)" }
             checks.append(
-                DoctorCheck(.ok, "kafka topics", "all present: \(inputs.joined(separator: ", ")) and the 3 result topics")
+                DoctorCheck(
+                    .ok, "kafka topics", "all present: \(inputs.joined(separator: ", ")) and the 3 result topics")
             )
         } else {
             checks.append(
                 DoctorCheck(
                     .fail, "kafka topics", "missing on the cluster: \(missing.joined(separator: ", "))",
                     hint: "create them, e.g. kafka-topics.sh --create --topic NAME --partitions N "
-                        + "(input topics: as many partitions as bridge instances you want), or fix the names in routes/outcomes"
+                        + "(input topics: as many partitions as bridge instances you want), "
+                        + "or fix the names in routes/outcomes"
                 )
             )
         }
@@ -171,11 +175,12 @@ public struct Doctor: Sendable {
             checks.append(self.tlsFailure(error, endpoint: endpoint, settings: settings, scope: scope))
             return checks
         }
+        let streams = connection.state.maxConcurrentStreams
         checks.append(
             DoctorCheck(
                 .ok, "\(scope) tls",
                 "\(endpoint): TLS verified, ALPN h2, server SETTINGS_MAX_CONCURRENT_STREAMS "
-                    + "\(connection.state.maxConcurrentStreams)"
+                    + (streams >= Int(Int32.max) ? "unlimited (none sent)" : "\(streams)")
             )
         )
         checks += await self.probe(connection, credentials: credentials, scope: scope, routes: routes)
@@ -420,7 +425,8 @@ public struct Doctor: Sendable {
         case .unusable:
             return [
                 DoctorCheck(.warn, name, "not checked: the credentials do not load", hint: "fix the credentials first"),
-                DoctorCheck(.warn, "\(scope) clock", "not checked: no probe request", hint: "fix the credentials first"),
+                DoctorCheck(
+                    .warn, "\(scope) clock", "not checked: no probe request", hint: "fix the credentials first"),
             ]
         }
         let response: HTTP2Response
@@ -496,7 +502,8 @@ public struct Doctor: Sendable {
         let hint = "synchronise this host's clock (chrony or systemd-timesyncd with NTP)"
         guard let dateHeader, let serverDate = HTTPDate.parse(dateHeader) else {
             if answer.reason == .expiredProviderToken {
-                return DoctorCheck(.fail, name, "APNs called a fresh token expired: the clock is off by > 1 h", hint: hint)
+                return DoctorCheck(
+                    .fail, name, "APNs called a fresh token expired: the clock is off by > 1 h", hint: hint)
             }
             return DoctorCheck(
                 .warn, name, "skew not measured: the server sent no date header",

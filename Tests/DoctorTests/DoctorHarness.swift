@@ -113,11 +113,59 @@ final class DoctorSetup: Sendable {
         return await doctor.run()
     }
 
-    /// A self-signed client certificate valid from `notBefore` to `notAfter`, written with its key as PEM; returns
-    /// the `auth:` block using them.
-    func certificateAuth(notBefore: Date, notAfter: Date) throws -> String {
+    /// Apple's marks on an APNs certificate.
+    enum AppleMark {
+        case development
+        case production
+        case voip
+        /// The "Sandbox & Production" topics extension listing `topics`.
+        case topics([String])
+
+        var certificateExtension: Certificate.Extension {
+            switch self {
+            case .development:
+                return Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 1], critical: false, value: [5, 0])
+            case .production:
+                return Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 2], critical: false, value: [5, 0])
+            case .voip:
+                return Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 4], critical: false, value: [5, 0])
+            case .topics(let topics):
+                // SEQUENCE { UTF8String topic, SEQUENCE { UTF8String "app" } ... } (short forms only).
+                let content = topics.flatMap { topic -> [UInt8] in
+                    [0x0C, UInt8(topic.utf8.count)] + Array(topic.utf8) + [0x30, 0x05, 0x0C, 0x03] + Array("app".utf8)
+                }
+                return Certificate.Extension(
+                    oid: [1, 2, 840, 113_635, 100, 6, 3, 6], critical: false,
+                    value: ArraySlice([0x30, UInt8(content.count)] + content)
+                )
+            }
+        }
+    }
+
+    /// A self-signed client certificate valid from `notBefore` to `notAfter`, with the subject's UID `userID` and
+    /// Apple's `marks`, written with its key as PEM; returns the `auth:` block using them.
+    func certificateAuth(
+        notBefore: Date = Date().addingTimeInterval(-86_400),
+        notAfter: Date = Date().addingTimeInterval(365 * 86_400),
+        userID: String? = nil,
+        marks: [AppleMark] = []
+    ) throws -> String {
         let key = P256.Signing.PrivateKey()
-        let name = try DistinguishedName { CommonName("Apple Push Services: \(Self.bundleID)") }
+        var attributes = [
+            RelativeDistinguishedName.Attribute(type: .RDNAttributeType.commonName, utf8String: "Apple Push Services")
+        ]
+        if let userID {
+            attributes.append(.init(type: [0, 9, 2342, 19_200_300, 100, 1, 1], utf8String: userID))
+        }
+        let name = try DistinguishedName(attributes)
+        var extensions = try Certificate.Extensions {
+            Critical(BasicConstraints.notCertificateAuthority)
+            Critical(KeyUsage(digitalSignature: true))
+            try ExtendedKeyUsage([.clientAuth])
+        }
+        for mark in marks {
+            try extensions.append(mark.certificateExtension)
+        }
         let certificate = try Certificate(
             version: .v3,
             serialNumber: Certificate.SerialNumber(),
@@ -127,11 +175,7 @@ final class DoctorSetup: Sendable {
             issuer: name,
             subject: name,
             signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                try ExtendedKeyUsage([.clientAuth])
-            },
+            extensions: extensions,
             issuerPrivateKey: .init(key)
         )
         let certificatePath = try self.write(try certificate.serializeAsPEM().pemString, to: "push-cert.pem")

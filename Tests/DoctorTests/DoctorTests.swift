@@ -97,6 +97,38 @@ struct DoctorTests {
         #expect(checks.named("apns certificate environment and topics")?.status == .warn)
     }
 
+    @Test func productionCertificateWithSandboxEnvironmentFails() async throws {
+        let setup = try await DoctorSetup()
+        let auth = try setup.certificateAuth(userID: DoctorSetup.bundleID, marks: [.production])
+        let checks = try await setup.doctor(try setup.configuration(auth: auth))
+        await setup.close()
+        let environment = try #require(checks.named("apns certificate environment and topics"))
+        #expect(environment.status == .fail)
+        #expect(environment.found == "a production certificate, but environment is sandbox")
+        #expect(checks.named("apns certificate expiry")?.status == .ok)
+    }
+
+    @Test func certificateOfAnotherBundleFailsNamingTheRoutesTopic() async throws {
+        let setup = try await DoctorSetup()
+        let auth = try setup.certificateAuth(userID: "com.example.other", marks: [.development])
+        let checks = try await setup.doctor(try setup.configuration(auth: auth))
+        await setup.close()
+        let topics = try #require(checks.named("apns certificate environment and topics"))
+        #expect(topics.status == .fail)
+        #expect(topics.found == "routes use com.example.app, the certificate covers com.example.other")
+    }
+
+    @Test func universalCertificateListingTheTopicPasses() async throws {
+        let setup = try await DoctorSetup()
+        let auth = try setup.certificateAuth(
+            userID: "com.example.app", marks: [.topics(["com.example.app", "com.example.app.voip"])])
+        let checks = try await setup.doctor(try setup.configuration(auth: auth))
+        await setup.close()
+        let topics = try #require(checks.named("apns certificate environment and topics"))
+        #expect(topics.status == .ok, "\(topics)")
+        #expect(topics.found.contains("com.example.app, com.example.app.voip"))
+    }
+
     @Test func unparseableKeyFileFails() async throws {
         let setup = try await DoctorSetup()
         try setup.write("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n", to: "Broken.p8")
