@@ -76,9 +76,12 @@ final class DoctorSetup: Sendable {
     }
 
     /// Writes a configuration file; returns its path.
-    func configuration(bootstrapServers: String? = nil, auth: String? = nil, trustsSimulatorCA: Bool = true) throws
-        -> String
-    {
+    func configuration(
+        bootstrapServers: String? = nil,
+        auth: String? = nil,
+        trustsSimulatorCA: Bool = true,
+        apps: String = ""
+    ) throws -> String {
         let authBlock = (auth ?? self.tokenAuth()).split(separator: "\n").map { "  \($0)" }.joined(separator: "\n")
         let yaml = """
             kafka:
@@ -88,6 +91,7 @@ final class DoctorSetup: Sendable {
               endpoint: https://127.0.0.1:\(self.simulator.port)
             \(trustsSimulatorCA ? "  ca_file: \(self.tls.caCertificatePath)" : "")
             \(authBlock)
+            \(apps)
             routes:
               - name: alerts
                 input_topic: \(Self.inputTopic)

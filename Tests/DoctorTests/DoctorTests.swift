@@ -63,6 +63,30 @@ struct DoctorTests {
         #expect(checks.named("apns credentials")?.status == .ok)
     }
 
+    @Test func everyAppIsCheckedOnItsOwnLines() async throws {
+        let setup = try await DoctorSetup()
+        try setup.write(P256Key.generatePEM(), to: "Other.p8")
+        let apps = """
+            apps:
+              second:
+                environment: sandbox
+                endpoint: https://127.0.0.1:\(setup.simulator.port)
+                ca_file: \(setup.tls.caCertificatePath)
+                auth:
+                  type: token
+                  key_file: \(setup.directory.appendingPathComponent("Other.p8").path)
+                  key_id: \(DoctorSetup.keyID)
+                  team_id: \(DoctorSetup.teamID)
+            """
+        let checks = try await setup.doctor(try setup.configuration(apps: apps))
+        await setup.close()
+        #expect(checks.named("apns auth")?.status == .ok)
+        #expect(checks.named("apps.second tls")?.status == .ok)
+        let auth = try #require(checks.named("apps.second auth"))
+        #expect(auth.status == .fail)
+        #expect(auth.found.contains("InvalidProviderToken"))
+    }
+
     @Test func untrustedServerCertificateFailsTLS() async throws {
         let setup = try await DoctorSetup()
         let checks = try await setup.doctor(try setup.configuration(trustsSimulatorCA: false))
