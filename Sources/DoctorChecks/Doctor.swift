@@ -376,14 +376,16 @@ public struct Doctor: Sendable {
         settings: APNSSettings,
         scope: String
     ) -> DoctorCheck {
-        let detail = (error as? HTTP2Error).map { error in
-            [error.message, error.cause.map { "\($0)" }].compactMap { $0 }.joined(separator: ": ")
-        } ?? "\(error)"
+        let detail =
+            (error as? HTTP2Error).map { error in
+                [error.message, error.cause.map { "\($0)" }].compactMap { $0 }.joined(separator: ": ")
+            } ?? "\(error)"
         let hint: String
         if detail.contains("ALPN") {
             hint = "the endpoint must speak HTTP/2: point apns.endpoint at APNs (or the simulator), not a proxy"
         } else if settings.caFile == nil {
-            hint = "install Apple's roots (AAA Certificate Services, USERTrust RSA) in the system store "
+            hint =
+                "install Apple's roots (AAA Certificate Services, USERTrust RSA) in the system store "
                 + "(ca-certificates), or set ca_file to the CA of a simulator or proxy"
         } else {
             hint = "ca_file must be the PEM CA that signed the server's certificate for \(endpoint.host)"

@@ -26,8 +26,9 @@ public struct KafkaMetadata: Sendable, Hashable {
         settings.merge(properties) { _, given in given }
         settings["bootstrap.servers"] = bootstrapServers
         let ordered = settings.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        let timeoutMilliseconds = Int32(clamping: timeout.components.seconds * 1000
-            + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let timeoutMilliseconds = Int32(
+            clamping: timeout.components.seconds * 1000
+                + timeout.components.attoseconds / 1_000_000_000_000_000)
         return try await runOnDedicatedThread(name: "pushbridge.kafka.metadata") {
             let client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: ordered)
             defer { client.destroy() }

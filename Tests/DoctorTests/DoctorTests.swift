@@ -1,9 +1,10 @@
 import APNSCore
-@testable import DoctorChecks
 import Foundation
 import Kafka
 import TestSupport
 import Testing
+
+@testable import DoctorChecks
 
 /// `pushbridge doctor` against the mock cluster and the APNs simulator: a good setup passes every check, and each
 /// broken setup fails on its own line.
