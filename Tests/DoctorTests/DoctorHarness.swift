@@ -26,7 +26,12 @@ final class DoctorSetup: Sendable {
 
     /// Starts the cluster (with the input topic unless `createInputTopic` is false) and the simulator, whose
     /// clock is `simulatorClock`.
-    init(createInputTopic: Bool = true, simulatorClock: any WallClock = SystemWallClock()) async throws {
+    /// With `acceptsClientCertificates`, the simulator authenticates clients by certificates the test CA signed.
+    init(
+        createInputTopic: Bool = true,
+        simulatorClock: any WallClock = SystemWallClock(),
+        acceptsClientCertificates: Bool = false
+    ) async throws {
         self.cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
         if createInputTopic {
             try self.cluster.createTopic(Self.inputTopic, partitionCount: 2)
@@ -37,6 +42,9 @@ final class DoctorSetup: Sendable {
         var scenario = SimulatorScenario()
         scenario.topics = [Self.bundleID]
         scenario.badTokens = [Doctor.probeDeviceToken]
+        if acceptsClientCertificates {
+            scenario.clientCAFile = self.tls.caCertificatePath
+        }
         scenario.jwtKeys = [.init(keyID: Self.keyID, teamID: Self.teamID, publicKey: signingKey.publicKey)]
         var logger = Logger(label: "simulator")
         logger.logLevel = .critical
@@ -115,6 +123,17 @@ final class DoctorSetup: Sendable {
             options: Doctor.Options(kafkaTimeout: kafkaTimeout, apnsTimeout: .seconds(5))
         )
         return await doctor.run()
+    }
+
+    /// The `auth:` block for the test CA's client certificate as a `.p12` bundle opened with `password`.
+    func p12Auth(exportedWith exportPassword: String, password: String) throws -> String {
+        let path = try self.tls.exportClientP12(password: exportPassword)
+        return """
+            auth:
+                type: certificate
+                p12_file: \(path)
+                p12_password: \(password)
+            """
     }
 
     /// Apple's marks on an APNs certificate.

@@ -122,6 +122,33 @@ struct DoctorTests {
         #expect(checks.named("apns certificate environment and topics")?.status == .warn)
     }
 
+    @Test func p12ClientCertificateIsAcceptedOverMutualTLS() async throws {
+        let setup = try await DoctorSetup(acceptsClientCertificates: true)
+        let auth = try setup.p12Auth(exportedWith: "p12-pass", password: "p12-pass")
+        let checks = try await setup.doctor(try setup.configuration(auth: auth))
+        await setup.close()
+        #expect(checks.named("apns credentials")?.status == .ok)
+        // TestTLS certificates are valid for 30 days, just inside the 30-day warning.
+        #expect(checks.named("apns certificate expiry")?.status == .warn)
+        #expect(checks.named("apns tls")?.status == .ok)
+        let accepted = try #require(checks.named("apns auth"))
+        #expect(accepted.status == .ok, "\(accepted)")
+        #expect(accepted.found.contains("client certificate"))
+        // The test CA's certificate carries none of Apple's extensions: nothing to compare, so a warning.
+        #expect(checks.named("apns certificate environment and topics")?.status == .warn)
+    }
+
+    @Test func p12WithTheWrongPasswordFails() async throws {
+        let setup = try await DoctorSetup()
+        let auth = try setup.p12Auth(exportedWith: "p12-pass", password: "not-the-pass")
+        let checks = try await setup.doctor(try setup.configuration(auth: auth))
+        await setup.close()
+        let credentials = try #require(checks.named("apns credentials"))
+        #expect(credentials.status == .fail)
+        #expect(credentials.hint?.contains("p12_password") == true)
+        #expect(!credentials.description.contains("not-the-pass"))
+    }
+
     @Test func productionCertificateWithSandboxEnvironmentFails() async throws {
         let setup = try await DoctorSetup()
         let auth = try setup.certificateAuth(userID: DoctorSetup.bundleID, marks: [.production])
