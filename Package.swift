@@ -146,11 +146,30 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: pushbridge doctor: production checks (credentials, certificates, clock, Kafka, APNs)
+        .target(
+            name: "DoctorChecks",
+            dependencies: [
+                "Kafka",
+                "HTTP2",
+                "APNSCore",
+                "APNSClient",
+                "Configuration",
+                "Routing",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: The executable
         .executableTarget(
             name: "PushBridgeCLI",
             dependencies: [
                 "Bridge",
+                "DoctorChecks",
                 "Kafka",
                 "APNSCore",
                 "APNSClient",
@@ -264,6 +283,20 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "DoctorTests",
+            dependencies: [
+                "DoctorChecks",
+                "Kafka",
+                "APNSCore",
+                "APNSSimulator",
+                "Configuration",
+                "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
             ],
             swiftSettings: strict
         ),

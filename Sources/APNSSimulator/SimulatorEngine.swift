@@ -170,12 +170,14 @@ public final class SimulatorEngine: Sendable {
                 if state.adoptedTokens.insert(adopted).inserted { state.statistics.distinctProviderTokens += 1 }
             }
             if let fault {
-                answer = Self.answer(status: fault.reason.status ?? 400, body: fault, requestID: requestID)
+                answer = Self.answer(
+                    status: fault.reason.status ?? 400, body: fault, requestID: requestID, now: now)
             } else if let injected = self.injectedFault(&state.random) {
                 answer = Self.answer(
-                    status: injected.status ?? 500, body: ErrorBody(reason: injected), requestID: requestID)
+                    status: injected.status ?? 500, body: ErrorBody(reason: injected), requestID: requestID,
+                    now: now)
             } else {
-                answer = Self.answer(status: 200, body: nil, requestID: requestID)
+                answer = Self.answer(status: 200, body: nil, requestID: requestID, now: now)
             }
             state.statistics.requestsAnswered += 1
             state.statistics.byStatus[answer.status, default: 0] += 1
@@ -303,11 +305,14 @@ public final class SimulatorEngine: Sendable {
 
     // MARK: Helpers
 
-    private static func answer(status: Int, body: ErrorBody?, requestID: String?) -> SimulatorAnswer {
+    private static func answer(status: Int, body: ErrorBody?, requestID: String?, now: Date) -> SimulatorAnswer {
         let apnsID = requestID.flatMap { NotificationValidation.validateMessageID($0) == nil ? $0 : nil }
+        // `date` (RFC 9110 §6.6.1: a server with a clock sends it) from the engine's clock, so `pushbridge doctor`
+        // can measure clock skew against the simulator as it does against any HTTP server.
         var headers = [
             SimulatorAnswer.HTTPField(name: "apns-id", value: apnsID ?? UUID().uuidString.lowercased()),
             SimulatorAnswer.HTTPField(name: "apns-unique-id", value: UUID().uuidString.lowercased()),
+            SimulatorAnswer.HTTPField(name: "date", value: HTTPDate.format(now)),
         ]
         if body != nil {
             headers.append(SimulatorAnswer.HTTPField(name: "content-type", value: "application/json"))

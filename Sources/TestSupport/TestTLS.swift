@@ -129,6 +129,30 @@ public struct TestTLS: Sendable {
         try NIOSSLPrivateKey(file: self.clientKeyPath, format: .pem)
     }
 
+    /// The client certificate and key as a PKCS#12 bundle (`client.p12`, made by `openssl pkcs12 -export`)
+    /// protected by `password`; returns its path.
+    public func exportClientP12(password: String) throws -> String {
+        let output = self.directory.appendingPathComponent("client.p12").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "openssl", "pkcs12", "-export", "-in", self.clientCertificatePath, "-inkey", self.clientKeyPath,
+            "-out", output, "-passout", "pass:\(password)",
+        ]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ExportFailed(status: process.terminationStatus)
+        }
+        return output
+    }
+
+    /// `openssl pkcs12 -export` failed.
+    public struct ExportFailed: Error {
+        /// Its exit status.
+        public var status: Int32
+    }
+
     /// Deletes the directory and its PEM files.
     public func remove() {
         try? FileManager.default.removeItem(at: self.directory)

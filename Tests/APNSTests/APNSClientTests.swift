@@ -255,19 +255,7 @@ struct CertificateAuthenticationTests {
     }
 
     static func exportP12(_ tls: TestTLS, password: String) throws -> String {
-        let output = tls.directory.appendingPathComponent("client.p12").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "openssl", "pkcs12", "-export", "-in", tls.clientCertificatePath, "-inkey", tls.clientKeyPath,
-            "-out", output, "-passout", "pass:\(password)",
-        ]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw CredentialError(code: .unreadable, file: output, cause: "openssl pkcs12 -export failed")
-        }
-        return output
+        try tls.exportClientP12(password: password)
     }
 }
 

@@ -1,20 +1,25 @@
 import Foundation
-import TestSupport
-import Testing
 
 /// Runs the built `pushbridge` executable as a child process, the way a user does.
-enum PushBridgeExecutable {
+public enum PushBridgeExecutable {
     /// What a run printed and how it ended.
-    struct Result: Sendable {
-        var status: Int32
-        var standardOutput: String
-        var standardError: String
+    public struct Result: Sendable {
+        /// The exit status.
+        public var status: Int32
+        /// Everything written to standard output.
+        public var standardOutput: String
+        /// Everything written to standard error.
+        public var standardError: String
     }
 
-    struct TimedOut: Error {}
+    /// The child did not exit within the timeout (it was terminated).
+    public struct TimedOut: Error {}
+
+    /// `pushbridge` is not built next to the tests.
+    public struct NotBuilt: Error {}
 
     /// The executable next to the test bundle (`swift build --build-tests` builds both into one directory).
-    static var url: URL? {
+    public static var url: URL? {
         let candidates = [
             URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent(),
             Bundle.main.bundleURL.deletingLastPathComponent(),
@@ -28,11 +33,11 @@ enum PushBridgeExecutable {
 
     /// Runs `pushbridge arguments` in the repository root with `environment` (plus `PATH`), `input` on standard
     /// input; fails after `timeout`.
-    static func run(
+    public static func run(
         _ arguments: [String], environment: [String: String] = [:], input: String = "",
         timeout: Duration = .seconds(30)
     ) async throws -> Result {
-        let executable = try #require(self.url, "pushbridge is not built next to the tests")
+        guard let executable = self.url else { throw NotBuilt() }
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("pushbridge-run-\(UUID())")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }

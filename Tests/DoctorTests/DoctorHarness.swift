@@ -1,0 +1,232 @@
+import APNSCore
+import APNSSimulator
+import Configuration
+import Crypto
+import DoctorChecks
+import Foundation
+import Kafka
+import Logging
+import TestSupport
+import X509
+
+/// A production-like setup for `pushbridge doctor`: librdkafka's mock cluster with the topics, the APNs simulator
+/// over TLS + HTTP/2 (answering the all-zero token `BadDeviceToken`, as APNs does), a `.p8` key it trusts, and a
+/// configuration file pointing at both. Each knob breaks one thing.
+final class DoctorSetup: Sendable {
+    static let keyID = "DOCTORKEY1"
+    static let teamID = "DOCTORTEAM"
+    static let inputTopic = "events"
+    static let bundleID = "com.example.app"
+    static let resultTopics = ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"]
+
+    let cluster: KafkaMockCluster
+    let simulator: APNSSimulatorServer
+    let tls: TestTLS
+    var directory: URL { self.tls.directory }
+
+    /// Starts the cluster (with the input topic unless `createInputTopic` is false) and the simulator, whose
+    /// clock is `simulatorClock`.
+    /// With `acceptsClientCertificates`, the simulator authenticates clients by certificates the test CA signed.
+    init(
+        createInputTopic: Bool = true,
+        simulatorClock: any WallClock = SystemWallClock(),
+        acceptsClientCertificates: Bool = false
+    ) async throws {
+        self.cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        if createInputTopic {
+            try self.cluster.createTopic(Self.inputTopic, partitionCount: 2)
+        }
+        for topic in Self.resultTopics { try self.cluster.createTopic(topic, partitionCount: 1) }
+        self.tls = try TestTLS.generate(name: "Doctor Test")
+        let signingKey = P256.Signing.PrivateKey()
+        var scenario = SimulatorScenario()
+        scenario.topics = [Self.bundleID]
+        scenario.badTokens = [Doctor.probeDeviceToken]
+        if acceptsClientCertificates {
+            scenario.clientCAFile = self.tls.caCertificatePath
+        }
+        scenario.jwtKeys = [.init(keyID: Self.keyID, teamID: Self.teamID, publicKey: signingKey.publicKey)]
+        var logger = Logger(label: "simulator")
+        logger.logLevel = .critical
+        self.simulator = try await APNSSimulatorServer.start(
+            scenario: scenario,
+            certificatePEMPath: self.tls.serverCertificatePath,
+            privateKeyPEMPath: self.tls.serverKeyPath,
+            clock: simulatorClock,
+            logger: logger
+        )
+        try self.write(signingKey.pemRepresentation, to: "AuthKey.p8")
+    }
+
+    func close() async {
+        await self.simulator.shutdown()
+        self.cluster.close()
+        self.tls.remove()
+    }
+
+    /// Writes `text` into the setup's directory; returns the path.
+    @discardableResult
+    func write(_ text: String, to name: String) throws -> String {
+        let url = self.directory.appendingPathComponent(name)
+        try Data(text.utf8).write(to: url)
+        return url.path
+    }
+
+    /// The token `auth:` block with `keyFile` (a name in the directory).
+    func tokenAuth(keyFile: String = "AuthKey.p8") -> String {
+        """
+        auth:
+            type: token
+            key_file: \(self.directory.appendingPathComponent(keyFile).path)
+            key_id: \(Self.keyID)
+            team_id: \(Self.teamID)
+        """
+    }
+
+    /// Writes a configuration file; returns its path.
+    func configuration(
+        bootstrapServers: String? = nil,
+        auth: String? = nil,
+        trustsSimulatorCA: Bool = true,
+        apps: String = ""
+    ) throws -> String {
+        let authBlock = (auth ?? self.tokenAuth()).split(separator: "\n").map { "  \($0)" }.joined(separator: "\n")
+        let yaml = """
+            kafka:
+              bootstrap_servers: "\(bootstrapServers ?? self.cluster.bootstrapServers)"
+            apns:
+              environment: sandbox
+              endpoint: https://127.0.0.1:\(self.simulator.port)
+            \(trustsSimulatorCA ? "  ca_file: \(self.tls.caCertificatePath)" : "")
+            \(authBlock)
+            \(apps)
+            routes:
+              - name: alerts
+                input_topic: \(Self.inputTopic)
+                device_tokens: "{{token}}"
+                topic: \(Self.bundleID)
+                payload:
+                  aps:
+                    alert: "{{text}}"
+            admin:
+              listen: 127.0.0.1:0
+
+            """
+        return try self.write(yaml, to: "pushbridge-\(UUID().uuidString).yaml")
+    }
+
+    /// Loads `path` as `pushbridge doctor` does (credential files are the doctor's to judge) and runs the checks.
+    func doctor(_ path: String, kafkaTimeout: Duration = .seconds(5)) async throws -> [DoctorCheck] {
+        let loaded = try ConfigurationLoader(checksCredentialFiles: false).load(file: path)
+        let doctor = Doctor(
+            configuration: loaded.configuration,
+            options: Doctor.Options(kafkaTimeout: kafkaTimeout, apnsTimeout: .seconds(5))
+        )
+        return await doctor.run()
+    }
+
+    /// The `auth:` block for the test CA's client certificate as a `.p12` bundle opened with `password`.
+    func p12Auth(exportedWith exportPassword: String, password: String) throws -> String {
+        let path = try self.tls.exportClientP12(password: exportPassword)
+        return """
+            auth:
+                type: certificate
+                p12_file: \(path)
+                p12_password: \(password)
+            """
+    }
+
+    /// Apple's marks on an APNs certificate.
+    enum AppleMark {
+        case development
+        case production
+        case voip
+        /// The "Sandbox & Production" topics extension listing `topics`.
+        case topics([String])
+
+        var certificateExtension: Certificate.Extension {
+            switch self {
+            case .development:
+                return Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 1], critical: false, value: [5, 0])
+            case .production:
+                return Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 2], critical: false, value: [5, 0])
+            case .voip:
+                return Certificate.Extension(oid: [1, 2, 840, 113_635, 100, 6, 3, 4], critical: false, value: [5, 0])
+            case .topics(let topics):
+                // SEQUENCE { UTF8String topic, SEQUENCE { UTF8String "app" } ... } (short forms only).
+                let content = topics.flatMap { topic -> [UInt8] in
+                    [0x0C, UInt8(topic.utf8.count)] + Array(topic.utf8) + [0x30, 0x05, 0x0C, 0x03] + Array("app".utf8)
+                }
+                return Certificate.Extension(
+                    oid: [1, 2, 840, 113_635, 100, 6, 3, 6], critical: false,
+                    value: ArraySlice([0x30, UInt8(content.count)] + content)
+                )
+            }
+        }
+    }
+
+    /// A self-signed client certificate valid from `notBefore` to `notAfter`, with the subject's UID `userID` and
+    /// Apple's `marks`, written with its key as PEM; returns the `auth:` block using them.
+    func certificateAuth(
+        notBefore: Date = Date().addingTimeInterval(-86_400),
+        notAfter: Date = Date().addingTimeInterval(365 * 86_400),
+        userID: String? = nil,
+        marks: [AppleMark] = []
+    ) throws -> String {
+        let key = P256.Signing.PrivateKey()
+        var attributes = [
+            RelativeDistinguishedName.Attribute(type: .RDNAttributeType.commonName, utf8String: "Apple Push Services")
+        ]
+        if let userID {
+            attributes.append(.init(type: [0, 9, 2342, 19_200_300, 100, 1, 1], utf8String: userID))
+        }
+        let name = try DistinguishedName(attributes)
+        var extensions = try Certificate.Extensions {
+            Critical(BasicConstraints.notCertificateAuthority)
+            Critical(KeyUsage(digitalSignature: true))
+            try ExtendedKeyUsage([.clientAuth])
+        }
+        for mark in marks {
+            try extensions.append(mark.certificateExtension)
+        }
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: notBefore,
+            notValidAfter: notAfter,
+            issuer: name,
+            subject: name,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: extensions,
+            issuerPrivateKey: .init(key)
+        )
+        let certificatePath = try self.write(try certificate.serializeAsPEM().pemString, to: "push-cert.pem")
+        let keyPath = try self.write(key.pemRepresentation, to: "push-key.pem")
+        return """
+            auth:
+                type: certificate
+                cert_file: \(certificatePath)
+                key_file: \(keyPath)
+            """
+    }
+}
+
+/// A clock `offset` away from the system's.
+struct ShiftedClock: WallClock {
+    var offset: TimeInterval
+
+    func now() -> Date { Date().addingTimeInterval(self.offset) }
+}
+
+extension [DoctorCheck] {
+    /// The check named `name`.
+    func named(_ name: String) -> DoctorCheck? {
+        self.first { $0.name == name }
+    }
+}
+
+/// Fresh P-256 keys as `.p8` PEM text.
+enum P256Key {
+    static func generatePEM() -> String { P256.Signing.PrivateKey().pemRepresentation }
+}
