@@ -30,7 +30,7 @@ public struct KafkaMetadata: Sendable, Hashable {
             clamping: timeout.components.seconds * 1000
                 + timeout.components.attoseconds / 1_000_000_000_000_000)
         return try await runOnDedicatedThread(name: "pushbridge.kafka.metadata") {
-            let client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: ordered)
+            let client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: ordered, callbacks: nil)
             defer { client.destroy() }
             return try client.withHandle { handle throws(KafkaError) in
                 var metadata: UnsafePointer<rd_kafka_metadata>?
