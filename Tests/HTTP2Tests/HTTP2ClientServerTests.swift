@@ -345,7 +345,8 @@ struct HTTP2ClientServerTests {
         let server = try await startServer(acknowledgesPings: false, handler: held.handler)
         let connection = try await HTTP2ClientConnection.connect(
             configuration: try clientConfiguration(
-                server, idlePingInterval: .milliseconds(200), pingTimeout: .milliseconds(300)
+                // The idle PING must come after the request reached the server, even on a loaded machine.
+                server, idlePingInterval: .seconds(1), pingTimeout: .milliseconds(500)
             )
         )
         let open = Task { await http2Error { try await connection.send(HTTP2Request(path: "/never")) } }
