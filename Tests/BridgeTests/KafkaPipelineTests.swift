@@ -6,6 +6,7 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 import Testing
+import TestSupport
 
 // The pipeline on librdkafka's mock cluster (a real Kafka wire-protocol cluster on loopback): consumer group,
 // offset store and commit, idempotent producer.
@@ -84,16 +85,6 @@ func producerConfiguration(_ cluster: KafkaMockCluster) -> KafkaProducerConfigur
     var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
     configuration.linger = .milliseconds(2)
     configuration.properties = ["log_level": "0"]
-    return configuration
-}
-
-func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaConsumerConfiguration {
-    var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
-    configuration.autoOffsetReset = .earliest
-    configuration.commitInterval = .milliseconds(200)
-    configuration.sessionTimeout = .seconds(6)
-    configuration.heartbeatInterval = .milliseconds(300)
-    configuration.properties = ["log_level": "0", "topic.metadata.refresh.interval.ms": "1000"]
     return configuration
 }
 

@@ -1,5 +1,6 @@
 import Kafka
 import Testing
+import TestSupport
 
 @Suite("Consumer groups and offsets", .timeLimit(.minutes(1)))
 struct KafkaGroupTests {

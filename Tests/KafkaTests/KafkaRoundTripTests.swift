@@ -1,5 +1,6 @@
 import Kafka
 import Testing
+import TestSupport
 
 @Suite("Producing and consuming", .timeLimit(.minutes(1)))
 struct KafkaRoundTripTests {

@@ -3,6 +3,7 @@ import Kafka
 import Logging
 import Synchronization
 import Testing
+import TestSupport
 
 /// What the tests fail with when an awaited event does not happen in time.
 struct TimedOut: Error, CustomStringConvertible {
@@ -41,21 +42,6 @@ func makeCluster(topic: String, partitionCount: Int32, brokerCount: Int32 = 1) t
     let cluster = try KafkaMockCluster(brokerCount: brokerCount, properties: ["log_level": "0"])
     try cluster.createTopic(topic, partitionCount: partitionCount)
     return cluster
-}
-
-/// A consumer configuration for tests: earliest offsets, quick heartbeats and commits, small batches.
-func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaConsumerConfiguration {
-    var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
-    configuration.autoOffsetReset = .earliest
-    configuration.commitInterval = .milliseconds(200)
-    configuration.sessionTimeout = .seconds(6)
-    configuration.heartbeatInterval = .milliseconds(300)
-    configuration.maxBatchMessageCount = 100
-    configuration.properties = [:]
-    if let debug = ProcessInfo.processInfo.environment["KAFKA_TEST_DEBUG"] {
-        configuration.properties["debug"] = debug
-    }
-    return configuration
 }
 
 /// A consumer of `topic` in `group`, with ``consumerConfiguration(_:group:)``.

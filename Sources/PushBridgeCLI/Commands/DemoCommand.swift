@@ -186,7 +186,7 @@ struct DemoEvents: Sendable, CustomStringConvertible {
     var unregisteredCount = 0
 
     init(count: Int) {
-        var generator = SplitMix(seed: 2026)
+        var generator = SplitMix64(seed: 2026)  // the same events on every run
         for index in 0..<count {
             let key = "customer-\(index % 97)"
             switch index % 20 {
@@ -234,7 +234,7 @@ struct DemoEvents: Sendable, CustomStringConvertible {
             + #""customer":{"apns_tokens":[\#(list)],"unread_count":\#(index % 5)}}"#
     }
 
-    static func token(_ generator: inout SplitMix) -> String {
+    static func token(_ generator: inout SplitMix64) -> String {
         (0..<4).map { _ in String(format: "%016llx", generator.next()) }.joined()
     }
 
@@ -261,19 +261,6 @@ struct DemoEvents: Sendable, CustomStringConvertible {
         configuration.autoOffsetReset = .earliest
         configuration.properties = ["log_level": "3"]
         return configuration
-    }
-}
-
-/// A small deterministic generator, so every demo run produces the same events.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -1,0 +1,18 @@
+import Foundation
+import Kafka
+
+/// A consumer configuration for tests on the mock cluster: earliest offsets, quick heartbeats and commits,
+/// small batches. `KAFKA_TEST_DEBUG=cgrp,...` turns on librdkafka's debug contexts.
+public func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaConsumerConfiguration {
+    var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
+    configuration.autoOffsetReset = .earliest
+    configuration.commitInterval = .milliseconds(200)
+    configuration.sessionTimeout = .seconds(6)
+    configuration.heartbeatInterval = .milliseconds(300)
+    configuration.maxBatchMessageCount = 100
+    configuration.properties = [:]
+    if let debug = ProcessInfo.processInfo.environment["KAFKA_TEST_DEBUG"] {
+        configuration.properties["debug"] = debug
+    }
+    return configuration
+}
