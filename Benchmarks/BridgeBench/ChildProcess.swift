@@ -1,0 +1,83 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A child process started with `posix_spawn`, so that `wait4` returns its own resource usage (peak RSS and CPU
+/// time of the bridge alone). Standard output and error go to a file.
+struct ChildProcess {
+    let pid: pid_t
+    let name: String
+
+    /// CPU time and peak memory of a process.
+    struct Usage {
+        var cpuSeconds: Double
+        var peakRSSMebibytes: Double
+    }
+
+    static func spawn(_ executable: String, _ arguments: [String], logFile: String) throws(BenchError) -> ChildProcess {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, logFile, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard status == 0 else {
+            throw BenchError("cannot start \(executable): \(String(cString: strerror(status)))")
+        }
+        return ChildProcess(pid: pid, name: (executable as NSString).lastPathComponent)
+    }
+
+    /// Whether the process still runs (it exists and is not a zombie waiting to be reaped).
+    var isRunning: Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(self.pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return false }
+        return !text[text.index(after: close)...].hasPrefix(" Z")
+    }
+
+    /// CPU seconds (user + system) used so far, from `/proc/PID/stat`.
+    func cpuSecondsSoFar() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(self.pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return 0 }
+        // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    func signal(_ number: Int32) {
+        kill(self.pid, number)
+    }
+
+    /// Waits for the process to exit (polling, so no thread blocks), then returns its exit status and usage.
+    func wait(timeout: Duration) async throws(BenchError) -> (exitStatus: Int32, usage: Usage) {
+        let deadline = ContinuousClock.now + timeout
+        var status: Int32 = 0
+        var usage = rusage()
+        while true {
+            let result = wait4(self.pid, &status, WNOHANG, &usage)
+            if result == self.pid { break }
+            if result < 0 { throw BenchError("wait4 on \(self.name) failed: \(String(cString: strerror(errno)))") }
+            if ContinuousClock.now > deadline {
+                kill(self.pid, SIGKILL)
+                throw BenchError("\(self.name) did not exit within \(timeout)")
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
+        let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return (
+            exitStatus,
+            Usage(
+                cpuSeconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+                peakRSSMebibytes: Double(usage.ru_maxrss) / 1024
+            )
+        )
+    }
+}
