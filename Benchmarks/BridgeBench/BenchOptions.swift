@@ -12,6 +12,8 @@ struct BenchOptions {
     var h2loadRequestCount = 0
     /// APNs connections the bridge keeps (`apns.connections`); h2load always uses one.
     var connectionCount = 1
+    /// The simulator's delay before every answer (its scenario's `latency_ms`), to model APNs' round trip.
+    var simulatorLatencyMilliseconds = 0
     /// `kafka.max_in_flight`.
     var maxInFlightCount = 10_000
     /// The pushbridge executable that runs the simulator and the bridge.
@@ -23,7 +25,8 @@ struct BenchOptions {
 
     static let usage = """
         usage: BridgeBench [--events N] [--live-events N] [--live-rate N] [--h2load-requests N] [--connections N]
-                           [--max-in-flight N] [--pushbridge PATH] [--directory DIR] [--log-sender]
+                           [--max-in-flight N] [--simulator-latency-ms N] [--pushbridge PATH] [--directory DIR]
+                           [--log-sender]
         """
 
     init(arguments: [String]) throws(BenchError) {
@@ -50,6 +53,7 @@ struct BenchOptions {
                 case "--h2load-requests": self.h2loadRequestCount = number
                 case "--connections": self.connectionCount = max(1, number)
                 case "--max-in-flight": self.maxInFlightCount = max(1, number)
+                case "--simulator-latency-ms": self.simulatorLatencyMilliseconds = number
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
             }

@@ -13,7 +13,8 @@ struct EventFactory: Sendable {
     let expiresAtEpochSeconds = Int64(Date().timeIntervalSince1970) + 86_400
 
     func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
-        let value = #"{"type":"shipped","order":{"id":\#(100_000 + index),"carrier":"Demo Express","eta":"tomorrow"},"#
+        let value =
+            #"{"type":"shipped","order":{"id":\#(100_000 + index),"carrier":"Demo Express","eta":"tomorrow"},"#
             + #""customer":{"apns_tokens":["\#(Self.token(index))"],"unread_count":\#(index % 5)},"#
             + #""expires_at":\#(self.expiresAtEpochSeconds)}"#
         return (Array("customer-\(index % 1000)".utf8), Array(value.utf8))
@@ -38,7 +39,8 @@ struct EventFactory: Sendable {
         let loaded = try ConfigurationLoader().load(file: configurationPath)
         let event = self.event(0)
         let mappings = loaded.router.map(
-            event: RoutingEvent(topic: BridgeBench.inputTopic, partition: 0, offset: 0, key: event.key, value: event.value)
+            event: RoutingEvent(
+                topic: BridgeBench.inputTopic, partition: 0, offset: 0, key: event.key, value: event.value)
         )
         guard case .notifications(let notifications)? = mappings.first?.outcome, let first = notifications.first
         else { throw BenchError("the sample event maps to no notification: \(mappings)") }
@@ -98,8 +100,9 @@ enum H2Load {
         for header in request.apnsHeaders { arguments += ["-H", "\(header.name): \(header.value)"] }
         arguments += ["-H", "authorization: bearer \(jwt)"]
         arguments.append("https://127.0.0.1:\(port)\(request.path)")
-        print("  h2load \(arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " "))"
-            .replacingOccurrences(of: jwt, with: "<jwt>"))
+        print(
+            "  h2load \(arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " "))"
+                .replacingOccurrences(of: jwt, with: "<jwt>"))
 
         let before = Self.childrenCPUSeconds()
         let process = Process()

@@ -56,7 +56,7 @@ struct BridgeBench {
         defer { cluster.close() }
         let eventTotal = options.eventCount + options.liveEventCount
         let inputPartitions = Self.partitionCount(records: eventTotal, bytesEach: 300)
-        let outcomePartitions = Self.partitionCount(records: eventTotal, bytesEach: 700)
+        let outcomePartitions = Self.partitionCount(records: eventTotal, bytesEach: 600)
         try cluster.createTopic(Self.inputTopic, partitionCount: inputPartitions)
         try cluster.createTopic(Self.outcomesTopic, partitionCount: outcomePartitions)
         try cluster.createTopic("bench.invalid-tokens", partitionCount: 1)
@@ -67,18 +67,23 @@ struct BridgeBench {
         producerConfiguration.properties = ["log_level": "3"]
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
         let events = EventFactory()
-        print("BridgeBench: \(options.eventCount) events in \(inputPartitions) partitions of \(Self.inputTopic) "
-              + "(\(events.sampleByteCount) bytes each), \(outcomePartitions) outcome partitions")
+        print(
+            "BridgeBench: \(options.eventCount) events in \(inputPartitions) partitions of \(Self.inputTopic) "
+                + "(\(events.sampleByteCount) bytes each), \(outcomePartitions) outcome partitions")
         let preloadStarted = ContinuousClock.now
         try await Self.preload(options.eventCount, events: events, producer: producer)
         print("  pre-loaded in \(Self.seconds(ContinuousClock.now - preloadStarted)) s")
 
         // The APNs simulator, in its own process.
+        let scenarioPath = (directory as NSString).appendingPathComponent("scenario.yaml")
+        try "latency_ms: \(options.simulatorLatencyMilliseconds)\n".write(
+            toFile: scenarioPath, atomically: true, encoding: .utf8)
         let simulator = try SimulatorProcess.start(
             pushbridge: options.pushbridgePath,
             arguments: [
                 "simulator", "--port", "0", "--tls-cert", certificate.certificatePath,
                 "--tls-key", certificate.privateKeyPath, "--jwt-key", "\(Self.keyID)=\(keyPath)",
+                "--scenario", scenarioPath,
             ]
         )
         defer { simulator.stop() }
@@ -112,8 +117,9 @@ struct BridgeBench {
             ["run", "--config", configurationPath] + (options.logSender ? ["--log-sender"] : []),
             logFile: bridgeLog
         )
-        print("  bridge: pid \(bridge.pid), \(options.logSender ? "log sender (no APNs)" : "APNs sender"), "
-              + "log \(bridgeLog)")
+        print(
+            "  bridge: pid \(bridge.pid), \(options.logSender ? "log sender (no APNs)" : "APNs sender"), "
+                + "log \(bridgeLog)")
 
         // Backlog phase: every pre-loaded event becomes one outcome.
         var cpuAtFirstOutcome: Double?
@@ -167,7 +173,8 @@ struct BridgeBench {
         let rate = Double(options.eventCount) / Self.secondsValue(window)
         let latencies = tally.liveLatenciesMilliseconds.sorted()
         var report = "\nBridge end to end (\(options.logSender ? "log sender" : "APNs sender, token auth"), "
-        report += "\(options.connectionCount) APNs connection(s), max_in_flight \(options.maxInFlightCount))\n"
+        report += "\(options.connectionCount) APNs connection(s), max_in_flight \(options.maxInFlightCount), "
+        report += "simulator latency \(options.simulatorLatencyMilliseconds) ms)\n"
         report += "  backlog:        \(options.eventCount) events -> \(tally.deliveredCount) delivered outcomes "
         report += "(\(tally.count) outcomes in all)\n"
         report += "  throughput:     \(Self.format(rate, 0)) notifications/s (first to last outcome read: "
@@ -187,7 +194,8 @@ struct BridgeBench {
         report += "  bridge process: peak RSS \(Self.format(usage.peakRSSMebibytes, 1)) MiB, "
         report += "\(Self.format(usage.cpuSeconds, 2)) CPU s in all, exit status \(exitStatus)\n"
         report += "  h2load -c 1 -m 100: \(Self.format(h2load.rate, 0)) req/s "
-        report += "(\(h2load.succeeded)/\(h2loadCount) 2xx, \(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs CPU/req)\n"
+        report += "(\(h2load.succeeded)/\(h2loadCount) 2xx, "
+        report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs CPU/req)\n"
         report += "  ratio bridge / h2load: \(Self.format(rate / h2load.rate, 2)) (target >= 0.35)\n"
         if tally.deliveredCount < tally.count {
             report += "  not delivered, e.g.: \(tally.otherStatusExamples.first ?? "")\n"

@@ -23,7 +23,9 @@ final class OutcomeTally: Sendable {
     }
 
     func recordLiveEvent(partition: Int32, offset: Int64, producedAtEpochMilliseconds: Int64) {
-        self.liveProducedAt.withLock { $0[Self.liveKey(partition: partition, offset: offset)] = producedAtEpochMilliseconds }
+        self.liveProducedAt.withLock {
+            $0[Self.liveKey(partition: partition, offset: offset)] = producedAtEpochMilliseconds
+        }
     }
 
     /// Counts one outcome record (its JSON value).
@@ -76,7 +78,10 @@ struct OutcomeFields {
 
     init(_ bytes: [UInt8]) {
         if let range = Self.value(after: #""status":""#, in: bytes) {
-            self.status = String(decoding: bytes[range.lowerBound..<(bytes[range].firstIndex(of: UInt8(ascii: "\"")) ?? range.upperBound)], as: UTF8.self)
+            self.status = String(
+                decoding: bytes[
+                    range.lowerBound..<(bytes[range].firstIndex(of: UInt8(ascii: "\"")) ?? range.upperBound)],
+                as: UTF8.self)
         }
         // The source object comes first, so the first "partition" and "offset" are the event's.
         if let range = Self.value(after: #""partition":"#, in: bytes) {
