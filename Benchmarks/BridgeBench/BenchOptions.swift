@@ -20,13 +20,15 @@ struct BenchOptions {
     var pushbridgePath = ".build/release/pushbridge"
     /// Where the key, certificate, configuration and logs are written.
     var directory = ".build/bench"
+    /// librdkafka properties for the bridge's consumer (`kafka.consumer_properties`), from `--consumer-property K=V`.
+    var consumerProperties: [(String, String)] = []
     /// Run the bridge with `--log-sender` (no APNs): the Kafka side's cost alone.
     var logSender = false
 
     static let usage = """
         usage: BridgeBench [--events N] [--live-events N] [--live-rate N] [--h2load-requests N] [--connections N]
                            [--max-in-flight N] [--simulator-latency-ms N] [--pushbridge PATH] [--directory DIR]
-                           [--log-sender]
+                           [--consumer-property K=V]... [--log-sender]
         """
 
     init(arguments: [String]) throws(BenchError) {
@@ -42,6 +44,12 @@ struct BenchOptions {
             switch argument {
             case "--pushbridge": self.pushbridgePath = value
             case "--directory": self.directory = value
+            case "--consumer-property":
+                guard let equals = value.firstIndex(of: "=") else {
+                    throw BenchError("--consumer-property needs K=V, got \(value)\n\(Self.usage)")
+                }
+                self.consumerProperties.append(
+                    (String(value[..<equals]), String(value[value.index(after: equals)...])))
             default:
                 guard let number = Int(value), number >= 0 else {
                     throw BenchError("\(argument) needs a non-negative integer, got \(value)\n\(Self.usage)")

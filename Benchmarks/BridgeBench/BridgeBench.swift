@@ -123,6 +123,7 @@ struct BridgeBench {
 
         // Backlog phase: every pre-loaded event becomes one outcome.
         var cpuAtFirstOutcome: Double?
+        var simulatorCPUAtFirstOutcome: Double?
         let backlogDeadline = ContinuousClock.now + .seconds(60) + .milliseconds(options.eventCount)
         var lastProgress = ContinuousClock.now
         while tally.count < options.eventCount {
@@ -131,7 +132,10 @@ struct BridgeBench {
                 bridge.signal(SIGKILL)
                 throw BenchError("timed out with \(tally.count)/\(options.eventCount) outcomes; see \(bridgeLog)")
             }
-            if cpuAtFirstOutcome == nil, tally.count > 0 { cpuAtFirstOutcome = bridge.cpuSecondsSoFar() }
+            if cpuAtFirstOutcome == nil, tally.count > 0 {
+                cpuAtFirstOutcome = bridge.cpuSecondsSoFar()
+                simulatorCPUAtFirstOutcome = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
+            }
             if ContinuousClock.now - lastProgress > .seconds(5) {
                 lastProgress = ContinuousClock.now
                 print("  ... \(tally.count) outcomes")
@@ -139,6 +143,7 @@ struct BridgeBench {
             try await Task.sleep(for: .milliseconds(5))
         }
         let cpuAtBacklogDone = bridge.cpuSecondsSoFar()
+        let simulatorCPUAtBacklogDone = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
         let backlogRead = tally.lastReadAt ?? ContinuousClock.now
         let firstRead = tally.firstReadAt ?? bridgeStarted
         let window = backlogRead - firstRead
@@ -161,6 +166,7 @@ struct BridgeBench {
 
         // h2load: the same request over one connection to the same simulator.
         let h2loadCount = options.h2loadRequestCount > 0 ? options.h2loadRequestCount : min(options.eventCount, 200_000)
+        let simulatorCPUBeforeH2Load = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
         let h2load = try await H2Load.run(
             request: try events.sampleRequest(configurationPath: configurationPath),
             jwt: try ProviderTokenJWT.sign(
@@ -170,13 +176,16 @@ struct BridgeBench {
             port: simulator.port, requestCount: h2loadCount, directory: directory
         )
 
+        let simulatorCPUDuringH2Load =
+            ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier) - simulatorCPUBeforeH2Load
+        let simulatorCPUDuringBacklog = simulatorCPUAtBacklogDone - (simulatorCPUAtFirstOutcome ?? 0)
         let rate = Double(options.eventCount) / Self.secondsValue(window)
         let latencies = tally.liveLatenciesMilliseconds.sorted()
         var report = "\nBridge end to end (\(options.logSender ? "log sender" : "APNs sender, token auth"), "
         report += "\(options.connectionCount) APNs connection(s), max_in_flight \(options.maxInFlightCount), "
         report += "simulator latency \(options.simulatorLatencyMilliseconds) ms)\n"
-        report += "  backlog:        \(options.eventCount) events -> \(tally.deliveredCount) delivered outcomes "
-        report += "(\(tally.count) outcomes in all)\n"
+        report += "  events:         \(options.eventCount) pre-loaded + \(options.liveEventCount) live -> "
+        report += "\(tally.count) outcomes, \(tally.deliveredCount) delivered\n"
         report += "  throughput:     \(Self.format(rate, 0)) notifications/s (first to last outcome read: "
         report += "\(Self.seconds(window)) s; from bridge start: \(Self.seconds(backlogRead - bridgeStarted)) s)\n"
         report += "  CPU/notif:      \(Self.format(backlogCPU / Double(options.eventCount) * 1e6, 1)) µs "
@@ -196,6 +205,10 @@ struct BridgeBench {
         report += "  h2load -c 1 -m 100: \(Self.format(h2load.rate, 0)) req/s "
         report += "(\(h2load.succeeded)/\(h2loadCount) 2xx, "
         report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs CPU/req)\n"
+        let simulatorWithBridge = simulatorCPUDuringBacklog / Double(options.eventCount) * 1e6
+        let simulatorWithH2Load = simulatorCPUDuringH2Load / Double(h2loadCount) * 1e6
+        report += "  simulator CPU/request: \(Self.format(simulatorWithBridge, 1)) µs with the bridge, "
+        report += "\(Self.format(simulatorWithH2Load, 1)) µs with h2load\n"
         report += "  ratio bridge / h2load: \(Self.format(rate / h2load.rate, 2)) (target >= 0.35)\n"
         if tally.deliveredCount < tally.count {
             report += "  not delivered, e.g.: \(tally.otherStatusExamples.first ?? "")\n"
@@ -270,7 +283,7 @@ struct BridgeBench {
           max_in_flight: \(options.maxInFlightCount)
           properties:
             log_level: "3"
-        apns:
+        \(Self.consumerPropertiesBlock(options))        apns:
           environment: sandbox
           endpoint: https://127.0.0.1:\(simulatorPort)
           ca_file: "\(caFile)"
@@ -316,6 +329,12 @@ struct BridgeBench {
           drain_timeout: 30s
 
         """
+    }
+
+    static func consumerPropertiesBlock(_ options: BenchOptions) -> String {
+        guard !options.consumerProperties.isEmpty else { return "" }
+        return "  consumer_properties:\n"
+            + options.consumerProperties.map { "    \($0.0): \"\($0.1)\"\n" }.joined()
     }
 
     static func percentile(_ sorted: [Double], _ fraction: Double) -> Double {

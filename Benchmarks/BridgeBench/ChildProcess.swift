@@ -42,7 +42,12 @@ struct ChildProcess {
 
     /// CPU seconds (user + system) used so far, from `/proc/PID/stat`.
     func cpuSecondsSoFar() -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(self.pid)/stat", encoding: .utf8),
+        Self.cpuSeconds(pid: self.pid)
+    }
+
+    /// CPU seconds (user + system) process `pid` used so far, from `/proc/PID/stat`; 0 when it is gone.
+    static func cpuSeconds(pid: pid_t) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
             let close = text.lastIndex(of: ")")
         else { return 0 }
         // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
