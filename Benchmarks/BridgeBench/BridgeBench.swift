@@ -66,7 +66,8 @@ struct BridgeBench {
         producerConfiguration.linger = .milliseconds(5)
         producerConfiguration.properties = ["log_level": "3"]
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        let events = EventFactory()
+        var events = EventFactory()
+        if options.server == "nghttpd" { events.sharedToken = EventFactory.token(0) }
         print(
             "BridgeBench: \(options.eventCount) events in \(inputPartitions) partitions of \(Self.inputTopic) "
                 + "(\(events.sampleByteCount) bytes each), \(outcomePartitions) outcome partitions")
@@ -78,16 +79,22 @@ struct BridgeBench {
         let scenarioPath = (directory as NSString).appendingPathComponent("scenario.yaml")
         try "latency_ms: \(options.simulatorLatencyMilliseconds)\n".write(
             toFile: scenarioPath, atomically: true, encoding: .utf8)
-        let simulator = try SimulatorProcess.start(
-            pushbridge: options.pushbridgePath,
-            arguments: [
-                "simulator", "--port", "0", "--tls-cert", certificate.certificatePath,
-                "--tls-key", certificate.privateKeyPath, "--jwt-key", "\(Self.keyID)=\(keyPath)",
-                "--scenario", scenarioPath,
-            ]
-        )
+        let simulator =
+            options.server == "nghttpd"
+            ? try await SimulatorProcess.startNghttpd(
+                port: options.nghttpdPort, token: EventFactory.token(0), certificatePath: certificate.certificatePath,
+                keyPath: certificate.privateKeyPath, directory: directory)
+            : try SimulatorProcess.start(
+                pushbridge: options.pushbridgePath,
+                arguments: [
+                    "simulator", "--port", "0", "--tls-cert", certificate.certificatePath,
+                    "--tls-key", certificate.privateKeyPath, "--jwt-key", "\(Self.keyID)=\(keyPath)",
+                    "--scenario", scenarioPath,
+                ]
+            )
         defer { simulator.stop() }
-        print("  APNs simulator: pid \(simulator.process.processIdentifier), 127.0.0.1:\(simulator.port)")
+        print(
+            "  APNs server: \(options.server), pid \(simulator.process.processIdentifier), 127.0.0.1:\(simulator.port)")
 
         let configurationPath = (directory as NSString).appendingPathComponent("bench.yaml")
         try Self.configuration(
@@ -183,7 +190,9 @@ struct BridgeBench {
         let latencies = tally.liveLatenciesMilliseconds.sorted()
         var report = "\nBridge end to end (\(options.logSender ? "log sender" : "APNs sender, token auth"), "
         report += "\(options.connectionCount) APNs connection(s), max_in_flight \(options.maxInFlightCount), "
-        report += "simulator latency \(options.simulatorLatencyMilliseconds) ms)\n"
+        report +=
+            options.server == "nghttpd"
+            ? "server nghttpd)\n" : "simulator latency \(options.simulatorLatencyMilliseconds) ms)\n"
         report += "  events:         \(options.eventCount) pre-loaded + \(options.liveEventCount) live -> "
         report += "\(tally.count) outcomes, \(tally.deliveredCount) delivered\n"
         report += "  throughput:     \(Self.format(rate, 0)) notifications/s (first to last outcome read: "
@@ -207,7 +216,7 @@ struct BridgeBench {
         report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs CPU/req)\n"
         let simulatorWithBridge = simulatorCPUDuringBacklog / Double(options.eventCount) * 1e6
         let simulatorWithH2Load = simulatorCPUDuringH2Load / Double(h2loadCount) * 1e6
-        report += "  simulator CPU/request: \(Self.format(simulatorWithBridge, 1)) µs with the bridge, "
+        report += "  server CPU/request: \(Self.format(simulatorWithBridge, 1)) µs with the bridge, "
         report += "\(Self.format(simulatorWithH2Load, 1)) µs with h2load\n"
         report += "  ratio bridge / h2load: \(Self.format(rate / h2load.rate, 2)) (target >= 0.35)\n"
         if tally.deliveredCount < tally.count {
@@ -283,7 +292,7 @@ struct BridgeBench {
           max_in_flight: \(options.maxInFlightCount)
           properties:
             log_level: "3"
-        \(Self.consumerPropertiesBlock(options))        apns:
+        \(Self.consumerPropertiesBlock(options))apns:
           environment: sandbox
           endpoint: https://127.0.0.1:\(simulatorPort)
           ca_file: "\(caFile)"

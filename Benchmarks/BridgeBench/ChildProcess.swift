@@ -4,8 +4,8 @@ import Foundation
     import Glibc
 #endif
 
-/// A child process started with `posix_spawn`, so that `wait4` returns its own resource usage (peak RSS and CPU
-/// time of the bridge alone). Standard output and error go to a file.
+/// A child process started with `posix_spawn`, measured alone: CPU time from `/proc` and `wait4`, peak RSS from
+/// `/proc/PID/status` (`VmHWM`). Standard output and error go to a file.
 struct ChildProcess {
     let pid: pid_t
     let name: String
@@ -56,6 +56,18 @@ struct ChildProcess {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// The process's peak resident set size so far (`VmHWM` in `/proc/PID/status`), in MiB; `nil` once it exited.
+    ///
+    /// Not `wait4`'s `ru_maxrss`: Linux carries that across `execve`, and `posix_spawn` starts the child in the
+    /// parent's memory, so it would report the benchmark's own peak (which holds the whole Kafka backlog).
+    func peakRSSMebibytesSoFar() -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(self.pid)/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kibibytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
+        else { return nil }
+        return kibibytes / 1024
+    }
+
     func signal(_ number: Int32) {
         kill(self.pid, number)
     }
@@ -65,7 +77,9 @@ struct ChildProcess {
         let deadline = ContinuousClock.now + timeout
         var status: Int32 = 0
         var usage = rusage()
+        var peakRSS = self.peakRSSMebibytesSoFar() ?? 0
         while true {
+            peakRSS = max(peakRSS, self.peakRSSMebibytesSoFar() ?? 0)
             let result = wait4(self.pid, &status, WNOHANG, &usage)
             if result == self.pid { break }
             if result < 0 { throw BenchError("wait4 on \(self.name) failed: \(String(cString: strerror(errno)))") }
@@ -73,7 +87,7 @@ struct ChildProcess {
                 kill(self.pid, SIGKILL)
                 throw BenchError("\(self.name) did not exit within \(timeout)")
             }
-            try? await Task.sleep(for: .milliseconds(20))
+            try? await Task.sleep(for: .milliseconds(5))
         }
         func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
         let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
@@ -81,7 +95,7 @@ struct ChildProcess {
             exitStatus,
             Usage(
                 cpuSeconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-                peakRSSMebibytes: Double(usage.ru_maxrss) / 1024
+                peakRSSMebibytes: peakRSS
             )
         )
     }
