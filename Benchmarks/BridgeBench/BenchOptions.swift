@@ -22,19 +22,13 @@ struct BenchOptions {
     var directory = ".build/bench"
     /// librdkafka properties for the bridge's consumer (`kafka.consumer_properties`), from `--consumer-property K=V`.
     var consumerProperties: [(String, String)] = []
-    /// The APNs server: `simulator` (`pushbridge simulator`, checks every request like APNs) or `nghttpd`
-    /// (nghttp2's server, answers 200 with an empty body to the one device path all events then share).
-    var server = "simulator"
-    /// nghttpd's port (it cannot pick a free one itself).
-    var nghttpdPort = 18_445
     /// Run the bridge with `--log-sender` (no APNs): the Kafka side's cost alone.
     var logSender = false
 
     static let usage = """
         usage: BridgeBench [--events N] [--live-events N] [--live-rate N] [--h2load-requests N] [--connections N]
                            [--max-in-flight N] [--simulator-latency-ms N] [--pushbridge PATH] [--directory DIR]
-                           [--consumer-property K=V]... [--server simulator|nghttpd]
-                           [--nghttpd-port N] [--log-sender]
+                           [--consumer-property K=V]... [--log-sender]
         """
 
     init(arguments: [String]) throws(BenchError) {
@@ -50,11 +44,6 @@ struct BenchOptions {
             switch argument {
             case "--pushbridge": self.pushbridgePath = value
             case "--directory": self.directory = value
-            case "--server":
-                guard value == "simulator" || value == "nghttpd" else {
-                    throw BenchError("--server is simulator or nghttpd, got \(value)\n\(Self.usage)")
-                }
-                self.server = value
             case "--consumer-property":
                 guard let equals = value.firstIndex(of: "=") else {
                     throw BenchError("--consumer-property needs K=V, got \(value)\n\(Self.usage)")
@@ -72,7 +61,6 @@ struct BenchOptions {
                 case "--h2load-requests": self.h2loadRequestCount = number
                 case "--connections": self.connectionCount = max(1, number)
                 case "--max-in-flight": self.maxInFlightCount = max(1, number)
-                case "--nghttpd-port": self.nghttpdPort = number
                 case "--simulator-latency-ms": self.simulatorLatencyMilliseconds = number
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }

@@ -11,13 +11,11 @@ import Routing
 struct EventFactory: Sendable {
     /// `expires_at`: a day after the run starts, so nothing expires.
     let expiresAtEpochSeconds = Int64(Date().timeIntervalSince1970) + 86_400
-    /// One device token for every event (for nghttpd, which answers 200 only for paths it has a file for).
-    var sharedToken: String?
 
     func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
         let value =
             #"{"type":"shipped","order":{"id":\#(100_000 + index),"carrier":"Demo Express","eta":"tomorrow"},"#
-            + #""customer":{"apns_tokens":["\#(self.sharedToken ?? Self.token(index))"],"unread_count":\#(index % 5)},"#
+            + #""customer":{"apns_tokens":["\#(Self.token(index))"],"unread_count":\#(index % 5)},"#
             + #""expires_at":\#(self.expiresAtEpochSeconds)}"#
         return (Array("customer-\(index % 1000)".utf8), Array(value.utf8))
     }
@@ -78,47 +76,6 @@ struct SimulatorProcess {
         }
         process.terminate()
         throw BenchError("the simulator did not print its port")
-    }
-
-    /// nghttpd on 127.0.0.1:`port` (one worker, 100 streams), answering 200 with an empty body for the device
-    /// path of `token`: the raw HTTP/2 server, without the simulator's checks.
-    static func startNghttpd(
-        port: Int, token: String, certificatePath: String, keyPath: String, directory: String
-    ) async throws -> SimulatorProcess {
-        let documents = (directory as NSString).appendingPathComponent("nghttpd")
-        let device = (documents as NSString).appendingPathComponent("3/device")
-        try FileManager.default.createDirectory(atPath: device, withIntermediateDirectories: true)
-        _ = FileManager.default.createFile(atPath: (device as NSString).appendingPathComponent(token), contents: Data())
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "nghttpd", "-a", "127.0.0.1", "-d", documents, "-m", "100", "\(port)", keyPath,
-            certificatePath,
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.standardError
-        try process.run()
-        for _ in 0..<100 {
-            if Self.accepts(port: port) { return SimulatorProcess(process: process, port: port) }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        process.terminate()
-        throw BenchError("nghttpd did not listen on 127.0.0.1:\(port) (is the port taken? --nghttpd-port N)")
-    }
-
-    private static func accepts(port: Int) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
     }
 
     func stop() {

@@ -66,8 +66,7 @@ struct BridgeBench {
         producerConfiguration.linger = .milliseconds(5)
         producerConfiguration.properties = ["log_level": "3"]
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        var events = EventFactory()
-        if options.server == "nghttpd" { events.sharedToken = EventFactory.token(0) }
+        let events = EventFactory()
         print(
             "BridgeBench: \(options.eventCount) events in \(inputPartitions) partitions of \(Self.inputTopic) "
                 + "(\(events.sampleByteCount) bytes each), \(outcomePartitions) outcome partitions")
@@ -79,22 +78,17 @@ struct BridgeBench {
         let scenarioPath = (directory as NSString).appendingPathComponent("scenario.yaml")
         try "latency_ms: \(options.simulatorLatencyMilliseconds)\n".write(
             toFile: scenarioPath, atomically: true, encoding: .utf8)
-        let simulator =
-            options.server == "nghttpd"
-            ? try await SimulatorProcess.startNghttpd(
-                port: options.nghttpdPort, token: EventFactory.token(0), certificatePath: certificate.certificatePath,
-                keyPath: certificate.privateKeyPath, directory: directory)
-            : try SimulatorProcess.start(
-                pushbridge: options.pushbridgePath,
-                arguments: [
-                    "simulator", "--port", "0", "--tls-cert", certificate.certificatePath,
-                    "--tls-key", certificate.privateKeyPath, "--jwt-key", "\(Self.keyID)=\(keyPath)",
-                    "--scenario", scenarioPath,
-                ]
-            )
+        let simulator = try SimulatorProcess.start(
+            pushbridge: options.pushbridgePath,
+            arguments: [
+                "simulator", "--port", "0", "--tls-cert", certificate.certificatePath,
+                "--tls-key", certificate.privateKeyPath, "--jwt-key", "\(Self.keyID)=\(keyPath)",
+                "--scenario", scenarioPath,
+            ]
+        )
         defer { simulator.stop() }
         print(
-            "  APNs server: \(options.server), pid \(simulator.process.processIdentifier), 127.0.0.1:\(simulator.port)")
+            "  APNs simulator: pid \(simulator.process.processIdentifier), 127.0.0.1:\(simulator.port)")
 
         let configurationPath = (directory as NSString).appendingPathComponent("bench.yaml")
         try Self.configuration(
@@ -190,9 +184,7 @@ struct BridgeBench {
         let latencies = tally.liveLatenciesMilliseconds.sorted()
         var report = "\nBridge end to end (\(options.logSender ? "log sender" : "APNs sender, token auth"), "
         report += "\(options.connectionCount) APNs connection(s), max_in_flight \(options.maxInFlightCount), "
-        report +=
-            options.server == "nghttpd"
-            ? "server nghttpd)\n" : "simulator latency \(options.simulatorLatencyMilliseconds) ms)\n"
+        report += "simulator latency \(options.simulatorLatencyMilliseconds) ms)\n"
         report += "  events:         \(options.eventCount) pre-loaded + \(options.liveEventCount) live -> "
         report += "\(tally.count) outcomes, \(tally.deliveredCount) delivered\n"
         report += "  throughput:     \(Self.format(rate, 0)) notifications/s (first to last outcome read: "
