@@ -128,7 +128,9 @@ struct BridgeBench {
         let backlogDeadline = ContinuousClock.now + .seconds(60) + .milliseconds(options.eventCount)
         var lastProgress = ContinuousClock.now
         while tally.count < options.eventCount {
-            guard bridge.isRunning else { throw BenchError("the bridge exited early; see \(bridgeLog)") }
+            if let status = bridge.exitStatusIfExited() {
+                throw BenchError("the bridge exited early with status \(status); see \(bridgeLog)")
+            }
             guard ContinuousClock.now < backlogDeadline else {
                 bridge.signal(SIGKILL)
                 throw BenchError("timed out with \(tally.count)/\(options.eventCount) outcomes; see \(bridgeLog)")

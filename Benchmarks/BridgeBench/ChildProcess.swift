@@ -32,12 +32,11 @@ struct ChildProcess {
         return ChildProcess(pid: pid, name: (executable as NSString).lastPathComponent)
     }
 
-    /// Whether the process still runs (it exists and is not a zombie waiting to be reaped).
-    var isRunning: Bool {
-        guard let text = try? String(contentsOfFile: "/proc/\(self.pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return false }
-        return !text[text.index(after: close)...].hasPrefix(" Z")
+    /// The exit status when the process has exited (it is reaped then), `nil` while it runs.
+    func exitStatusIfExited() -> Int32? {
+        var status: Int32 = 0
+        guard waitpid(self.pid, &status, WNOHANG) == self.pid else { return nil }
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
     /// CPU seconds (user + system) used so far, from `/proc/PID/stat`.
