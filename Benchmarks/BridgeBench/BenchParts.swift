@@ -17,7 +17,8 @@ struct EventFactory: Sendable {
             #"{"type":"shipped","order":{"id":\#(100_000 + index),"carrier":"Demo Express","eta":"tomorrow"},"#
             + #""customer":{"apns_tokens":["\#(Self.token(index))"],"unread_count":\#(index % 5)},"#
             + #""expires_at":\#(self.expiresAtEpochSeconds)}"#
-        return (Array("customer-\(index % 1000)".utf8), Array(value.utf8))
+        // Distinct keys spread the events evenly over the partitions (the mock drops the oldest data of a full one).
+        return (Array("customer-\(index)".utf8), Array(value.utf8))
     }
 
     var sampleByteCount: Int { self.event(0).value.count }

@@ -55,8 +55,8 @@ struct BridgeBench {
         let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "3"])
         defer { cluster.close() }
         let eventTotal = options.eventCount + options.liveEventCount
-        let inputPartitions = Self.partitionCount(records: eventTotal, bytesEach: 300)
-        let outcomePartitions = Self.partitionCount(records: eventTotal, bytesEach: 600)
+        let inputPartitions = Self.partitionCount(records: eventTotal, bytesEach: 400)
+        let outcomePartitions = Self.partitionCount(records: eventTotal, bytesEach: 900)
         try cluster.createTopic(Self.inputTopic, partitionCount: inputPartitions)
         try cluster.createTopic(Self.outcomesTopic, partitionCount: outcomePartitions)
         try cluster.createTopic("bench.invalid-tokens", partitionCount: 1)
@@ -223,7 +223,8 @@ struct BridgeBench {
         }
     }
 
-    /// Partitions so that each keeps at most ~4 MiB of the run's records (the mock keeps about 5 MiB).
+    /// Partitions so that each keeps at most ~4 MiB of the run's records (the mock keeps about 5 MiB per partition
+    /// and drops the oldest beyond that); `bytesEach` is a generous estimate of a record with its overhead.
     static func partitionCount(records: Int, bytesEach: Int) -> Int32 {
         Int32(max(4, (records * bytesEach + (4 << 20) - 1) / (4 << 20)))
     }
