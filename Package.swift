@@ -229,6 +229,22 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Benchmarks (make bench, mk/bench.mk): the bridge end to end, `pushbridge run` against the simulator
+        .executableTarget(
+            name: "BridgeBench",
+            dependencies: [
+                "APNSCore",
+                "APNSSimulator",
+                "Configuration",
+                "Kafka",
+                "Routing",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/BridgeBench",
+            swiftSettings: strict
+        ),
+
         // MARK: Tests
         .testTarget(
             name: "KafkaTests",

@@ -1,0 +1,79 @@
+import Foundation
+
+/// The benchmark's command line: `BridgeBench [--events N] [--live-events N] [--live-rate N] ...`.
+struct BenchOptions {
+    /// Events pre-loaded into the input topic before the bridge starts (one notification each).
+    var eventCount = 200_000
+    /// Events produced at a steady rate once the backlog is done, for the event-to-outcome latency.
+    var liveEventCount = 10_000
+    /// The live phase's rate, events per second.
+    var liveRatePerSecond = 2_000
+    /// Requests h2load sends (0: as many as the backlog, at most 200,000).
+    var h2loadRequestCount = 0
+    /// APNs connections the bridge keeps (`apns.connections`); h2load always uses one.
+    var connectionCount = 1
+    /// The simulator's delay before every answer (its scenario's `latency_ms`), to model APNs' round trip.
+    var simulatorLatencyMilliseconds = 0
+    /// `kafka.max_in_flight`.
+    var maxInFlightCount = 10_000
+    /// The pushbridge executable that runs the simulator and the bridge.
+    var pushbridgePath = ".build/release/pushbridge"
+    /// Where the key, certificate, configuration and logs are written.
+    var directory = ".build/bench"
+    /// librdkafka properties for the bridge's consumer (`kafka.consumer_properties`), from `--consumer-property K=V`.
+    var consumerProperties: [(String, String)] = []
+    /// Run the bridge with `--log-sender` (no APNs): the Kafka side's cost alone.
+    var logSender = false
+
+    static let usage = """
+        usage: BridgeBench [--events N] [--live-events N] [--live-rate N] [--h2load-requests N] [--connections N]
+                           [--max-in-flight N] [--simulator-latency-ms N] [--pushbridge PATH] [--directory DIR]
+                           [--consumer-property K=V]... [--log-sender]
+        """
+
+    init(arguments: [String]) throws(BenchError) {
+        var iterator = arguments.dropFirst().makeIterator()
+        while let argument = iterator.next() {
+            if argument == "--log-sender" {
+                self.logSender = true
+                continue
+            }
+            guard let value = iterator.next() else {
+                throw BenchError("\(argument) needs a value\n\(Self.usage)")
+            }
+            switch argument {
+            case "--pushbridge": self.pushbridgePath = value
+            case "--directory": self.directory = value
+            case "--consumer-property":
+                guard let equals = value.firstIndex(of: "=") else {
+                    throw BenchError("--consumer-property needs K=V, got \(value)\n\(Self.usage)")
+                }
+                self.consumerProperties.append(
+                    (String(value[..<equals]), String(value[value.index(after: equals)...])))
+            default:
+                guard let number = Int(value), number >= 0 else {
+                    throw BenchError("\(argument) needs a non-negative integer, got \(value)\n\(Self.usage)")
+                }
+                switch argument {
+                case "--events": self.eventCount = max(1, number)
+                case "--live-events": self.liveEventCount = number
+                case "--live-rate": self.liveRatePerSecond = max(1, number)
+                case "--h2load-requests": self.h2loadRequestCount = number
+                case "--connections": self.connectionCount = max(1, number)
+                case "--max-in-flight": self.maxInFlightCount = max(1, number)
+                case "--simulator-latency-ms": self.simulatorLatencyMilliseconds = number
+                default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
+                }
+            }
+        }
+    }
+}
+
+/// Why the benchmark stopped.
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}

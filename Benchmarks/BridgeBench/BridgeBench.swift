@@ -1,0 +1,359 @@
+// End-to-end bridge benchmark (`make bench`): an embedded Kafka cluster pre-loaded with N events for the SPEC §2
+// example route, the APNs simulator in its own process (`pushbridge simulator`), and the bridge in its own process
+// (`pushbridge run` with a real configuration file and token auth), run until every outcome is read back. Then a
+// live phase at a steady rate for the event-to-outcome latency, then h2load with the same headers and body
+// against the same simulator over one connection. Prints notifications/s, latency, the bridge's peak RSS and CPU
+// per notification, and the ratio to h2load.
+//
+//   make bench                                  # 200k events
+//   make bench BENCH_EVENTS=1000000             # the 1M backlog (peak RSS target)
+//   .build/release/BridgeBench --events 50000 --log-sender
+
+import APNSCore
+import APNSSimulator
+import Configuration
+import Crypto
+import Foundation
+import Kafka
+import Logging
+import Routing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@main
+struct BridgeBench {
+    static let inputTopic = "orders.shipped"
+    static let outcomesTopic = "bench.outcomes"
+    static let keyID = "BENCHKEY01"
+    static let teamID = "BENCHTEAM1"
+
+    static func main() async {
+        do {
+            let options = try BenchOptions(arguments: CommandLine.arguments)
+            try await Self.run(options)
+        } catch {
+            FileHandle.standardError.write(Data("BridgeBench: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func run(_ options: BenchOptions) async throws {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .warning
+        guard FileManager.default.isExecutableFile(atPath: options.pushbridgePath) else {
+            throw BenchError("\(options.pushbridgePath) is missing: swift build -c release --product pushbridge")
+        }
+        let directory = options.directory
+        let certificate = try SelfSignedCertificate.generate(in: directory)
+        let signingKey = P256.Signing.PrivateKey()
+        let keyPath = (directory as NSString).appendingPathComponent("AuthKey_\(Self.keyID).p8")
+        try Data(signingKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
+
+        // Kafka: the mock cluster keeps about 5 MiB per partition, so size the topics for the whole run.
+        let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "3"])
+        defer { cluster.close() }
+        let eventTotal = options.eventCount + options.liveEventCount
+        let inputPartitions = Self.partitionCount(records: eventTotal, bytesEach: 400)
+        let outcomePartitions = Self.partitionCount(records: eventTotal, bytesEach: 900)
+        try cluster.createTopic(Self.inputTopic, partitionCount: inputPartitions)
+        try cluster.createTopic(Self.outcomesTopic, partitionCount: outcomePartitions)
+        try cluster.createTopic("bench.invalid-tokens", partitionCount: 1)
+        try cluster.createTopic("bench.dead-letters", partitionCount: 1)
+
+        var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+        producerConfiguration.linger = .milliseconds(5)
+        producerConfiguration.properties = ["log_level": "3"]
+        let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        let events = EventFactory()
+        print(
+            "BridgeBench: \(options.eventCount) events in \(inputPartitions) partitions of \(Self.inputTopic) "
+                + "(\(events.sampleByteCount) bytes each), \(outcomePartitions) outcome partitions")
+        let preloadStarted = ContinuousClock.now
+        try await Self.preload(options.eventCount, events: events, producer: producer)
+        print("  pre-loaded in \(Self.seconds(ContinuousClock.now - preloadStarted)) s")
+
+        // The APNs simulator, in its own process.
+        let scenarioPath = (directory as NSString).appendingPathComponent("scenario.yaml")
+        try "latency_ms: \(options.simulatorLatencyMilliseconds)\n".write(
+            toFile: scenarioPath, atomically: true, encoding: .utf8)
+        let simulator = try SimulatorProcess.start(
+            pushbridge: options.pushbridgePath,
+            arguments: [
+                "simulator", "--port", "0", "--tls-cert", certificate.certificatePath,
+                "--tls-key", certificate.privateKeyPath, "--jwt-key", "\(Self.keyID)=\(keyPath)",
+                "--scenario", scenarioPath,
+            ]
+        )
+        defer { simulator.stop() }
+        print(
+            "  APNs simulator: pid \(simulator.process.processIdentifier), 127.0.0.1:\(simulator.port)")
+
+        let configurationPath = (directory as NSString).appendingPathComponent("bench.yaml")
+        try Self.configuration(
+            options: options, bootstrapServers: cluster.bootstrapServers, simulatorPort: simulator.port,
+            caFile: certificate.certificatePath, keyFile: keyPath
+        ).write(toFile: configurationPath, atomically: true, encoding: .utf8)
+
+        // Read the outcomes back while the bridge runs.
+        let tally = OutcomeTally()
+        var readerConfiguration = KafkaConsumerConfiguration(
+            bootstrapServers: cluster.bootstrapServers, groupID: "bench-reader-\(UUID())"
+        )
+        readerConfiguration.autoOffsetReset = .earliest
+        readerConfiguration.properties = ["log_level": "3"]
+        let reader = try KafkaConsumer(configuration: readerConfiguration, topics: [Self.outcomesTopic], logger: logger)
+        let readerTask = Task {
+            for try await batch in reader.batches {
+                tally.add(batch.compactMap(\.value))
+            }
+        }
+
+        // The bridge, in its own process: `pushbridge run` with the configuration file.
+        let bridgeLog = (directory as NSString).appendingPathComponent("bridge.log")
+        let bridgeStarted = ContinuousClock.now
+        let bridge = try ChildProcess.spawn(
+            options.pushbridgePath,
+            ["run", "--config", configurationPath] + (options.logSender ? ["--log-sender"] : []),
+            logFile: bridgeLog
+        )
+        print(
+            "  bridge: pid \(bridge.pid), \(options.logSender ? "log sender (no APNs)" : "APNs sender"), "
+                + "log \(bridgeLog)")
+
+        // Backlog phase: every pre-loaded event becomes one outcome.
+        var cpuAtFirstOutcome: Double?
+        var simulatorCPUAtFirstOutcome: Double?
+        let backlogDeadline = ContinuousClock.now + .seconds(60) + .milliseconds(options.eventCount)
+        var lastProgress = ContinuousClock.now
+        while tally.count < options.eventCount {
+            if let status = bridge.exitStatusIfExited() {
+                throw BenchError("the bridge exited early with status \(status); see \(bridgeLog)")
+            }
+            guard ContinuousClock.now < backlogDeadline else {
+                bridge.signal(SIGKILL)
+                throw BenchError("timed out with \(tally.count)/\(options.eventCount) outcomes; see \(bridgeLog)")
+            }
+            if cpuAtFirstOutcome == nil, tally.count > 0 {
+                cpuAtFirstOutcome = bridge.cpuSecondsSoFar()
+                simulatorCPUAtFirstOutcome = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
+            }
+            if ContinuousClock.now - lastProgress > .seconds(5) {
+                lastProgress = ContinuousClock.now
+                print("  ... \(tally.count) outcomes")
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let cpuAtBacklogDone = bridge.cpuSecondsSoFar()
+        let simulatorCPUAtBacklogDone = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
+        let backlogRead = tally.lastReadAt ?? ContinuousClock.now
+        let firstRead = tally.firstReadAt ?? bridgeStarted
+        let window = backlogRead - firstRead
+        let backlogCPU = cpuAtBacklogDone - (cpuAtFirstOutcome ?? 0)
+
+        // Live phase: events at a steady rate, for the latency from the event's produce to its outcome.
+        if options.liveEventCount > 0 {
+            try await Self.produceLive(options, events: events, producer: producer, tally: tally)
+            let liveDeadline = ContinuousClock.now + .seconds(30)
+            while tally.count < eventTotal, ContinuousClock.now < liveDeadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        await producer.close()
+
+        bridge.signal(SIGTERM)
+        let (exitStatus, usage) = try await bridge.wait(timeout: .seconds(60))
+        await reader.close()
+        _ = await readerTask.result
+
+        // h2load: the same request over one connection to the same simulator.
+        let h2loadCount = options.h2loadRequestCount > 0 ? options.h2loadRequestCount : min(options.eventCount, 200_000)
+        let simulatorCPUBeforeH2Load = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
+        let h2load = try await H2Load.run(
+            request: try events.sampleRequest(configurationPath: configurationPath),
+            jwt: try ProviderTokenJWT.sign(
+                keyID: Self.keyID, teamID: Self.teamID,
+                issuedAtEpochSeconds: Int64(Date().timeIntervalSince1970), privateKey: signingKey
+            ).compact,
+            port: simulator.port, requestCount: h2loadCount, directory: directory
+        )
+
+        let simulatorCPUDuringH2Load =
+            ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier) - simulatorCPUBeforeH2Load
+        let simulatorCPUDuringBacklog = simulatorCPUAtBacklogDone - (simulatorCPUAtFirstOutcome ?? 0)
+        let rate = Double(options.eventCount) / Self.secondsValue(window)
+        let latencies = tally.liveLatenciesMilliseconds.sorted()
+        var report = "\nBridge end to end (\(options.logSender ? "log sender" : "APNs sender, token auth"), "
+        report += "\(options.connectionCount) APNs connection(s), max_in_flight \(options.maxInFlightCount), "
+        report += "simulator latency \(options.simulatorLatencyMilliseconds) ms)\n"
+        report += "  events:         \(options.eventCount) pre-loaded + \(options.liveEventCount) live -> "
+        report += "\(tally.count) outcomes, \(tally.deliveredCount) delivered\n"
+        report += "  throughput:     \(Self.format(rate, 0)) notifications/s (first to last outcome read: "
+        report += "\(Self.seconds(window)) s; from bridge start: \(Self.seconds(backlogRead - bridgeStarted)) s)\n"
+        report += "  CPU/notif:      \(Self.format(backlogCPU / Double(options.eventCount) * 1e6, 1)) µs "
+        report += "(bridge process, during the backlog; \(Self.format(backlogCPU, 2)) CPU s in "
+        report += "\(Self.seconds(window)) s = \(Self.format(backlogCPU / Self.secondsValue(window), 2)) cores)\n"
+        if latencies.isEmpty {
+            report += "  latency:        no live phase\n"
+        } else {
+            report += "  latency:        p50 \(Self.format(Self.percentile(latencies, 0.50), 0)) ms, "
+            report += "p99 \(Self.format(Self.percentile(latencies, 0.99), 0)) ms, "
+            report += "max \(Self.format(latencies.last ?? 0, 0)) ms "
+            report += "(event produce -> outcome completed_at, \(latencies.count) live events at "
+            report += "\(options.liveRatePerSecond)/s)\n"
+        }
+        report += "  bridge process: peak RSS \(Self.format(usage.peakRSSMebibytes, 1)) MiB, "
+        report += "\(Self.format(usage.cpuSeconds, 2)) CPU s in all, exit status \(exitStatus)\n"
+        report += "  h2load -c 1 -m 100: \(Self.format(h2load.rate, 0)) req/s "
+        report += "(\(h2load.succeeded)/\(h2loadCount) 2xx, "
+        report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs CPU/req)\n"
+        let simulatorWithBridge = simulatorCPUDuringBacklog / Double(options.eventCount) * 1e6
+        let simulatorWithH2Load = simulatorCPUDuringH2Load / Double(h2loadCount) * 1e6
+        report += "  server CPU/request: \(Self.format(simulatorWithBridge, 1)) µs with the bridge, "
+        report += "\(Self.format(simulatorWithH2Load, 1)) µs with h2load\n"
+        report += "  ratio bridge / h2load: \(Self.format(rate / h2load.rate, 2)) (target >= 0.35)\n"
+        if tally.deliveredCount < tally.count {
+            report += "  not delivered, e.g.: \(tally.otherStatusExamples.first ?? "")\n"
+        }
+        print(report)
+        simulator.stop()
+        if tally.count < options.eventCount || exitStatus != 0 {
+            throw BenchError("the run was incomplete or the bridge exited with status \(exitStatus)")
+        }
+    }
+
+    /// Partitions so that each keeps at most ~4 MiB of the run's records (the mock keeps about 5 MiB per partition
+    /// and drops the oldest beyond that); `bytesEach` is a generous estimate of a record with its overhead.
+    static func partitionCount(records: Int, bytesEach: Int) -> Int32 {
+        Int32(max(4, (records * bytesEach + (4 << 20) - 1) / (4 << 20)))
+    }
+
+    static func preload(_ count: Int, events: EventFactory, producer: KafkaProducer) async throws {
+        let chunk = 20_000
+        for start in stride(from: 0, to: count, by: chunk) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in start..<min(count, start + chunk) {
+                    let event = events.event(index)
+                    group.addTask {
+                        _ = try await producer.send(topic: Self.inputTopic, key: event.key, value: event.value)
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    static func produceLive(
+        _ options: BenchOptions, events: EventFactory, producer: KafkaProducer, tally: OutcomeTally
+    ) async throws {
+        let perTick = max(1, options.liveRatePerSecond / 100)
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var index = 0
+            var tick = 0
+            while index < options.liveEventCount {
+                for _ in 0..<min(perTick, options.liveEventCount - index) {
+                    let event = events.event(options.eventCount + index)
+                    index += 1
+                    group.addTask {
+                        let producedAt = Int64(Date().timeIntervalSince1970 * 1000)
+                        let delivery = try await producer.send(
+                            topic: Self.inputTopic, key: event.key, value: event.value)
+                        if let offset = delivery.offset {
+                            tally.recordLiveEvent(
+                                partition: delivery.partition.partition, offset: offset,
+                                producedAtEpochMilliseconds: producedAt)
+                        }
+                    }
+                }
+                tick += 1
+                try await Task.sleep(until: started + .milliseconds(10 * tick), clock: .continuous)
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    static func configuration(
+        options: BenchOptions, bootstrapServers: String, simulatorPort: Int, caFile: String, keyFile: String
+    ) -> String {
+        """
+        # Written by BridgeBench: the SPEC §2 example route against the simulator, token auth.
+        kafka:
+          bootstrap_servers: "\(bootstrapServers)"
+          group_id: pushbridge-bench
+          client_id: pushbridge-bench
+          commit_interval: 1s
+          max_in_flight: \(options.maxInFlightCount)
+          properties:
+            log_level: "3"
+        \(Self.consumerPropertiesBlock(options))apns:
+          environment: sandbox
+          endpoint: https://127.0.0.1:\(simulatorPort)
+          ca_file: "\(caFile)"
+          auth:
+            type: token
+            key_file: "\(keyFile)"
+            key_id: \(Self.keyID)
+            team_id: \(Self.teamID)
+          connections: \(options.connectionCount)
+          request_timeout: 10s
+          retry:
+            max_attempts: 5
+            initial_backoff: 100ms
+            max_backoff: 2s
+        routes:
+          - name: order-shipped
+            input_topic: \(Self.inputTopic)
+            match: { type: shipped }
+            device_tokens: "{{customer.apns_tokens}}"
+            topic: com.example.shop
+            push_type: alert
+            priority: 10
+            expiration: "{{expires_at}}"
+            collapse_id: "order-{{order.id}}"
+            payload:
+              aps:
+                alert:
+                  title: "Your order {{order.id}} has shipped"
+                  body: "{{order.carrier}} expects to deliver it {{order.eta}}"
+                badge: "{{customer.unread_count}}"
+                sound: default
+              order_id: "{{order.id}}"
+        outcomes:
+          topic: \(Self.outcomesTopic)
+          invalid_tokens_topic: bench.invalid-tokens
+          dead_letter_topic: bench.dead-letters
+        admin:
+          listen: 127.0.0.1:0
+        logging:
+          level: warning
+          format: text
+        shutdown:
+          drain_timeout: 30s
+
+        """
+    }
+
+    static func consumerPropertiesBlock(_ options: BenchOptions) -> String {
+        guard !options.consumerProperties.isEmpty else { return "" }
+        return "  consumer_properties:\n"
+            + options.consumerProperties.map { "    \($0.0): \"\($0.1)\"\n" }.joined()
+    }
+
+    static func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
+        sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.down)))]
+    }
+
+    static func secondsValue(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    static func seconds(_ duration: Duration) -> String {
+        Self.format(Self.secondsValue(duration), 2)
+    }
+
+    static func format(_ value: Double, _ decimals: Int) -> String {
+        String(format: "%.\(decimals)f", value)
+    }
+}
