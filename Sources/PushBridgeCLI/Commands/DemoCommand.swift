@@ -308,6 +308,7 @@ final class DemoTally: Sendable {
         self.state.withLock { state in
             state.statusByNotification.count >= plan.notificationCount
                 && state.deadLetters.count >= plan.deadLetterCount
+                && state.invalidTokens.count >= plan.unregisteredCount + plan.malformedTokenCount
         }
     }
 
