@@ -61,16 +61,19 @@ struct EndToEndTests {
         let perPartition = try await world.produce(events)
         let notificationCount = expectedOutcomes.values.reduce(0, +)
         let deadLetterCount = expectedDeadLetters
+        let invalidCount = expectedInvalid
         let path = try world.configuration()
 
         try await world.withBridge(configurationPath: path) { _ in
             _ = try await world.results { results in
                 results.outcomes.count >= notificationCount && results.deadLetters.count >= deadLetterCount
+                    && results.invalidTokens.count >= invalidCount
             }
         }
 
         let results = try await world.results { results in
             results.outcomes.count >= notificationCount && results.deadLetters.count >= deadLetterCount
+                && results.invalidTokens.count >= invalidCount
         }
         // Exactly once each here: nothing crashed, so nothing was processed twice.
         #expect(results.outcomes.count == notificationCount)
