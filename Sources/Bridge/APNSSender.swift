@@ -74,23 +74,8 @@ public final class APNSSender: ManagedSender {
         return logger
     }
 
-    public func send(_ notification: Notification, app: String?) async -> SendResult {
-        let client = app.flatMap { self.appClients[$0] } ?? self.defaultClient
-        switch await client.send(notification) {
-        case .answered(let response):
-            return .answered(
-                status: response.status, reason: response.reason, apnsUniqueID: response.apnsUniqueID,
-                invalidSinceEpochMilliseconds: response.invalidSinceEpochMilliseconds
-            )
-        case .failed(.timeout):
-            return .transportFailure(.timeout)
-        case .failed(.connectionLost):
-            return .transportFailure(.connectionLost)
-        case .failed(.unreachable(let detail)):
-            return .transportFailure(.unreachable(detail))
-        case .failed(.malformedResponse(let detail)):
-            return .transportFailure(.malformedResponse(detail))
-        }
+    public func send(_ notification: Notification, app: String?) async -> APNSResult {
+        await (app.flatMap { self.appClients[$0] } ?? self.defaultClient).send(notification)
     }
 
     public var openConnections: Int {

@@ -82,13 +82,16 @@ struct DeliveryStateMachine: Sendable {
     }
 
     /// APNs' answer (or its absence) to the last send.
-    mutating func received(_ result: SendResult, nowEpochMilliseconds now: Int64) -> Action {
+    mutating func received(_ result: APNSResult, nowEpochMilliseconds now: Int64) -> Action {
         switch result {
-        case .answered(let status, let reason, let uniqueID, let invalidSince):
+        case .answered(let response):
+            let status = response.status
+            let uniqueID = response.apnsUniqueID
+            let invalidSince = response.invalidSinceEpochMilliseconds
             if status == 200 {
                 return .finish(self.outcome(.delivered, http: 200, reason: nil, uniqueID: uniqueID, now: now))
             }
-            let reason = reason ?? .unknown("HTTP\(status)")
+            let reason = response.reason ?? .unknown("HTTP\(status)")
             switch reason.disposition(status: status) {
             case .delivered:
                 return .finish(self.outcome(.delivered, http: status, reason: nil, uniqueID: uniqueID, now: now))
@@ -112,7 +115,7 @@ struct DeliveryStateMachine: Sendable {
                 self.renewals += 1
                 return self.renewals > 1 ? .halt(reason: reason.rawValue) : .send
             }
-        case .transportFailure(let failure):
+        case .failed(let failure):
             if case .unreachable(let detail) = failure {
                 self.attempts -= 1
                 return .halt(reason: "APNs unreachable: \(detail)")

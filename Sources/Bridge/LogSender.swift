@@ -11,7 +11,7 @@ public struct LogSender: NotificationSender {
         self.logger = logger
     }
 
-    public func send(_ notification: Notification, app: String?) async -> SendResult {
+    public func send(_ notification: Notification, app: String?) async -> APNSResult {
         self.logger.notice(
             "Notification (log sender, not sent)",
             metadata: [
@@ -24,6 +24,6 @@ public struct LogSender: NotificationSender {
                 "apns.payload": "\(String(decoding: notification.payload, as: UTF8.self))",
             ]
         )
-        return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+        return .answered(APNSResponse(status: 200, apnsID: notification.apnsID))
     }
 }

@@ -94,42 +94,12 @@ public protocol RecordSink: Sendable {
     func flush(timeout: Duration) async throws
 }
 
-/// A transport fault: APNs gave no answer for the request.
-public enum TransportFailure: Sendable, Hashable {
-    /// The request timed out; APNs may or may not have received it.
-    case timeout
-    /// The connection broke before the answer and the request could not be re-sent in time.
-    case connectionLost
-    /// No connection to APNs could be made (DNS, TCP, TLS): a systemic fault.
-    case unreachable(String)
-    /// The answer could not be read (no `:status`, a broken header block): sent again like a timeout.
-    case malformedResponse(String)
-
-    /// The reason written into outcomes and metrics.
-    public var reason: String {
-        switch self {
-        case .timeout: "RequestTimeout"
-        case .connectionLost: "ConnectionLost"
-        case .unreachable: "Unreachable"
-        case .malformedResponse: "MalformedResponse"
-        }
-    }
-}
-
-/// What APNs (or the transport) said about one send.
-public enum SendResult: Sendable, Hashable {
-    /// APNs answered with `status`; `reason` is set when it is not 200.
-    case answered(status: Int, reason: Reason?, apnsUniqueID: String?, invalidSinceEpochMilliseconds: Int64?)
-    /// No answer.
-    case transportFailure(TransportFailure)
-}
-
 /// Sends notifications (APNs over HTTP/2, in production; or the `log` sender). Another sender plugs in by
 /// conforming to this.
 public protocol NotificationSender: Sendable {
     /// Sends `notification` with the credentials of `app` (`nil`: the default `apns` block) and returns
-    /// APNs' answer. It never throws: every fault is a ``SendResult``.
-    func send(_ notification: Notification, app: String?) async -> SendResult
+    /// APNs' answer. It never throws: every fault is an `APNSResult` (`.failed` when APNs gave no answer).
+    func send(_ notification: Notification, app: String?) async -> APNSResult
 }
 
 /// A notification to send, and a fault already known against it.

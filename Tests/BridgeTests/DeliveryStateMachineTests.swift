@@ -14,8 +14,8 @@ struct DeliveryStateMachineTests {
         )
     }
 
-    func answer(_ status: Int, _ reason: Reason? = nil, since: Int64? = nil) -> SendResult {
-        .answered(status: status, reason: reason, apnsUniqueID: nil, invalidSinceEpochMilliseconds: since)
+    func answer(_ status: Int, _ reason: Reason? = nil, since: Int64? = nil) -> APNSResult {
+        .answered(APNSResponse(status: status, reason: reason, invalidSinceEpochMilliseconds: since))
     }
 
     @Test("200 is delivered after one attempt")
@@ -114,7 +114,7 @@ struct DeliveryStateMachineTests {
         var machine = self.machine(maxAttempts: 1)
         _ = machine.start(nowEpochMilliseconds: self.now)
         machine.sending(nowEpochMilliseconds: self.now)
-        guard case .finish(let outcome) = machine.received(.transportFailure(.timeout), nowEpochMilliseconds: self.now)
+        guard case .finish(let outcome) = machine.received(.failed(.timeout), nowEpochMilliseconds: self.now)
         else {
             Issue.record("not finished")
             return
@@ -148,7 +148,7 @@ struct DeliveryStateMachineTests {
         var machine = self.machine()
         _ = machine.start(nowEpochMilliseconds: self.now)
         machine.sending(nowEpochMilliseconds: self.now)
-        let action = machine.received(.transportFailure(.unreachable("connection refused")), nowEpochMilliseconds: self.now)
+        let action = machine.received(.failed(.unreachable("connection refused")), nowEpochMilliseconds: self.now)
         #expect(action == .halt(reason: "APNs unreachable: connection refused"))
     }
 
@@ -191,7 +191,7 @@ struct DeliveryExpiryDuringRetryTests {
         #expect(machine.start(nowEpochMilliseconds: now) == .send)
         machine.sending(nowEpochMilliseconds: now)
         let action = machine.received(
-            .answered(status: 503, reason: .serviceUnavailable, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil),
+            .answered(APNSResponse(status: 503, reason: .serviceUnavailable, invalidSinceEpochMilliseconds: nil)),
             nowEpochMilliseconds: now
         )
         guard case .finish(let outcome) = action else {

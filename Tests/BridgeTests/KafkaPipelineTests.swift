@@ -45,8 +45,8 @@ struct KafkaPipelineTests {
             source: source, mapper: TokensMapper(expiration: nil),
             sender: ScriptedSender { token in
                 token.hasPrefix("dead")
-                    ? .answered(status: 410, reason: .unregistered, apnsUniqueID: nil, invalidSinceEpochMilliseconds: 1)
-                    : .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+                    ? .answered(APNSResponse(status: 410, reason: .unregistered, invalidSinceEpochMilliseconds: 1))
+                    : .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
             },
             sink: sink, configuration: PipelineConfiguration(maxInFlight: 50), metrics: BridgeMetrics(),
             logger: quietLogger()
@@ -184,7 +184,7 @@ struct KafkaGroupPipelineTests {
                 source: source, mapper: TokensMapper(expiration: nil),
                 sender: ScriptedSender { _ in
                     try? await Task.sleep(for: .milliseconds(40))
-                    return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+                    return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
                 },
                 sink: sink, configuration: PipelineConfiguration(maxInFlight: 10, drainTimeout: .seconds(10)),
                 metrics: BridgeMetrics(), logger: quietLogger()

@@ -26,8 +26,8 @@ struct TokensMapper: EventMapper {
 }
 
 struct ScriptedSender: NotificationSender {
-    let answer: @Sendable (String) async -> SendResult
-    func send(_ notification: APNSCore.Notification, app: String?) async -> SendResult {
+    let answer: @Sendable (String) async -> APNSResult
+    func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
         await self.answer(notification.deviceToken)
     }
 }

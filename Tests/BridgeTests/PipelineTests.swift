@@ -20,8 +20,8 @@ struct PipelineTests {
             TestEvent.json(offset: 3, #"{"other":true}"#),
         ]
         let harness = Harness(events: events) { token in
-            token == "dead" ? .answered(status: 410, reason: .unregistered, apnsUniqueID: nil, invalidSinceEpochMilliseconds: 1_700_000_000_000)
-                : .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+            token == "dead" ? .answered(APNSResponse(status: 410, reason: .unregistered, invalidSinceEpochMilliseconds: 1_700_000_000_000))
+                : .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         try await harness.runToEnd()
         let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
@@ -44,7 +44,7 @@ struct PipelineTests {
     func commitWaitsForAcknowledgement() async throws {
         let events = (0..<3).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
         let harness = Harness(events: events) { _ in
-            .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+            .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         harness.sink.holdAcknowledgements(forKey: "aa01")
         let run = Task { try await harness.pipeline.run() }
@@ -70,9 +70,9 @@ struct PipelineTests {
         ) { token in
             let attempt = calls.add(token)
             if token == "aa01" && attempt >= 2 {
-                return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+                return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
             }
-            return .answered(status: 503, reason: .serviceUnavailable, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+            return .answered(APNSResponse(status: 503, reason: .serviceUnavailable, invalidSinceEpochMilliseconds: nil))
         }
         try await harness.runToEnd()
         let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
@@ -93,7 +93,7 @@ struct PipelineTests {
             expiration: 1_000
         ) { token in
             calls.add(token)
-            return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+            return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         try await harness.runToEnd()
         #expect(calls.total == 0)
@@ -109,8 +109,8 @@ struct PipelineTests {
             configuration: PipelineConfiguration(haltProbeBackoff: Backoff(initial: .milliseconds(5), maximum: .milliseconds(10)))
         ) { _ in
             accepting.isSet
-                ? .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
-                : .answered(status: 403, reason: .invalidProviderToken, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+                ? .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+                : .answered(APNSResponse(status: 403, reason: .invalidProviderToken, invalidSinceEpochMilliseconds: nil))
         }
         let run = Task { try await harness.pipeline.run() }
         try await waitUntil { harness.pipeline.gate.current != nil }
@@ -138,7 +138,7 @@ struct PipelineTests {
             concurrency.enter()
             try? await Task.sleep(for: .milliseconds(2))
             concurrency.leave()
-            return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+            return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         try await harness.runToEnd()
         #expect(concurrency.highest <= 3)
@@ -151,7 +151,7 @@ struct PipelineTests {
         let events = (0..<10).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
         let harness = Harness(events: events) { _ in
             try? await Task.sleep(for: .milliseconds(20))
-            return .answered(status: 200, reason: nil, apnsUniqueID: nil, invalidSinceEpochMilliseconds: nil)
+            return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: harness.pipeline)], logger: Logger(label: "test"))
@@ -262,7 +262,7 @@ private struct Harness {
         events: [SourceEvent],
         configuration: PipelineConfiguration = PipelineConfiguration(),
         expiration: Int64? = nil,
-        answer: @escaping @Sendable (String) async -> SendResult
+        answer: @escaping @Sendable (String) async -> APNSResult
     ) {
         self.source = MemorySource(events: events)
         self.pipeline = Pipeline(
