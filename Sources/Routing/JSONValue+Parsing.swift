@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Why bytes are not a JSON document, and where the parser stopped.
 public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong.
@@ -81,16 +87,23 @@ extension JSONValue {
 /// Which parts of a document to build. The mapper reads a few fields of each event; building only those
 /// saves most of the allocations of parsing (and of freeing the tree afterwards).
 struct JSONProjection: Sendable {
-    /// `nil`: everything. Otherwise only these members of an object, each with what to build of it. Arrays
-    /// on the way are built whole.
-    private(set) var members: [(key: String, projection: JSONProjection)]?
+    /// One member to build: its name (as a string and as UTF-8, which keys are compared with before any
+    /// string is made) and what to build of its value.
+    struct Member: Sendable {
+        var key: String
+        var utf8: [UInt8]
+        var projection: JSONProjection
+    }
+
+    /// `nil`: everything. Otherwise only these members of an object. Arrays on the way are built whole.
+    private(set) var members: [Member]?
 
     /// Build everything.
     static let everything = JSONProjection(members: nil)
     /// Build nothing (but check it all).
     static let nothing = JSONProjection(members: [])
 
-    private init(members: [(key: String, projection: JSONProjection)]?) {
+    private init(members: [Member]?) {
         self.members = members
     }
 
@@ -111,15 +124,21 @@ struct JSONProjection: Sendable {
         } else {
             var child = JSONProjection.nothing
             child.add(path.dropFirst())
-            members.append((key: first, projection: child))
+            members.append(Member(key: first, utf8: Array(first.utf8), projection: child))
         }
         self.members = members
     }
 
-    /// What to build of the member `key`; `nil` when it is not needed.
-    func member(_ key: String) -> JSONProjection? {
-        guard let members = self.members else { return .everything }
-        return members.first(where: { $0.key == key })?.projection
+    /// The member whose name is the UTF-8 `key`; `nil` when it is not needed.
+    func member(utf8 key: UnsafeBufferPointer<UInt8>) -> (key: String, projection: JSONProjection)? {
+        guard let members = self.members else { return nil }
+        for index in members.indices where members[index].utf8.count == key.count {
+            let equal = members[index].utf8.withUnsafeBufferPointer { name in
+                key.isEmpty || memcmp(name.baseAddress!, key.baseAddress!, key.count) == 0
+            }
+            if equal { return (members[index].key, members[index].projection) }
+        }
+        return nil
     }
 }
 
@@ -212,13 +231,12 @@ private struct JSONParser {
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.error(.unexpectedByte) }
-            let key = try self.parseString(build: projection != nil)
+            let (key, memberProjection) = try self.parseMemberName(projection)
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: ":") else { throw self.error(.unexpectedByte) }
             self.index += 1
             self.skipWhitespace()
-            let memberProjection = projection?.member(key)
             let value = try self.parseValue(memberProjection)
             if memberProjection != nil { members.append((key: key, value: value)) }
             self.skipWhitespace()
@@ -266,8 +284,28 @@ private struct JSONParser {
         }
     }
 
+    /// Parses a member name starting at its opening quote, and answers it with what to build of the member's
+    /// value; `nil` when the value is not needed. A projection that names members compares the name's bytes
+    /// with them and reuses its own string, so names are only made into strings when everything is built.
+    private mutating func parseMemberName(
+        _ projection: JSONProjection?
+    ) throws(JSONParseError) -> (String, JSONProjection?) {
+        guard let projection else { return (try self.parseString(build: false), nil) }
+        guard projection.members != nil else { return (try self.parseString(build: true), .everything) }
+        let member = try self.parseString { projection.member(utf8: $0) }
+        return (member?.key ?? "", member?.projection)
+    }
+
     /// Parses a string starting at its opening quote; when not `build`ing, checks it and answers `""`.
     private mutating func parseString(build: Bool) throws(JSONParseError) -> String {
+        try self.parseString { build ? String(decoding: $0, as: UTF8.self) : "" }
+    }
+
+    /// Parses a string starting at its opening quote, checks it, and answers what `body` makes of its UTF-8
+    /// bytes (escapes decoded).
+    private mutating func parseString<Answer>(
+        _ body: (UnsafeBufferPointer<UInt8>) -> Answer
+    ) throws(JSONParseError) -> Answer {
         self.index += 1
         let start = self.index
         // Fast path: no escapes, so the bytes between the quotes are the string. The scan works on locals so
@@ -275,6 +313,24 @@ private struct JSONParser {
         var position = start
         var highBits: UInt8 = 0
         let count = self.bytes.count
+        // Eight bytes at a time while none of them is a quote, a backslash or a control character (the usual
+        // zero-byte test on the word XORed with the byte searched for); the byte loop below finds which one.
+        if let base = self.bytes.baseAddress {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highs: UInt64 = 0x8080_8080_8080_8080
+            var wordHighBits: UInt64 = 0
+            while count - position >= 8 {
+                let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
+                let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+                let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+                let special =
+                    ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
+                if special & highs != 0 { break }
+                wordHighBits |= word
+                position += 8
+            }
+            if wordHighBits & highs != 0 { highBits = 0x80 }
+        }
         while position < count {
             let byte = self.bytes[position]
             if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
@@ -288,7 +344,7 @@ private struct JSONParser {
                 throw JSONParseError(code: .invalidUTF8, byteOffset: start)
             }
             self.index += 1
-            return build ? String(decoding: slice, as: UTF8.self) : ""
+            return body(slice)
         }
         if position < count, self.bytes[position] < 0x20 { throw self.error(.invalidString) }
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
@@ -302,7 +358,7 @@ private struct JSONParser {
                 guard scratch.withUnsafeBufferPointer(isValidUTF8) else {
                     throw JSONParseError(code: .invalidUTF8, byteOffset: start)
                 }
-                return build ? String(decoding: scratch, as: UTF8.self) : ""
+                return scratch.withUnsafeBufferPointer(body)
             case UInt8(ascii: "\\"):
                 self.index += 1
                 try self.parseEscape(into: &scratch)

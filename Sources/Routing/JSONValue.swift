@@ -54,10 +54,15 @@ extension JSONValue {
     func child(named segment: String) -> JSONValue? {
         switch self {
         case .object(let members):
+            // Comparing lengths first skips most other members cheaply: unequal strings take the standard
+            // library's slow comparison path.
+            let length = segment.utf8.count
             var index = members.endIndex
             while index > members.startIndex {
                 index -= 1
-                if members[index].key == segment { return members[index].value }
+                if members[index].key.utf8.count == length, members[index].key == segment {
+                    return members[index].value
+                }
             }
             return nil
         case .array(let elements):

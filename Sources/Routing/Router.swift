@@ -12,9 +12,8 @@ public struct Router: Sendable {
     public let inputTopics: [String]
 
     let routes: [CompiledRoute]
-    let routeIndicesByTopic: [String: [Int]]
-    /// Per topic, the parts of an event its routes read.
-    let projectionByTopic: [String: JSONProjection]
+    /// Per topic, its routes (indices into `routes`) and the parts of an event they read.
+    let routesByTopic: [String: (indices: [Int], projection: JSONProjection)]
     let epochSeconds: @Sendable () -> Int64
 
     /// Checks and compiles `routes`.
@@ -54,9 +53,8 @@ public struct Router: Sendable {
         self.specs = routes
         self.inputTopics = topics
         self.routes = compiled
-        self.routeIndicesByTopic = indices
-        self.projectionByTopic = indices.mapValues { indices in
-            JSONProjection(paths: indices.flatMap { compiled[$0].readPaths })
+        self.routesByTopic = indices.mapValues { indices in
+            (indices, JSONProjection(paths: indices.flatMap { compiled[$0].readPaths }))
         }
         self.epochSeconds = epochSeconds
     }
@@ -68,7 +66,7 @@ public struct Router: Sendable {
 
     /// The names of the routes reading `topic`, in configuration order.
     public func routes(forTopic topic: String) -> [String] {
-        (self.routeIndicesByTopic[topic] ?? []).map { self.routes[$0].name }
+        (self.routesByTopic[topic]?.indices ?? []).map { self.routes[$0].name }
     }
 
     /// What every route of the event's topic makes of it, in route order; routes whose `match` fails are left
@@ -77,10 +75,10 @@ public struct Router: Sendable {
     /// An event whose value is not JSON (or is a tombstone) cannot be matched: every route of its topic answers
     /// with a dead letter.
     public func map(event: RoutingEvent) -> [RouteMapping] {
-        guard let indices = self.routeIndicesByTopic[event.topic] else { return [] }
+        guard let (indices, projection) = self.routesByTopic[event.topic] else { return [] }
         let document: JSONValue
         do {
-            document = try Self.parseValue(of: event, projection: self.projectionByTopic[event.topic] ?? .everything)
+            document = try Self.parseValue(of: event, projection: projection)
         } catch {
             return indices.map { index in
                 let route = self.routes[index]

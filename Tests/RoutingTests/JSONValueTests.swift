@@ -80,6 +80,30 @@ import Testing
         }
     }
 
+    /// The string scanner reads eight bytes at a time: an escape, a non-ASCII character, a raw control
+    /// character or invalid UTF-8 is found wherever it sits in or across those words.
+    @Test func findsEveryStringSpecialAtEveryPositionOfTheScannedWords() throws {
+        for length in 0..<20 {
+            for position in 0...length {
+                let before = String(repeating: "a", count: position)
+                let after = String(repeating: "b", count: length - position)
+                let escaped = try JSONValue(parsing: "\"\(before)\\n\(after)\"")
+                #expect(escaped == .string("\(before)\n\(after)"), "escape at \(position) of \(length)")
+                let accented = try JSONValue(parsing: "\"\(before)é\(after)\"")
+                #expect(accented == .string("\(before)é\(after)"), "é at \(position) of \(length)")
+                #expect(throws: JSONParseError(code: .invalidString, byteOffset: position + 1)) {
+                    try JSONValue(parsing: "\"\(before)\u{1F}\(after)\"")
+                }
+                let invalid = [0x22] + Array(before.utf8) + [0xC3, 0x28] + Array(after.utf8) + [0x22]
+                #expect(throws: JSONParseError(code: .invalidUTF8, byteOffset: 1)) { try JSONValue(parsing: invalid) }
+                let unterminated = "\"\(before)\(after)"
+                #expect(throws: JSONParseError(code: .unexpectedEnd, byteOffset: unterminated.utf8.count)) {
+                    try JSONValue(parsing: unterminated)
+                }
+            }
+        }
+    }
+
     @Test func rejectsInvalidUTF8InStrings() {
         let bytes: [UInt8] = [0x22, 0xC3, 0x28, 0x22]
         #expect(throws: JSONParseError(code: .invalidUTF8, byteOffset: 1)) { try JSONValue(parsing: bytes) }

@@ -141,6 +141,16 @@ import Testing
         #expect(payloadText(mapped[0]) == #"{"all":{"id":1,"x":[true]},"each":"at,bt,"}"#)
     }
 
+    /// Member names are matched against the fields routes read by their bytes; a name written with escapes
+    /// is the same name once decoded, so it is found too (and the last duplicate wins, as for any lookup).
+    @Test func memberNamesWrittenWithEscapesAreTheFieldsRoutesRead() throws {
+        let router = try router(payload: ["a": "{{order.id}}", "b": "{{name}}"])
+        let mapped = try notifications(
+            router, #"{"tok\u0065n":"t","\u006frder":{"i\u0064":7,"id":8},"name":"y","n\u0061me":"z"}"#)
+        #expect(payloadText(mapped[0]) == #"{"a":8,"b":"z"}"#)
+        #expect(mapped[0].notification.deviceToken == "t")
+    }
+
     @Test func aTombstoneDeadLetters() throws {
         let router = try Router(routes: [orderShippedRoute()])
         let mappings = router.map(event: RoutingEvent(topic: "orders.shipped", partition: 0, offset: 1, value: nil))
