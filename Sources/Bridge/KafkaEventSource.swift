@@ -128,8 +128,8 @@ private final class BatchReader: @unchecked Sendable {
     }
 }
 
-/// The pipeline's record sink on the idempotent Kafka producer (`acks=all`): a publish returns once the
-/// broker acknowledged the record.
+/// The pipeline's record sink on the idempotent Kafka producer (`acks=all`): a record is acknowledged by its
+/// delivery report.
 public struct KafkaRecordSink: RecordSink {
     /// The producer records go through.
     public let producer: KafkaProducer
@@ -139,13 +139,18 @@ public struct KafkaRecordSink: RecordSink {
         self.producer = producer
     }
 
-    public func publish(_ record: OutgoingRecord) async throws {
-        try await self.producer.send(
+    public func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
+        await self.producer.send(
             topic: record.topic,
             key: record.key,
             value: record.value,
             headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) }
-        )
+        ) { result in
+            switch result {
+            case .success: acknowledged(nil)
+            case .failure(let error): acknowledged(error)
+            }
+        }
     }
 
     public func flush(timeout: Duration) async throws {

@@ -88,8 +88,11 @@ public struct OutgoingRecord: Sendable {
 
 /// Where records go (the Kafka producer, in production).
 public protocol RecordSink: Sendable {
-    /// Publishes `record`, returning once the broker acknowledged it durably; throws when it could not.
-    func publish(_ record: OutgoingRecord) async throws
+    /// Hands `record` over and returns without waiting for the broker. `acknowledged` is called exactly
+    /// once, later (from any thread) or before this returns: with `nil` once the broker acknowledged the
+    /// record durably, or with why it could not. Nothing is kept per record on the caller's side meanwhile,
+    /// which is what lets `max_in_flight` records wait for Kafka without a task each.
+    func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async
     /// Waits until everything published so far is acknowledged, at most `timeout`.
     func flush(timeout: Duration) async throws
 }

@@ -72,6 +72,9 @@ public final class Pipeline: Service, Sendable {
     private let limiter: InFlightLimiter
     private let table = Mutex(PartitionTable())
     private let sourceFailure = Mutex<String?>(nil)
+    /// Set when the drain timed out: in-flight work is abandoned (and stays uncommitted), so failed records
+    /// are no longer published again.
+    private let abandoned = Atomic<Bool>(false)
 
     /// Creates the pipeline; nothing runs until ``run()``.
     ///
@@ -162,6 +165,7 @@ public final class Pipeline: Service, Sendable {
                     "Drain timeout: abandoning in-flight work, which stays uncommitted",
                     metadata: ["pipeline.in_flight": "\(self.limiter.inFlight)"]
                 )
+                self.abandoned.store(true, ordering: .relaxed)
                 group.cancelAll()
             }
         }
@@ -279,17 +283,18 @@ public final class Pipeline: Service, Sendable {
                     // that sender probes.
                     self.gate.resume()
                 }
-                await self.finish(notification, outcome: outcome, route: route, event: event)
-                // Mark the piece before returning the permit: the drain waits for the permits, and must find
-                // every finished offset already stored when it closes the source.
-                self.pieceFinished(ticket)
-                self.limiter.release()
+                // The task ends here; the permit stays taken until Kafka acknowledged the records.
+                await self.finish(notification, outcome: outcome, route: route, event: event, ticket: ticket)
                 return
             }
         }
     }
 
-    private func finish(_ notification: Notification, outcome: DeliveryOutcome, route: String, event: SourceEvent) async {
+    /// Publishes the notification's outcome (and invalid-token record); when Kafka acknowledged them, counts
+    /// it and finishes its piece of `ticket`.
+    private func finish(
+        _ notification: Notification, outcome: DeliveryOutcome, route: String, event: SourceEvent, ticket: Ticket
+    ) async {
         let record = OutcomeRecord(
             notificationID: notification.apnsID,
             route: route,
@@ -309,7 +314,7 @@ public final class Pipeline: Service, Sendable {
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
             completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds
         )
-        await self.publish(OutgoingRecord(topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded()))
+        var records = [OutgoingRecord(topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded())]
         if let reason = outcome.invalidTokenReason {
             let invalid = InvalidTokenRecord(
                 deviceToken: notification.deviceToken,
@@ -320,12 +325,17 @@ public final class Pipeline: Service, Sendable {
                 route: route,
                 source: event.source
             )
-            await self.publish(
+            records.append(
                 OutgoingRecord(topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
             )
-            self.metrics.invalidToken(reason: reason)
         }
-        self.metrics.notification(route: route, status: outcome.status, reason: outcome.reason)
+        await self.publish(records) { [self] in
+            if let reason = outcome.invalidTokenReason {
+                self.metrics.invalidToken(reason: reason)
+            }
+            self.metrics.notification(route: route, status: outcome.status, reason: outcome.reason)
+            self.pieceFinished(ticket)
+        }
         if outcome.status != .delivered {
             self.logger.debug(
                 "Notification not delivered",
@@ -343,12 +353,13 @@ public final class Pipeline: Service, Sendable {
         let letter = DeadLetter(
             error: reason, route: route, source: event.source, value: event.value, sourceHeaders: event.headers
         )
-        await self.publish(
-            OutgoingRecord(
-                topic: self.configuration.deadLetterTopic, key: letter.key, value: letter.value, headers: letter.headers
-            )
+        let record = OutgoingRecord(
+            topic: self.configuration.deadLetterTopic, key: letter.key, value: letter.value, headers: letter.headers
         )
-        self.metrics.deadLetter(route: route)
+        await self.publish([record]) { [self] in
+            self.metrics.deadLetter(route: route)
+            self.pieceFinished(ticket)
+        }
         self.logger.debug(
             "Event dead-lettered",
             metadata: [
@@ -356,25 +367,44 @@ public final class Pipeline: Service, Sendable {
                 "kafka.offset": "\(event.source.offset)", "pipeline.route": "\(route)", "pipeline.error": "\(reason)",
             ]
         )
-        self.pieceFinished(ticket)
-        self.limiter.release()
     }
 
-    /// Publishes `record`, retrying with backoff until Kafka acknowledges it: an unacknowledged record must
-    /// never let its event be committed. Returns early only when the task is cancelled (drain timeout).
-    private func publish(_ record: OutgoingRecord) async {
-        var attempt = 0
-        while !Task.isCancelled {
-            do {
-                try await self.sink.publish(record)
-                return
-            } catch {
-                attempt += 1
-                self.logger.warning(
-                    "Publishing a record failed; retrying",
-                    metadata: ["kafka.topic": "\(record.topic)", "error": "\(error)", "pipeline.attempt": "\(attempt)"]
-                )
+    /// Hands `records` to the sink and returns without waiting for Kafka. Once every one is acknowledged,
+    /// `acknowledged` runs (on the sink's thread), then the piece's permit is returned: marking the piece
+    /// first matters, because the drain waits for the permits and must find every finished offset already
+    /// stored when it closes the source.
+    ///
+    /// A record the sink fails is published again after a backoff, until acknowledged: an unacknowledged
+    /// record must never let its event be committed. Retries stop once the drain timed out.
+    private func publish(_ records: [OutgoingRecord], acknowledged: @escaping @Sendable () -> Void) async {
+        let finish: @Sendable () -> Void = { [self] in
+            acknowledged()
+            self.limiter.release()
+        }
+        if records.count == 1 {
+            await self.publish(records[0], attempt: 0, acknowledged: finish)
+            return
+        }
+        let countdown = Countdown(records.count)
+        for record in records {
+            await self.publish(record, attempt: 0) {
+                if countdown.countDown() { finish() }
+            }
+        }
+    }
+
+    private func publish(_ record: OutgoingRecord, attempt: Int, acknowledged: @escaping @Sendable () -> Void) async {
+        await self.sink.publish(record) { [self] error in
+            guard let error else { return acknowledged() }
+            let attempt = attempt + 1
+            self.logger.warning(
+                "Publishing a record failed; retrying",
+                metadata: ["kafka.topic": "\(record.topic)", "error": "\(error)", "pipeline.attempt": "\(attempt)"]
+            )
+            Task {
                 try? await Task.sleep(for: self.configuration.publishBackoff.delay(afterAttempt: attempt))
+                guard !self.abandoned.load(ordering: .relaxed) else { return }
+                await self.publish(record, attempt: attempt, acknowledged: acknowledged)
             }
         }
     }
@@ -550,5 +580,19 @@ extension Timer {
         let elapsed = ContinuousClock.now - start
         let (seconds, attoseconds) = elapsed.components
         self.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+/// Counts acknowledgements down to zero from any thread.
+private final class Countdown: Sendable {
+    private let remaining: Atomic<Int>
+
+    init(_ count: Int) {
+        self.remaining = Atomic(count)
+    }
+
+    /// Counts one down; `true` for the one that reached zero.
+    func countDown() -> Bool {
+        self.remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
     }
 }

@@ -68,7 +68,7 @@ public final class KafkaProducer: Sendable {
             do {
                 return try await withCheckedThrowingContinuation { continuation in
                     // Retained once here, released once: by the delivery report, or below if produce fails.
-                    let box = Unmanaged.passRetained(DeliveryBox(continuation))
+                    let box = Unmanaged.passRetained(DeliveryBox { continuation.resume(with: $0) })
                     do {
                         try self.produce(
                             topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
@@ -79,6 +79,38 @@ public final class KafkaProducer: Sendable {
                 }
             } catch let error as KafkaError where error.code == .queueFull {
                 await self.context.waitForDelivery()
+            }
+        }
+    }
+
+    /// Produces one message and returns once librdkafka has it; `completion` is called exactly once, later
+    /// (on the producer's poll thread) or at once when the message is refused, with its delivery report.
+    ///
+    /// Nothing waits for the broker meanwhile: a caller with many records in flight keeps no task per record.
+    /// The failure is a ``KafkaError``: the delivery error (e.g. `_MSG_TIMED_OUT` after librdkafka's own
+    /// retries), why the message was refused, or `_DESTROY` once the producer is closing. When librdkafka's
+    /// local queue is full, waits for deliveries to make room instead of failing.
+    public func send(
+        topic: String,
+        key: [UInt8]?,
+        value: [UInt8]?,
+        headers: [KafkaHeader] = [],
+        partition: Int32? = nil,
+        completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void
+    ) async {
+        // Retained once here, released once: by the delivery report, or below when produce fails.
+        let box = Unmanaged.passRetained(DeliveryBox(completion))
+        while true {
+            do {
+                try self.produce(
+                    topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
+                return
+            } catch let error as KafkaError where error.code == .queueFull {
+                await self.context.waitForDelivery()
+            } catch {
+                box.release()
+                completion(.failure(error as? KafkaError ?? KafkaError(code: .state, message: "\(error)")))
+                return
             }
         }
     }
@@ -227,12 +259,12 @@ private func withBytes<Result>(
     return bytes.withUnsafeBytes { body($0.baseAddress, $0.count) }
 }
 
-/// One send's continuation, travelling through librdkafka as the message opaque.
+/// One send's completion, travelling through librdkafka as the message opaque.
 final class DeliveryBox: Sendable {
-    let continuation: CheckedContinuation<KafkaDelivery, any Error>
+    let completion: @Sendable (Result<KafkaDelivery, KafkaError>) -> Void
 
-    init(_ continuation: CheckedContinuation<KafkaDelivery, any Error>) {
-        self.continuation = continuation
+    init(_ completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void) {
+        self.completion = completion
     }
 }
 
@@ -293,11 +325,10 @@ final class ProducerContext: Sendable {
             let topic = fields.rkt.flatMap { rd_kafka_topic_name($0) }.map { String(cString: $0) } ?? ""
             let partition = KafkaPartition(topic: topic, partition: fields.partition)
             if fields.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                box.continuation.resume(
-                    returning: KafkaDelivery(partition: partition, offset: fields.offset >= 0 ? fields.offset : nil)
-                )
+                box.completion(
+                    .success(KafkaDelivery(partition: partition, offset: fields.offset >= 0 ? fields.offset : nil)))
             } else {
-                box.continuation.resume(throwing: KafkaError(fields.err, context: "delivering to \(partition)"))
+                box.completion(.failure(KafkaError(fields.err, context: "delivering to \(partition)")))
             }
         }
         self.didDeliver()

@@ -144,11 +144,15 @@ final class CountingSink: RecordSink {
 
     init(base: any RecordSink) { self.base = base }
 
-    func publish(_ record: OutgoingRecord) async throws {
-        try await self.base.publish(record)
-        self.state.withLock { state in
-            state.count += 1
-            if let key = record.key { state.keys.insert(String(decoding: key, as: UTF8.self)) }
+    func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
+        await self.base.publish(record) { error in
+            if error == nil {
+                self.state.withLock { state in
+                    state.count += 1
+                    if let key = record.key { state.keys.insert(String(decoding: key, as: UTF8.self)) }
+                }
+            }
+            acknowledged(error)
         }
     }
 

@@ -59,6 +59,40 @@ struct PipelineTests {
         try await run.value
     }
 
+    @Test("a record Kafka fails is published again until acknowledged; only then is its offset committed")
+    func failedPublishesAreRetried() async throws {
+        let events = (0..<3).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
+        var configuration = PipelineConfiguration()
+        configuration.publishBackoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(50))
+        let harness = Harness(events: events, configuration: configuration) { _ in
+            .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+        }
+        harness.sink.failNext(4)
+        try await harness.runToEnd()
+        #expect(harness.sink.failures == 4)
+        let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
+        #expect(outcomes.compactMap { $0["device_token"] as? String }.sorted() == ["aa00", "aa01", "aa02"])
+        #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == 3)
+        #expect(harness.pipeline.inFlight == 0)
+    }
+
+    @Test("a notification holds its in-flight permit until its records are acknowledged")
+    func permitsAreHeldUntilAcknowledged() async throws {
+        let events = (0..<3).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
+        let harness = Harness(events: events) { _ in
+            .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+        }
+        harness.sink.holdAcknowledgements(forKey: "aa01")
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.sink.values(topic: "pushbridge.outcomes").count == 2 }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(harness.pipeline.inFlight == 1)
+        harness.sink.releaseAcknowledgements()
+        try await waitUntil { harness.pipeline.inFlight == 0 }
+        harness.source.finish()
+        try await run.value
+    }
+
     @Test("retryable answers are retried, then the outcome is failed after max attempts")
     func retriesThenFails() async throws {
         let calls = Tally()
@@ -214,35 +248,52 @@ private final class MemorySink: RecordSink {
     private struct State {
         var records: [OutgoingRecord] = []
         var heldKey: [UInt8]?
-        var held: [CheckedContinuation<Void, Never>] = []
+        var held: [(record: OutgoingRecord, acknowledged: @Sendable ((any Error)?) -> Void)] = []
         var flushed = false
+        var failuresLeft = 0
+        var failures = 0
     }
     private let state = Mutex(State())
 
-    func publish(_ record: OutgoingRecord) async throws {
-        let hold = self.state.withLock { $0.heldKey != nil && $0.heldKey == record.key }
-        if hold {
-            await withCheckedContinuation { continuation in
-                let release = self.state.withLock { state -> Bool in
-                    guard state.heldKey != nil else { return true }
-                    state.held.append(continuation)
-                    return false
-                }
-                if release { continuation.resume() }
-            }
+    /// Records a record and acknowledges it at once, unless acknowledgements for its key are held, or fails
+    /// it (as a broker that did not take it) while failures are due.
+    func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
+        let failed = self.state.withLock { state -> Bool in
+            guard state.failuresLeft > 0 else { return false }
+            state.failuresLeft -= 1
+            state.failures += 1
+            return true
         }
-        self.state.withLock { $0.records.append(record) }
+        if failed {
+            // Reported from another thread, as librdkafka's delivery reports are.
+            Thread.detachNewThread { acknowledged(KafkaTestError()) }
+            return
+        }
+        let held = self.state.withLock { state -> Bool in
+            if state.heldKey != nil, state.heldKey == record.key {
+                state.held.append((record, acknowledged))
+                return true
+            }
+            state.records.append(record)
+            return false
+        }
+        if !held { acknowledged(nil) }
     }
     func flush(timeout: Duration) async throws { self.state.withLock { $0.flushed = true } }
+
+    /// Fails the next `count` publishes.
+    func failNext(_ count: Int) { self.state.withLock { $0.failuresLeft = count } }
+    var failures: Int { self.state.withLock { $0.failures } }
 
     func holdAcknowledgements(forKey key: String) { self.state.withLock { $0.heldKey = Array(key.utf8) } }
     func releaseAcknowledgements() {
         let held = self.state.withLock { state in
             state.heldKey = nil
             defer { state.held = [] }
+            state.records += state.held.map(\.record)
             return state.held
         }
-        for continuation in held { continuation.resume() }
+        for entry in held { entry.acknowledged(nil) }
     }
     func records(topic: String) -> [OutgoingRecord] { self.state.withLock { $0.records.filter { $0.topic == topic } } }
     func values(topic: String) -> [[String: Any]] {
@@ -251,6 +302,10 @@ private final class MemorySink: RecordSink {
         }
     }
     var flushed: Bool { self.state.withLock { $0.flushed } }
+}
+
+private struct KafkaTestError: Error, CustomStringConvertible {
+    var description: String { "Local: Message timed out (test)" }
 }
 
 private struct Harness {

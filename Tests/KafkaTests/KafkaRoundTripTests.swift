@@ -1,4 +1,5 @@
 import Kafka
+import Synchronization
 import Testing
 import TestSupport
 
@@ -66,6 +67,39 @@ struct KafkaRoundTripTests {
         #expect(lag.allSatisfy { $0.lagMessageCount == 0 })
     }
 
+    @Test("sends with a completion: each is reported once, also past a full local queue; a refused one at once")
+    func completionSendsAreEachReportedOnce() async throws {
+        let cluster = try makeCluster(topic: "completion", partitionCount: 2)
+        // A local queue of 100 messages, so that 2000 sends have to wait for room.
+        var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+        configuration.maxQueuedMessageCount = 100
+        configuration.linger = .milliseconds(2)
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("completion"))
+        let reports = ReportTally()
+        for index in 0..<2000 {
+            await producer.send(topic: "completion", key: nil, value: Array("m-\(index)".utf8)) { result in
+                reports.add(index, result)
+            }
+        }
+        try await producer.flush(timeout: .seconds(10))
+        #expect(reports.count == 2000)
+        #expect(reports.failures.isEmpty)
+        #expect(reports.duplicates == 0)
+
+        // Larger than message.max.bytes: librdkafka refuses it before queueing, and the completion says so.
+        await producer.send(topic: "completion", key: nil, value: [UInt8](repeating: 7, count: 2_000_000)) {
+            result in
+            reports.add(-1, result)
+        }
+        #expect(reports.failures.map(\.code) == [.messageSizeTooLarge])
+        await producer.close()
+
+        let consumer = try makeConsumer(cluster, topic: "completion", group: "completion")
+        let received = try await read(consumer) { $0.count >= 2000 }
+        await consumer.close()
+        #expect(Set(received.map(\.text)) == Set((0..<2000).map { "m-\($0)" }))
+    }
+
     @Test("a reader that falls behind stops the polling: only the bounded buffer's batches are taken")
     func slowReaderBoundsWhatIsTaken() async throws {
         let topic = "bounded"
@@ -92,4 +126,20 @@ struct KafkaRoundTripTests {
         #expect(first.count == 10)
         #expect(position == 30)
     }
+}
+
+/// Delivery reports by send index, from any thread.
+private final class ReportTally: Sendable {
+    private let state = Mutex((seen: Set<Int>(), duplicates: 0, failures: [KafkaError]()))
+
+    func add(_ index: Int, _ result: Result<KafkaDelivery, KafkaError>) {
+        self.state.withLock { state in
+            if !state.seen.insert(index).inserted { state.duplicates += 1 }
+            if case .failure(let error) = result { state.failures.append(error) }
+        }
+    }
+
+    var count: Int { self.state.withLock { $0.seen.count } }
+    var duplicates: Int { self.state.withLock { $0.duplicates } }
+    var failures: [KafkaError] { self.state.withLock { $0.failures } }
 }
