@@ -38,7 +38,7 @@ public final class HTTP2ClientConnection: Sendable {
             configuration.tls.serverName ?? (Self.isIPAddress(configuration.host) ? nil : configuration.host)
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverName)

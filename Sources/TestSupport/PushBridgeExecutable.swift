@@ -33,11 +33,19 @@ public enum PushBridgeExecutable {
 
     /// Runs `pushbridge arguments` in the repository root with `environment` (plus `PATH`), `input` on standard
     /// input; fails after `timeout`.
+    ///
+    /// With `asUser`, a test running as root runs the executable as that user ID instead (through util-linux's
+    /// `setpriv`, with no supplementary groups), as the container image does.
     public static func run(
         _ arguments: [String], environment: [String: String] = [:], input: String = "",
-        timeout: Duration = .seconds(30)
+        timeout: Duration = .seconds(30), asUser userID: UInt32? = nil
     ) async throws -> Result {
-        guard let executable = self.url else { throw NotBuilt() }
+        guard var executable = self.url else { throw NotBuilt() }
+        var arguments = arguments
+        if let userID {
+            arguments = ["--reuid=\(userID)", "--regid=\(userID)", "--clear-groups", executable.path] + arguments
+            executable = URL(fileURLWithPath: "/usr/bin/setpriv")
+        }
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("pushbridge-run-\(UUID())")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }

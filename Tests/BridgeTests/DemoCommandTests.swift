@@ -2,7 +2,8 @@ import Foundation
 import Testing
 import TestSupport
 
-@Suite("pushbridge demo")
+// Serialized: the demo listens on fixed ports (the simulator on 2197, the admin server on 9464).
+@Suite("pushbridge demo", .serialized)
 struct DemoCommandTests {
     @Test("the demo accounts for every sample event and prints the summary table; exit 0")
     func demoAccountsForEveryEvent() async throws {
@@ -23,6 +24,27 @@ struct DemoCommandTests {
         #expect(rows["unmatched (skipped)"] == 10)
         #expect((rows["delivered"] ?? 0) > 200)
         #expect(result.standardOutput.contains("20 dead letters expected, 20 written"))
+    }
+
+    /// The container image runs PushBridge as user 10001. A socket option that needs privileges (once,
+    /// `SO_DEBUG` set where `TCP_NODELAY` was meant) works as root and fails every connection otherwise, so
+    /// when the suite runs as root the demo runs again as an unprivileged user. (Run as another user, the test
+    /// above already is this one.)
+    @Test(
+        "the demo delivers when run by an unprivileged user, as in the container image",
+        .enabled(if: getuid() == 0, "the suite runs as an unprivileged user: the test above covers it")
+    )
+    func demoRunsUnprivileged() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushbridge-demo-\(UUID())")
+        try FileManager.default.createDirectory(
+            at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o777])
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let result = try await PushBridgeExecutable.run(
+            ["demo", "--events", "40"], environment: ["PUSHBRIDGE_DEMO_DIR": directory.path],
+            timeout: .seconds(90), asUser: 10001
+        )
+        #expect(result.status == 0, "stderr: \(result.standardError)")
+        #expect((Self.summaryRows(result.standardOutput)["delivered"] ?? 0) > 40)
     }
 
     @Test("the demo refuses a nonsensical event count with exit 2")
