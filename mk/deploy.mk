@@ -12,3 +12,9 @@ test: lint-deploy
 .PHONY: validate-deploy-config
 validate-deploy-config: build
 	@scripts/validate-deploy-config.sh $(BIN_DEBUG)
+
+## make check-image: the container image's build and runtime stages without a container runtime (root,
+## debootstrap, network to deb.debian.org once): see docs/deployment.md, "Checking the image without Docker".
+.PHONY: check-image
+check-image: deps
+	@scripts/check-image.sh
