@@ -41,14 +41,19 @@ public enum PushBridgeExecutable {
         timeout: Duration = .seconds(30), asUser userID: UInt32? = nil
     ) async throws -> Result {
         guard var executable = self.url else { throw NotBuilt() }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("pushbridge-run-\(UUID())")
+        try FileManager.default.createDirectory(
+            at: scratch, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(at: scratch) }
         var arguments = arguments
         if let userID {
-            arguments = ["--reuid=\(userID)", "--regid=\(userID)", "--clear-groups", executable.path] + arguments
+            // A copy the user can reach: the checkout may sit below a directory only root may enter.
+            let copy = scratch.appendingPathComponent("pushbridge")
+            try FileManager.default.copyItem(at: executable, to: copy)
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy.path)
+            arguments = ["--reuid=\(userID)", "--regid=\(userID)", "--clear-groups", copy.path] + arguments
             executable = URL(fileURLWithPath: "/usr/bin/setpriv")
         }
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("pushbridge-run-\(UUID())")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: scratch) }
         let outputURL = scratch.appendingPathComponent("stdout")
         let errorURL = scratch.appendingPathComponent("stderr")
         let inputURL = scratch.appendingPathComponent("stdin")

@@ -39,9 +39,13 @@ struct DemoCommandTests {
         try FileManager.default.createDirectory(
             at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o777])
         defer { try? FileManager.default.removeItem(at: directory) }
+        // The configuration goes next to the demo's files, where the user can read it.
+        let configuration = directory.appendingPathComponent("demo.yaml")
+        try FileManager.default.copyItem(
+            at: RepositoryPaths.root.appendingPathComponent("config/demo.yaml"), to: configuration)
         let result = try await PushBridgeExecutable.run(
-            ["demo", "--events", "40"], environment: ["PUSHBRIDGE_DEMO_DIR": directory.path],
-            timeout: .seconds(90), asUser: 10001
+            ["demo", "--events", "40", "--config", configuration.path],
+            environment: ["PUSHBRIDGE_DEMO_DIR": directory.path], timeout: .seconds(90), asUser: 10001
         )
         #expect(result.status == 0, "stderr: \(result.standardError)")
         #expect((Self.summaryRows(result.standardOutput)["delivered"] ?? 0) > 40)
