@@ -198,6 +198,8 @@ let package = Package(
             name: "TestSupport",
             dependencies: [
                 "Kafka",
+                "APNSCore",
+                "APNSSimulator",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -34,19 +34,9 @@ final class EndToEnd: Sendable {
         for topic in Self.topics { try self.cluster.createTopic(topic, partitionCount: 1) }
         self.tls = try TestTLS.generate()
         self.directory = self.tls.directory
-        let signingKey = P256.Signing.PrivateKey()
         var scenario = scenario
         scenario.topics = ["com.example.app"]
-        scenario.jwtKeys = [.init(keyID: Self.keyID, teamID: Self.teamID, publicKey: signingKey.publicKey)]
-        var logger = Logger(label: "simulator")
-        logger.logLevel = .critical
-        self.simulator = try await APNSSimulatorServer.start(
-            scenario: scenario,
-            certificatePEMPath: self.tls.serverCertificatePath,
-            privateKeyPEMPath: self.tls.serverKeyPath,
-            logger: logger
-        )
-        try self.write(key: signingKey, to: "AuthKey.p8")
+        self.simulator = try await self.tls.startSimulator(scenario: scenario, keyID: Self.keyID, teamID: Self.teamID)
     }
 
     func close() async {

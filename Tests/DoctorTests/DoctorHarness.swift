@@ -38,24 +38,14 @@ final class DoctorSetup: Sendable {
         }
         for topic in Self.resultTopics { try self.cluster.createTopic(topic, partitionCount: 1) }
         self.tls = try TestTLS.generate(name: "Doctor Test")
-        let signingKey = P256.Signing.PrivateKey()
         var scenario = SimulatorScenario()
         scenario.topics = [Self.bundleID]
         scenario.badTokens = [Doctor.probeDeviceToken]
         if acceptsClientCertificates {
             scenario.clientCAFile = self.tls.caCertificatePath
         }
-        scenario.jwtKeys = [.init(keyID: Self.keyID, teamID: Self.teamID, publicKey: signingKey.publicKey)]
-        var logger = Logger(label: "simulator")
-        logger.logLevel = .critical
-        self.simulator = try await APNSSimulatorServer.start(
-            scenario: scenario,
-            certificatePEMPath: self.tls.serverCertificatePath,
-            privateKeyPEMPath: self.tls.serverKeyPath,
-            clock: simulatorClock,
-            logger: logger
-        )
-        try self.write(signingKey.pemRepresentation, to: "AuthKey.p8")
+        self.simulator = try await self.tls.startSimulator(
+            scenario: scenario, keyID: Self.keyID, teamID: Self.teamID, clock: simulatorClock)
     }
 
     func close() async {

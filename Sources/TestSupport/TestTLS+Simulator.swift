@@ -1,0 +1,33 @@
+import APNSCore
+import APNSSimulator
+import Crypto
+import Foundation
+import Logging
+
+extension TestTLS {
+    /// Starts the APNs simulator for `scenario` on this material's server certificate, with its logs silenced,
+    /// trusting a new P-256 provider key as `keyID` of `teamID`; the key is written as PEM to `keyFile` in
+    /// ``directory``, where a configuration's `auth.key_file` can name it.
+    public func startSimulator(
+        scenario: SimulatorScenario,
+        keyID: String,
+        teamID: String,
+        keyFile: String = "AuthKey.p8",
+        clock: any WallClock = SystemWallClock()
+    ) async throws -> APNSSimulatorServer {
+        let signingKey = P256.Signing.PrivateKey()
+        var scenario = scenario
+        scenario.jwtKeys = [.init(keyID: keyID, teamID: teamID, publicKey: signingKey.publicKey)]
+        var logger = Logger(label: "simulator")
+        logger.logLevel = .critical
+        let simulator = try await APNSSimulatorServer.start(
+            scenario: scenario,
+            certificatePEMPath: self.serverCertificatePath,
+            privateKeyPEMPath: self.serverKeyPath,
+            clock: clock,
+            logger: logger
+        )
+        try Data(signingKey.pemRepresentation.utf8).write(to: self.directory.appendingPathComponent(keyFile))
+        return simulator
+    }
+}
