@@ -33,7 +33,8 @@ public struct TestTLS: Sendable {
 
         let now = Date()
         let notBefore = now.addingTimeInterval(-3600)
-        let notAfter = now.addingTimeInterval(30 * 24 * 3600)
+        // 29 days: clearly inside `pushbridge doctor`'s 30-day expiry warning, never on its edge.
+        let notAfter = now.addingTimeInterval(29 * 24 * 3600)
         let caKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName { CommonName("\(name) CA") }
 

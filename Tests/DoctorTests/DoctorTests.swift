@@ -128,7 +128,7 @@ struct DoctorTests {
         let checks = try await setup.doctor(try setup.configuration(auth: auth))
         await setup.close()
         #expect(checks.named("apns credentials")?.status == .ok)
-        // TestTLS certificates are valid for 30 days, just inside the 30-day warning.
+        // TestTLS certificates are valid for 29 days, inside the 30-day warning.
         #expect(checks.named("apns certificate expiry")?.status == .warn)
         #expect(checks.named("apns tls")?.status == .ok)
         let accepted = try #require(checks.named("apns auth"))
