@@ -360,9 +360,17 @@ struct HTTP2ClientServerTests {
             )
         )
         let open = Task { await http2Error { try await connection.send(HTTP2Request(path: "/never")) } }
-        await held.waitFor(1)
         #expect(await connection.waitUntilClosed() == .pingTimeout)
-        #expect(await open.value?.code == .connectionLost)
+        let code = await open.value?.code
+        if held.count == 1 {
+            // The usual case: the request was on the wire when the PING went unanswered.
+            #expect(code == .connectionLost)
+        } else {
+            // On a very loaded machine the PING may time out before the request left (or before the task even
+            // sent it): then it was not processed, or the connection was already closed, and either lets a
+            // caller send it again elsewhere.
+            #expect([.notProcessed, .connectionLost, .closed].contains(code), "\(String(describing: code))")
+        }
         #expect(server.statistics.pingsReceived >= 1)
         #expect(connection.state.pingsAcknowledged == 0)
         await server.shutdown()

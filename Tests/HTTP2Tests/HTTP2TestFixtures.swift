@@ -100,6 +100,9 @@ final class HeldRequests: Sendable {
         }
     }
 
+    /// Requests held now.
+    var count: Int { self.held.withLock { $0.count } }
+
     /// Waits until `count` requests are held (bounded by the test's time limit and the stream's end).
     func waitFor(_ count: Int) async {
         for await held in self.counts where held >= count { return }
