@@ -549,24 +549,26 @@ final class PauseControl: Sendable {
         self.source = source
     }
 
+    /// Adds or removes a reason to pause. The source is told inside the lock: callers run on different
+    /// threads (the in-flight limiter fills on the consuming task and empties on the producer's delivery
+    /// reports), and a pause and a resume told in the other order than decided would leave the partitions
+    /// paused with no reason left to resume them. Pausing and resuming only flag partitions in librdkafka.
     func set(_ reason: PauseReason, paused: Bool) {
-        let change: (pause: Bool, partitions: [PartitionID])? = self.state.withLock { state in
+        self.state.withLock { state in
             let wasPaused = !state.reasons.isEmpty
             if paused { state.reasons.insert(reason) } else { state.reasons.remove(reason) }
             let isPaused = !state.reasons.isEmpty
-            guard wasPaused != isPaused else { return nil }
-            return (isPaused, Array(state.assigned))
+            guard wasPaused != isPaused, !state.assigned.isEmpty else { return }
+            let partitions = Array(state.assigned)
+            if isPaused { self.source.pause(partitions) } else { self.source.resume(partitions) }
         }
-        guard let change, !change.partitions.isEmpty else { return }
-        if change.pause { self.source.pause(change.partitions) } else { self.source.resume(change.partitions) }
     }
 
     func assigned(_ partitions: [PartitionID]) {
-        let paused = self.state.withLock { state in
+        self.state.withLock { state in
             state.assigned.formUnion(partitions)
-            return !state.reasons.isEmpty
+            if !state.reasons.isEmpty { self.source.pause(partitions) }
         }
-        if paused { self.source.pause(partitions) }
     }
 
     func revoked(_ partitions: [PartitionID]) {
