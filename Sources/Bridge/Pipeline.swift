@@ -377,18 +377,18 @@ public final class Pipeline: Service, Sendable {
     /// A record the sink fails is published again after a backoff, until acknowledged: an unacknowledged
     /// record must never let its event be committed. Retries stop once the drain timed out.
     private func publish(_ records: [OutgoingRecord], acknowledged: @escaping @Sendable () -> Void) async {
-        let finish: @Sendable () -> Void = { [self] in
+        let acknowledgedAll: @Sendable () -> Void = { [self] in
             acknowledged()
             self.limiter.release()
         }
         if records.count == 1 {
-            await self.publish(records[0], attempt: 0, acknowledged: finish)
+            await self.publish(records[0], attempt: 0, acknowledged: acknowledgedAll)
             return
         }
         let countdown = Countdown(records.count)
         for record in records {
             await self.publish(record, attempt: 0) {
-                if countdown.countDown() { finish() }
+                if countdown.countDown() { acknowledgedAll() }
             }
         }
     }
