@@ -564,10 +564,13 @@ final class PauseControl: Sendable {
         }
     }
 
+    /// Newly assigned partitions are paused or resumed to match the reasons now: librdkafka keeps a
+    /// partition's pause flag across revocation and reassignment, so one paused when it was revoked would
+    /// otherwise come back paused with no reason left to resume it.
     func assigned(_ partitions: [PartitionID]) {
         self.state.withLock { state in
             state.assigned.formUnion(partitions)
-            if !state.reasons.isEmpty { self.source.pause(partitions) }
+            if state.reasons.isEmpty { self.source.resume(partitions) } else { self.source.pause(partitions) }
         }
     }
 

@@ -79,6 +79,26 @@ struct PipelineTests {
         #expect(harness.pipeline.inFlight == 0)
     }
 
+    @Test("a partition revoked while paused comes back resumed when no reason to pause is left")
+    func pauseStateIsRestoredOnReassignment() {
+        // MemorySource keeps pause flags across revocation and reassignment, as librdkafka does.
+        let source = MemorySource(events: [])
+        let pauses = PauseControl(source: source)
+        let partition = PartitionID(topic: "in", partition: 0)
+        pauses.assigned([partition])
+        pauses.set(.backpressure, paused: true)
+        #expect(source.isPaused(partition))
+        pauses.revoked([partition])
+        // Room comes back while nothing is assigned: there is nothing to resume yet.
+        pauses.set(.backpressure, paused: false)
+        pauses.assigned([partition])
+        #expect(!source.isPaused(partition))
+        pauses.set(.halt, paused: true)
+        pauses.revoked([partition])
+        pauses.assigned([partition])
+        #expect(source.isPaused(partition))
+    }
+
     @Test("retryable answers are retried, then the outcome is failed after max attempts")
     func retriesThenFails() async throws {
         let calls = Tally()
