@@ -34,6 +34,9 @@ public struct AdminServer: Service {
     public var metrics: @Sendable () -> [UInt8]
     /// Answers each readiness probe.
     public var readiness: @Sendable () -> Readiness
+    /// Answers each liveness probe (`/healthz`): not alive only when the process cannot recover by itself
+    /// (a fatal Kafka producer error), so Kubernetes restarts it.
+    public var liveness: @Sendable () -> Readiness
     /// Called once the socket is bound, with the actual port.
     public var onBound: @Sendable (Int) -> Void
     let logger: Logger
@@ -44,6 +47,7 @@ public struct AdminServer: Service {
         port: Int,
         metrics: @escaping @Sendable () -> [UInt8],
         readiness: @escaping @Sendable () -> Readiness,
+        liveness: @escaping @Sendable () -> Readiness = { .ready },
         onBound: @escaping @Sendable (Int) -> Void = { _ in },
         logger: Logger
     ) {
@@ -51,6 +55,7 @@ public struct AdminServer: Service {
         self.port = port
         self.metrics = metrics
         self.readiness = readiness
+        self.liveness = liveness
         self.onBound = onBound
         self.logger = logger
     }
@@ -59,6 +64,7 @@ public struct AdminServer: Service {
     public func run() async throws {
         let metrics = self.metrics
         let readiness = self.readiness
+        let liveness = self.liveness
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -66,7 +72,7 @@ public struct AdminServer: Service {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(
-                        AdminHandler(metrics: metrics, readiness: readiness)
+                        AdminHandler(metrics: metrics, readiness: readiness, liveness: liveness)
                     )
                 }
             }
@@ -90,11 +96,16 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private let metrics: @Sendable () -> [UInt8]
     private let readiness: @Sendable () -> Readiness
+    private let liveness: @Sendable () -> Readiness
     private var head: HTTPRequestHead?
 
-    init(metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping @Sendable () -> Readiness) {
+    init(
+        metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping @Sendable () -> Readiness,
+        liveness: @escaping @Sendable () -> Readiness
+    ) {
         self.metrics = metrics
         self.readiness = readiness
+        self.liveness = liveness
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -121,21 +132,15 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
             contentType = "text/plain; version=0.0.4; charset=utf-8"
             body = self.metrics()
         case (.GET, "/healthz"), (.HEAD, "/healthz"):
-            status = .ok
+            let liveness = self.liveness()
+            status = liveness.isReady ? .ok : .serviceUnavailable
             contentType = "application/json"
-            body = Array(#"{"status":"alive"}"#.utf8)
+            body = Self.statusBody(liveness.isReady ? "alive" : "failed", reason: liveness.reason)
         case (.GET, "/readyz"), (.HEAD, "/readyz"):
             let readiness = self.readiness()
             status = readiness.isReady ? .ok : .serviceUnavailable
             contentType = "application/json"
-            var json = JSONWriter(reservingCapacity: 128)
-            json.beginObject()
-            json.key("status")
-            json.string(readiness.isReady ? "ready" : "not_ready")
-            json.key("reason")
-            json.string(readiness.reason)
-            json.endObject()
-            body = json.bytes
+            body = Self.statusBody(readiness.isReady ? "ready" : "not_ready", reason: readiness.reason)
         case (_, "/metrics"), (_, "/healthz"), (_, "/readyz"):
             status = .methodNotAllowed
             contentType = "text/plain"
@@ -161,5 +166,16 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
         }
+    }
+
+    private static func statusBody(_ status: String, reason: String?) -> [UInt8] {
+        var json = JSONWriter(reservingCapacity: 128)
+        json.beginObject()
+        json.key("status")
+        json.string(status)
+        json.key("reason")
+        json.string(reason)
+        json.endObject()
+        return json.bytes
     }
 }

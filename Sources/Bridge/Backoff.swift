@@ -26,8 +26,7 @@ public struct Backoff: Sendable, Hashable {
     /// A jittered wait before the next attempt, after `attempt` failures.
     public func delay(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         let ceiling = self.ceiling(afterAttempt: attempt)
-        let (seconds, attoseconds) = ceiling.components
-        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let nanoseconds = ceiling.saturatedNanoseconds
         guard nanoseconds > 0 else { return .zero }
         return .nanoseconds(Int64.random(in: 0...nanoseconds, using: &generator))
     }
@@ -36,5 +35,18 @@ public struct Backoff: Sendable, Hashable {
     public func delay(afterAttempt attempt: Int) -> Duration {
         var generator = SystemRandomNumberGenerator()
         return self.delay(afterAttempt: attempt, using: &generator)
+    }
+}
+
+extension Duration {
+    /// Whole nanoseconds, saturated at `Int64.min`/`.max` (about 292 years) instead of trapping: durations come
+    /// from configuration and servers.
+    var saturatedNanoseconds: Int64 {
+        let (seconds, attoseconds) = self.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        if overflowAgain { return seconds < 0 ? .min : .max }
+        return total
     }
 }

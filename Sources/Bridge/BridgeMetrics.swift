@@ -1,3 +1,4 @@
+import APNSCore
 import CoreMetrics
 import Metrics
 import Synchronization
@@ -12,6 +13,11 @@ public final class BridgeMetrics: Sendable {
 
     /// `pushbridge_in_flight`: notifications between consumption and their acknowledged outcome.
     public let inFlight: Gauge
+    /// `pushbridge_in_flight_bytes`: the bytes they hold (events, payloads, records), against
+    /// `kafka.max_in_flight_bytes`.
+    public let inFlightBytes: Gauge
+    /// `pushbridge_unpublished_records`: records Kafka failed that are being published again.
+    public let unpublishedRecords: Gauge
     /// `pushbridge_apns_connections`: open HTTP/2 connections to APNs.
     public let apnsConnections: Gauge
     /// `pushbridge_halted`: 1 while a systemic fault stops the line, else 0.
@@ -25,6 +31,7 @@ public final class BridgeMetrics: Sendable {
     private let deadLetters = Mutex<[String: Counter]>([:])
     private let invalidTokens = Mutex<[String: Counter]>([:])
     private let lag = Mutex<[LagKey: Gauge]>([:])
+    private let oldestUnfinished = Mutex<[LagKey: Gauge]>([:])
 
     private struct NotificationKey: Hashable {
         var route: String
@@ -49,6 +56,8 @@ public final class BridgeMetrics: Sendable {
     public init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
         self.inFlight = Gauge(label: "pushbridge_in_flight", factory: factory)
+        self.inFlightBytes = Gauge(label: "pushbridge_in_flight_bytes", factory: factory)
+        self.unpublishedRecords = Gauge(label: "pushbridge_unpublished_records", factory: factory)
         self.apnsConnections = Gauge(label: "pushbridge_apns_connections", factory: factory)
         self.halted = Gauge(label: "pushbridge_halted", factory: factory)
         self.apnsRequestDuration = Timer(
@@ -58,6 +67,8 @@ public final class BridgeMetrics: Sendable {
         )
         self.halted.record(0)
         self.inFlight.record(0)
+        self.inFlightBytes.record(0)
+        self.unpublishedRecords.record(0)
         self.apnsConnections.record(0)
     }
 
@@ -75,9 +86,11 @@ public final class BridgeMetrics: Sendable {
         }.increment()
     }
 
-    /// Counts a notification's final outcome; `reason` is Apple's reason string, empty when delivered.
+    /// Counts a notification's final outcome; `reason` is Apple's reason string, empty when delivered. A reason
+    /// that is neither Apple's nor the bridge's own is counted as `Unknown`: a server can answer any string,
+    /// and every distinct label value is a new time series.
     public func notification(route: String, status: OutcomeStatus, reason: String?) {
-        let key = NotificationKey(route: route, status: status.rawValue, reason: reason ?? "")
+        let key = NotificationKey(route: route, status: status.rawValue, reason: Self.reasonLabel(reason))
         Self.counter(in: self.notifications, key: key) {
             Counter(
                 label: "pushbridge_notifications_total",
@@ -101,22 +114,44 @@ public final class BridgeMetrics: Sendable {
         }.increment()
     }
 
+    /// The label value for a reason: Apple's documented reasons and the bridge's own keep their name,
+    /// anything else is `Unknown` (the raw reason stays in the outcome record).
+    static func reasonLabel(_ reason: String?) -> String {
+        guard let reason else { return "" }
+        return Self.knownReasons.contains(reason) ? reason : "Unknown"
+    }
+
+    /// Reasons with a label of their own.
+    static let knownReasons: Set<String> = Set(Reason.documented.map(\.rawValue)).union(
+        ["RequestTimeout", "ConnectionLost", "Unreachable", "MalformedResponse", ErrorBody.malformedReason]
+    )
+
     /// Records the consumer lag of one partition (high watermark minus committed offset).
     public func consumerLag(topic: String, partition: Int32, lag: Int64) {
+        Self.gauge(in: self.lag, topic: topic, partition: partition) {
+            Gauge(label: "pushbridge_consumer_lag", dimensions: $0, factory: self.factory)
+        }.record(lag)
+    }
+
+    /// Records how long the oldest unfinished event of one partition has waited (0 when none waits).
+    public func oldestUnfinished(topic: String, partition: Int32, age: Duration) {
+        Self.gauge(in: self.oldestUnfinished, topic: topic, partition: partition) {
+            Gauge(label: "pushbridge_oldest_unfinished_seconds", dimensions: $0, factory: self.factory)
+        }.record(Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18)
+    }
+
+    private static func gauge(
+        in cache: borrowing Mutex<[LagKey: Gauge]>, topic: String, partition: Int32,
+        make: ([(String, String)]) -> Gauge
+    ) -> Gauge {
         let key = LagKey(topic: topic, partition: partition)
-        if let gauge = self.lag.withLock({ $0[key] }) {
-            gauge.record(lag)
-            return
+        if let gauge = cache.withLock({ $0[key] }) { return gauge }
+        let gauge = make([("topic", topic), ("partition", String(partition))])
+        return cache.withLock { gauges in
+            if let existing = gauges[key] { return existing }
+            gauges[key] = gauge
+            return gauge
         }
-        let gauge = Gauge(
-            label: "pushbridge_consumer_lag",
-            dimensions: [("topic", topic), ("partition", String(partition))],
-            factory: self.factory
-        )
-        self.lag.withLock { gauges in
-            if gauges[key] == nil { gauges[key] = gauge }
-        }
-        gauge.record(lag)
     }
 
     private static func counter<Key: Hashable & Sendable>(

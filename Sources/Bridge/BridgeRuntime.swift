@@ -41,6 +41,16 @@ public struct BridgeRuntime: Sendable {
         public var adminPort: Int
         /// The pipeline, for its readiness and in-flight count.
         public var pipeline: Pipeline
+        /// The producer the records go through.
+        public var producer: KafkaProducer
+    }
+
+    /// Why a bridge stopped by itself.
+    public struct Failure: Error, CustomStringConvertible {
+        /// What happened.
+        public var reason: String
+
+        public var description: String { self.reason }
     }
 
     /// Runs until SIGTERM or SIGINT (or `group.triggerGracefulShutdown()` through `onStarted`), then drains
@@ -69,9 +79,18 @@ public struct BridgeRuntime: Sendable {
         }
         defer { ownedCluster?.close() }
 
+        // A fatal producer error (the idempotent producer lost its guarantees) cannot heal: the bridge fails
+        // `/healthz`, drains what it can, and exits non-zero so that it is restarted with a new producer.
+        let fatal = Mutex<KafkaError?>(nil)
+        let groupBox = Mutex<ServiceGroup?>(nil)
         let producer = try KafkaProducer(
             configuration: self.producerConfiguration(bootstrapServers: bootstrapServers),
-            logger: self.logger.with(label: "pushbridge.kafka.producer")
+            logger: self.logger.with(label: "pushbridge.kafka.producer"),
+            onFatalError: { error in
+                fatal.withLock { $0 = $0 ?? error }
+                guard let group = groupBox.withLock({ $0 }) else { return }
+                Task { await group.triggerGracefulShutdown() }
+            }
         )
         let source = KafkaEventSource(
             configuration: self.consumerConfiguration(bootstrapServers: bootstrapServers),
@@ -86,6 +105,9 @@ public struct BridgeRuntime: Sendable {
             sink: KafkaRecordSink(producer: producer),
             configuration: PipelineConfiguration(
                 maxInFlight: kafka.maxInFlightNotifications,
+                maxInFlightBytes: kafka.maxInFlightBytes,
+                maxRecordBytes: kafka.producerMessageMaxBytes,
+                publishStallTimeout: self.configuration.outcomes.publishStallTimeout,
                 maxAttempts: apns.retry.maxAttempts,
                 retryBackoff: Backoff(initial: apns.retry.initialBackoff, maximum: apns.retry.maxBackoff),
                 drainTimeout: self.configuration.shutdown.drainTimeout,
@@ -97,20 +119,26 @@ public struct BridgeRuntime: Sendable {
             logger: self.logger.with(label: "pushbridge.pipeline"),
             validate: sender.validate
         )
-        let groupBox = Mutex<ServiceGroup?>(nil)
         let registry = self.registry
         let admin = AdminServer(
             host: self.configuration.admin.host,
             port: self.configuration.admin.port,
             metrics: { registry.emitToBuffer() },
-            readiness: { pipeline.readiness },
+            readiness: {
+                if let error = fatal.withLock({ $0 }) { return .notReady("kafka producer failed: \(error)") }
+                return pipeline.readiness
+            },
+            liveness: { fatal.withLock { $0 }.map { .notReady("kafka producer failed: \($0)") } ?? .ready },
             onBound: { port in
                 guard let group = groupBox.withLock({ $0 }) else { return }
-                onStarted(Started(bootstrapServers: bootstrapServers, adminPort: port, pipeline: pipeline), group)
+                onStarted(
+                    Started(bootstrapServers: bootstrapServers, adminPort: port, pipeline: pipeline, producer: producer),
+                    group
+                )
             },
             logger: self.logger.with(label: "pushbridge.admin")
         )
-        let reporter = GaugeReporter(source: source, sender: sender, metrics: self.metrics)
+        let reporter = GaugeReporter(source: source, pipeline: pipeline, sender: sender, metrics: self.metrics)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [
@@ -127,6 +155,10 @@ public struct BridgeRuntime: Sendable {
             )
         )
         groupBox.withLock { $0 = group }
+        if fatal.withLock({ $0 }) != nil {
+            // Raised before the group existed: stop as soon as it starts.
+            Task { await group.triggerGracefulShutdown() }
+        }
         self.logger.info(
             "PushBridge starting",
             metadata: [
@@ -136,6 +168,10 @@ public struct BridgeRuntime: Sendable {
             ]
         )
         try await group.run()
+        if let error = fatal.withLock({ $0 }) {
+            self.logger.critical("PushBridge stopped: the Kafka producer failed", metadata: ["kafka.error": "\(error)"])
+            throw Failure(reason: "the Kafka producer failed and cannot recover: \(error)")
+        }
         self.logger.info("PushBridge stopped")
     }
 
@@ -251,9 +287,11 @@ struct CommitService: Service {
     }
 }
 
-/// Updates the gauges that are read rather than counted: consumer lag and open APNs connections.
+/// Updates the gauges that are read rather than counted: consumer lag, the age of each partition's oldest
+/// unfinished event, records waiting to be published, and open APNs connections.
 struct GaugeReporter: Service {
     let source: KafkaEventSource
+    let pipeline: Pipeline
     let sender: any ManagedSender
     let metrics: BridgeMetrics
     var interval: Duration = .seconds(5)
@@ -266,11 +304,15 @@ struct GaugeReporter: Service {
 
     private func report() async {
         while !Task.isCancelled {
-            for lag in self.source.lag() {
+            for lag in await self.source.lag() {
                 self.metrics.consumerLag(
-                    topic: lag.partition.topic, partition: lag.partition.partition, lag: lag.lagMessageCount
+                    topic: lag.partition.topic, partition: lag.partition.partition, lag: lag.uncommittedMessageCount
                 )
             }
+            for (partition, age) in self.pipeline.oldestUnfinished() {
+                self.metrics.oldestUnfinished(topic: partition.topic, partition: partition.partition, age: age)
+            }
+            self.metrics.unpublishedRecords.record(self.pipeline.unpublished.count)
             self.metrics.apnsConnections.record(self.sender.openConnections)
             try? await Task.sleep(for: self.interval)
         }

@@ -129,7 +129,8 @@ struct DeliveryStateMachine: Sendable {
             return .finish(self.outcome(.failed, http: http, reason: reason, uniqueID: uniqueID, now: now))
         }
         let delay = self.backoff.delay(afterAttempt: self.attempts)
-        if self.wouldExpire(before: now + delay.milliseconds) {
+        let (retryAt, overflow) = now.addingReportingOverflow(delay.milliseconds)
+        if self.wouldExpire(before: overflow ? .max : retryAt) {
             // Waiting would outlive the notification: decide now rather than send something stale. The last
             // answer's reason stays as a clue; `http_status` is null for every expired outcome (SPEC §3).
             return .finish(self.outcome(.expired, http: nil, reason: reason, uniqueID: uniqueID, now: now))
@@ -145,10 +146,12 @@ struct DeliveryStateMachine: Sendable {
     }
 
     /// Whether `apns-expiration` is past at `epochMilliseconds`. `0` means "try once, don't store": it never
-    /// expires before the first send.
+    /// expires before the first send. The expiration comes from events, so it may be any `Int64`: one too far
+    /// ahead to count in milliseconds never expires.
     private func wouldExpire(before epochMilliseconds: Int64) -> Bool {
         guard let expiration = self.expirationEpochSeconds, expiration > 0 else { return false }
-        return expiration * 1000 <= epochMilliseconds
+        let (expirationMilliseconds, overflow) = expiration.multipliedReportingOverflow(by: 1000)
+        return !overflow && expirationMilliseconds <= epochMilliseconds
     }
 
     private func outcome(
@@ -164,9 +167,13 @@ struct DeliveryStateMachine: Sendable {
 }
 
 extension Duration {
-    /// Whole milliseconds, rounded down.
+    /// Whole milliseconds, rounded down; saturated at `Int64.min`/`.max` for durations too long to count so.
     var milliseconds: Int64 {
         let (seconds, attoseconds) = self.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        if overflowAgain { return seconds < 0 ? .min : .max }
+        return total
     }
 }

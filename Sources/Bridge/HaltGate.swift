@@ -23,8 +23,8 @@ public final class HaltGate: Sendable {
     private let state = Mutex(State())
     private let onChange: @Sendable (Halt?) -> Void
 
-    /// Creates an open gate; `onChange` hears every halt and resume (for the `pushbridge_halted` metric and
-    /// logs).
+    /// Creates an open gate; `onChange` hears every halt and resume (for the `pushbridge_halted` metric, logs
+    /// and pausing), inside the gate's lock: it must be quick and must not call back into the gate.
     public init(onChange: @escaping @Sendable (Halt?) -> Void = { _ in }) {
         self.onChange = onChange
     }
@@ -40,27 +40,26 @@ public final class HaltGate: Sendable {
     /// accepts again; everyone else waits in ``waitUntilOpen()``.
     @discardableResult
     public func halt(reason: String) -> Bool {
-        let changed: Halt? = self.state.withLock { state in
-            guard state.halt == nil else { return nil }
+        self.state.withLock { state in
+            guard state.halt == nil else { return false }
             let halt = Halt(reason: reason, since: .now)
             state.halt = halt
-            return halt
+            // Told inside the lock: a halt and a resume from two threads reach `onChange` in the order they
+            // happened, so the pause they cause cannot outlive the halt.
+            self.onChange(halt)
+            return true
         }
-        guard let changed else { return false }
-        self.onChange(changed)
-        return true
     }
 
     /// Opens the gate and wakes every waiter.
     public func resume() {
-        let waiters: [CheckedContinuation<Void, any Error>]? = self.state.withLock { state in
-            guard state.halt != nil else { return nil }
+        let waiters: [CheckedContinuation<Void, any Error>] = self.state.withLock { state in
+            guard state.halt != nil else { return [] }
             state.halt = nil
+            self.onChange(nil)
             defer { state.waiters.removeAll() }
             return Array(state.waiters.values)
         }
-        guard let waiters else { return }
-        self.onChange(nil)
         for waiter in waiters { waiter.resume() }
     }
 

@@ -91,12 +91,23 @@ public final class KafkaEventSource: EventSource {
         }
     }
 
-    /// The consumer lag of every assigned partition, for `pushbridge_consumer_lag`; empty before start.
-    public func lag() -> [KafkaPartitionLag] {
+    /// The watermarks, position and committed offset of every assigned partition, for
+    /// `pushbridge_consumer_lag` (high watermark minus committed offset); empty before start. The committed
+    /// offsets are asked of the group coordinator (at most `timeout`); the watermarks are the ones the last
+    /// fetch responses carried.
+    public func lag(timeout: Duration = .seconds(2)) async -> [KafkaPartitionLag] {
         guard let consumer = self.consumer.withLock({ $0 }) else { return [] }
         do {
-            return try consumer.lag(for: consumer.assignment())
+            let assignment = try consumer.assignment()
+            guard !assignment.isEmpty else { return [] }
+            let committed = try await consumer.committedOffsets(for: assignment, timeout: timeout)
+            return try consumer.lag(for: assignment).map { lag in
+                var lag = lag
+                lag.committed = committed[lag.partition]
+                return lag
+            }
         } catch {
+            self.logger.debug("Consumer lag not read", metadata: ["error": "\(error)"])
             return []
         }
     }
@@ -104,8 +115,8 @@ public final class KafkaEventSource: EventSource {
     private struct ListenerAdapter: KafkaRebalanceListener {
         let listener: any RebalanceListener
 
-        func partitionsAssigned(_ partitions: [KafkaPartition]) async {
-            await self.listener.partitionsAssigned(partitions.map(PartitionID.init))
+        func partitionsAssigned(_ partitions: [KafkaPartition], generation: UInt64) async {
+            await self.listener.partitionsAssigned(partitions.map(PartitionID.init), generation: generation)
         }
 
         func partitionsRevoked(_ partitions: [KafkaPartition]) async {
@@ -148,6 +159,8 @@ public struct KafkaRecordSink: RecordSink {
         ) { result in
             switch result {
             case .success: acknowledged(nil)
+            case .failure(let error) where error.code == .messageSizeTooLarge:
+                acknowledged(RecordTooLargeError(detail: "\(error)"))
             case .failure(let error): acknowledged(error)
             }
         }
@@ -167,7 +180,8 @@ extension SourceEvent {
             ),
             value: message.value,
             headers: message.headers.map { ($0.name, $0.value ?? []) },
-            timestampMilliseconds: message.timestampMilliseconds
+            timestampMilliseconds: message.timestampMilliseconds,
+            assignmentGeneration: message.assignmentGeneration
         )
     }
 }

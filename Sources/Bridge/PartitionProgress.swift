@@ -13,6 +13,7 @@ struct PartitionProgress: Sendable {
     private struct Entry: Sendable {
         var offset: Int64
         var finished: Bool
+        var begun: ContinuousClock.Instant
     }
 
     /// Unfinished events and finished ones still behind an unfinished one, oldest first.
@@ -27,11 +28,22 @@ struct PartitionProgress: Sendable {
 
     init() {}
 
-    /// Registers a consumed event. Offsets must increase; a repeated or older offset is a caller bug.
-    mutating func begin(offset: Int64) {
-        precondition(self.entries.last.map { $0.offset < offset } ?? true, "offsets must increase")
-        self.entries.append(Entry(offset: offset, finished: false))
+    /// Registers a consumed event at `now`. Offsets must increase: a repeated or older offset (or one at or
+    /// below the commit position) is refused with `false` and changes nothing, since registering it would let
+    /// the commit position move backwards or skip.
+    @discardableResult
+    mutating func begin(offset: Int64, at now: ContinuousClock.Instant = .now) -> Bool {
+        if let last = self.entries.last, last.offset >= offset { return false }
+        if let commit = self.commitOffset, offset < commit { return false }
+        self.entries.append(Entry(offset: offset, finished: false, begun: now))
         self.unfinishedCount += 1
+        return true
+    }
+
+    /// When the oldest unfinished event was registered; `nil` when every event is finished.
+    var oldestUnfinishedSince: ContinuousClock.Instant? {
+        // The front entry is unfinished whenever there is one: finished entries at the front are dropped.
+        self.entries.first?.begun
     }
 
     /// Marks the event at `offset` finished. Returns `true` when ``commitOffset`` moved.

@@ -26,13 +26,29 @@ public struct SourceEvent: Sendable {
     public var headers: [(String, [UInt8])]
     /// The broker timestamp in milliseconds since the epoch, when known.
     public var timestampMilliseconds: Int64?
+    /// The assignment of its partition it was fetched under (see
+    /// ``RebalanceListener/partitionsAssigned(_:generation:)``).
+    public var assignmentGeneration: UInt64
 
     /// Creates an event.
-    public init(source: SourceCoordinates, value: [UInt8]?, headers: [(String, [UInt8])], timestampMilliseconds: Int64?) {
+    public init(
+        source: SourceCoordinates, value: [UInt8]?, headers: [(String, [UInt8])], timestampMilliseconds: Int64?,
+        assignmentGeneration: UInt64 = 0
+    ) {
         self.source = source
         self.value = value
         self.headers = headers
         self.timestampMilliseconds = timestampMilliseconds
+        self.assignmentGeneration = assignmentGeneration
+    }
+
+    /// The bytes the event holds in memory: value, key and headers.
+    public var byteCount: Int {
+        var count = (self.value?.count ?? 0) + (self.source.key?.count ?? 0) + self.source.topic.utf8.count
+        for (name, value) in self.headers {
+            count += name.utf8.count + value.count
+        }
+        return count
     }
 
     /// The partition it came from.
@@ -43,8 +59,10 @@ public struct SourceEvent: Sendable {
 
 /// Hears partition assignment changes from an ``EventSource``.
 public protocol RebalanceListener: Sendable {
-    /// `partitions` were assigned to this instance; their events follow.
-    func partitionsAssigned(_ partitions: [PartitionID]) async
+    /// `partitions` were assigned to this instance; their events follow, carrying `generation` as their
+    /// ``SourceEvent/assignmentGeneration``. Generations increase with every assignment: an event of an older
+    /// generation was fetched before its partition was revoked, and the source delivers it again.
+    func partitionsAssigned(_ partitions: [PartitionID], generation: UInt64) async
     /// `partitions` are being taken away. The source completes the revocation (commits and releases them)
     /// only after this returns, so the listener finishes or abandons their in-flight work first.
     func partitionsRevoked(_ partitions: [PartitionID]) async
@@ -86,11 +104,25 @@ public struct OutgoingRecord: Sendable {
     }
 }
 
+/// A sink's answer that a record is larger than the broker or the client accepts: publishing it again
+/// unchanged can never succeed.
+public struct RecordTooLargeError: Error, CustomStringConvertible {
+    /// What the sink said.
+    public var detail: String
+
+    /// Creates the error.
+    public init(detail: String) {
+        self.detail = detail
+    }
+
+    public var description: String { "record too large: \(self.detail)" }
+}
+
 /// Where records go (the Kafka producer, in production).
 public protocol RecordSink: Sendable {
     /// Hands `record` over and returns without waiting for the broker. `acknowledged` is called exactly
     /// once, later (from any thread) or before this returns: with `nil` once the broker acknowledged the
-    /// record durably, or with why it could not. Nothing is kept per record on the caller's side meanwhile,
+    /// record durably, or with why it could not (``RecordTooLargeError`` when its size is the reason). Nothing is kept per record on the caller's side meanwhile,
     /// which is what lets `max_in_flight` records wait for Kafka without a task each.
     func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async
     /// Waits until everything published so far is acknowledged, at most `timeout`.

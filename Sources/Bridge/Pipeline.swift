@@ -9,6 +9,13 @@ import Synchronization
 public struct PipelineConfiguration: Sendable {
     /// `kafka.max_in_flight`: notifications (and dead letters) between consumption and acknowledgement.
     public var maxInFlight: Int
+    /// `kafka.max_in_flight_bytes`: the bytes those pieces of work hold (their events, payloads and records).
+    public var maxInFlightBytes: Int
+    /// The largest record the producer takes (`message.max.bytes`): larger dead letters are truncated to fit.
+    public var maxRecordBytes: Int
+    /// `outcomes.publish_stall_timeout`: a record Kafka has not acknowledged for this long makes `/readyz`
+    /// fail.
+    public var publishStallTimeout: Duration
     /// `apns.retry.max_attempts`: sends per notification for retryable answers.
     public var maxAttempts: Int
     /// `apns.retry.initial_backoff` / `max_backoff`: waits between retryable attempts.
@@ -29,6 +36,9 @@ public struct PipelineConfiguration: Sendable {
     /// Creates a configuration; the defaults are SPEC §2's.
     public init(
         maxInFlight: Int = 10_000,
+        maxInFlightBytes: Int = 64 << 20,
+        maxRecordBytes: Int = 1_000_000,
+        publishStallTimeout: Duration = .seconds(60),
         maxAttempts: Int = 5,
         retryBackoff: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(300)),
         haltProbeBackoff: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(60)),
@@ -39,6 +49,9 @@ public struct PipelineConfiguration: Sendable {
         deadLetterTopic: String = "pushbridge.dead-letters"
     ) {
         self.maxInFlight = maxInFlight
+        self.maxInFlightBytes = maxInFlightBytes
+        self.maxRecordBytes = maxRecordBytes
+        self.publishStallTimeout = publishStallTimeout
         self.maxAttempts = maxAttempts
         self.retryBackoff = retryBackoff
         self.haltProbeBackoff = haltProbeBackoff
@@ -57,19 +70,21 @@ public struct PipelineConfiguration: Sendable {
 /// when all its pieces' records are acknowledged (or at once when no route matched it); ``PartitionProgress``
 /// turns finished events into the offset the source may commit.
 public final class Pipeline: Service, Sendable {
-    private let source: any EventSource
+    let source: any EventSource
     private let mapper: any EventMapper
     private let sender: any NotificationSender
-    private let sink: any RecordSink
-    private let configuration: PipelineConfiguration
-    private let metrics: BridgeMetrics
-    private let logger: Logger
+    let sink: any RecordSink
+    let configuration: PipelineConfiguration
+    let metrics: BridgeMetrics
+    let logger: Logger
     private let validate: @Sendable (Notification) -> Reason?
     private let epochMilliseconds: @Sendable () -> Int64
 
     /// The halt gate: closed while a systemic fault stops the line.
     public let gate: HaltGate
-    private let limiter: InFlightLimiter
+    private let flow: FlowController
+    /// Records Kafka failed and that are being published again.
+    let unpublished = UnpublishedRecords()
     private let table = Mutex(PartitionTable())
     private let sourceFailure = Mutex<String?>(nil)
     /// Set when the drain timed out: in-flight work is abandoned (and stays uncommitted), so failed records
@@ -102,42 +117,50 @@ public final class Pipeline: Service, Sendable {
         self.logger = logger
         self.validate = validate
         self.epochMilliseconds = epochMilliseconds
-        let pauses = PauseControl(source: source)
-        self.pauses = pauses
+        let flow = FlowController(
+            source: source,
+            maxCount: configuration.maxInFlight,
+            maxBytes: configuration.maxInFlightBytes,
+            onChange: { levels in
+                metrics.inFlight.record(levels.count)
+                metrics.inFlightBytes.record(levels.bytes)
+            }
+        )
+        self.flow = flow
         self.gate = HaltGate { [metrics, logger] halt in
             metrics.halted.record(halt == nil ? 0 : 1)
             if let halt {
                 logger.error("Line halted: APNs refuses the provider", metadata: ["halt.reason": "\(halt.reason)"])
-                pauses.set(.halt, paused: true)
             } else {
                 logger.notice("Line resumed: APNs accepts again")
-                pauses.set(.halt, paused: false)
             }
+            flow.setHalted(halt != nil)
         }
-        self.limiter = InFlightLimiter(
-            limit: configuration.maxInFlight,
-            onFull: { pauses.set(.backpressure, paused: true) },
-            onRoom: { pauses.set(.backpressure, paused: false) },
-            onChange: { metrics.inFlight.record($0) }
-        )
     }
-
-    private let pauses: PauseControl
 
     /// The system's wall clock in milliseconds since the UNIX epoch.
     public static func systemEpochMilliseconds() -> Int64 {
         Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
 
-    /// What `/readyz` says: not ready while halted or after the source failed.
+    /// What `/readyz` says: not ready while halted, after the source failed, or while a record could not be
+    /// published for longer than `outcomes.publish_stall_timeout`.
     public var readiness: Readiness {
         if let halt = self.gate.current { return .notReady("halted: \(halt.reason)") }
         if let failure = self.sourceFailure.withLock({ $0 }) { return .notReady("kafka: \(failure)") }
+        if let stall = self.unpublished.oldest(), stall.age >= self.configuration.publishStallTimeout {
+            return .notReady(
+                "kafka: \(stall.count) record(s) not published; the oldest for \(stall.age.wholeSeconds) s: \(stall.error)"
+            )
+        }
         return .ready
     }
 
     /// Notifications and dead letters in flight now.
-    public var inFlight: Int { self.limiter.inFlight }
+    public var inFlight: Int { self.flow.inFlight.count }
+
+    /// The bytes those hold.
+    public var inFlightBytes: Int { self.flow.inFlight.bytes }
 
     /// Consumes until graceful shutdown (or cancellation), then stops fetching, drains in-flight work for
     /// at most the drain timeout, flushes the sink and closes the source, which commits what finished.
@@ -158,12 +181,12 @@ public final class Pipeline: Service, Sendable {
                 self.sourceFailure.withLock { $0 = "\(error)" }
                 self.logger.error("Event source failed", metadata: ["error": "\(error)"])
             }
-            self.pauses.set(.shutdown, paused: true)
-            let drained = await self.limiter.waitUntilEmpty(timeout: self.configuration.drainTimeout)
+            self.flow.beginShutdown()
+            let drained = await self.flow.waitUntilEmpty(timeout: self.configuration.drainTimeout)
             if !drained {
                 self.logger.warning(
                     "Drain timeout: abandoning in-flight work, which stays uncommitted",
-                    metadata: ["pipeline.in_flight": "\(self.limiter.inFlight)"]
+                    metadata: ["pipeline.in_flight": "\(self.inFlight)"]
                 )
                 self.abandoned.store(true, ordering: .relaxed)
                 group.cancelAll()
@@ -191,35 +214,46 @@ public final class Pipeline: Service, Sendable {
             }
         }
         guard let ticket = self.begin(event, pieces: pieces) else {
-            // The partition was revoked while its events sat in the buffer: another instance owns them now.
+            // Its partition was revoked after it was fetched (and maybe assigned back): the source delivers it
+            // again from the committed offset, here or to another instance.
             return
         }
         if results.isEmpty {
             self.metrics.eventUnmatched(topic: event.source.topic)
             return
         }
+        // The event's bytes are shared out among its pieces, so room for all of them is released once every
+        // piece is acknowledged; each piece adds what it holds itself.
+        var share = PieceBytes(eventBytes: event.byteCount, pieces: pieces)
         for result in results {
             switch result {
             case .notifications(let route, let app, let notifications):
                 for routed in notifications {
-                    await self.limiter.acquire()
+                    let bytes = share.next() + routed.notification.payload.count + Self.pieceOverheadBytes
+                    await self.flow.acquire(bytes: bytes)
                     group.addTask {
-                        await self.deliver(routed, route: route, app: app, event: event, ticket: ticket)
+                        await self.deliver(
+                            routed, route: route, app: app, event: event, ticket: ticket, bytes: bytes)
                     }
                 }
             case .deadLetter(let route, let reason):
-                await self.limiter.acquire()
+                // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
+                let bytes = share.next() + (event.value?.count ?? 0) + Self.pieceOverheadBytes
+                await self.flow.acquire(bytes: bytes)
                 group.addTask {
-                    await self.deadLetter(reason: reason, route: route, event: event, ticket: ticket)
+                    await self.deadLetter(reason: reason, route: route, event: event, ticket: ticket, bytes: bytes)
                 }
             }
         }
     }
 
+    /// What a piece of work holds besides its event and payload: its task, its records and their encoding.
+    static let pieceOverheadBytes = 1024
+
     // MARK: Delivering one notification
 
     private func deliver(
-        _ routed: RoutedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket
+        _ routed: RoutedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int
     ) async {
         let notification = routed.notification
         var machine = DeliveryStateMachine(
@@ -284,7 +318,8 @@ public final class Pipeline: Service, Sendable {
                     self.gate.resume()
                 }
                 // The task ends here; the permit stays taken until Kafka acknowledged the records.
-                await self.finish(notification, outcome: outcome, route: route, event: event, ticket: ticket)
+                await self.finish(
+                    notification, outcome: outcome, route: route, event: event, ticket: ticket, bytes: bytes)
                 return
             }
         }
@@ -293,7 +328,8 @@ public final class Pipeline: Service, Sendable {
     /// Publishes the notification's outcome (and invalid-token record); when Kafka acknowledged them, counts
     /// it and finishes its piece of `ticket`.
     private func finish(
-        _ notification: Notification, outcome: DeliveryOutcome, route: String, event: SourceEvent, ticket: Ticket
+        _ notification: Notification, outcome: DeliveryOutcome, route: String, event: SourceEvent, ticket: Ticket,
+        bytes: Int
     ) async {
         let record = OutcomeRecord(
             notificationID: notification.apnsID,
@@ -329,7 +365,7 @@ public final class Pipeline: Service, Sendable {
                 OutgoingRecord(topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
             )
         }
-        await self.publish(records) { [self] in
+        await self.publish(records, bytes: bytes) { [self] in
             if let reason = outcome.invalidTokenReason {
                 self.metrics.invalidToken(reason: reason)
             }
@@ -349,14 +385,15 @@ public final class Pipeline: Service, Sendable {
         }
     }
 
-    private func deadLetter(reason: String, route: String, event: SourceEvent, ticket: Ticket) async {
+    private func deadLetter(reason: String, route: String, event: SourceEvent, ticket: Ticket, bytes: Int) async {
         let letter = DeadLetter(
             error: reason, route: route, source: event.source, value: event.value, sourceHeaders: event.headers
         )
-        let record = OutgoingRecord(
-            topic: self.configuration.deadLetterTopic, key: letter.key, value: letter.value, headers: letter.headers
-        )
-        await self.publish([record]) { [self] in
+        let topic = self.configuration.deadLetterTopic
+        let record = letter.record(topic: topic, maxBytes: self.configuration.maxRecordBytes)
+        await self.publish(
+            record, bytes: bytes, refit: { letter.record(topic: topic, maxBytes: $0) }
+        ) { [self] in
             self.metrics.deadLetter(route: route)
             self.pieceFinished(ticket)
         }
@@ -364,49 +401,10 @@ public final class Pipeline: Service, Sendable {
             "Event dead-lettered",
             metadata: [
                 "kafka.topic": "\(event.source.topic)", "kafka.partition": "\(event.source.partition)",
-                "kafka.offset": "\(event.source.offset)", "pipeline.route": "\(route)", "pipeline.error": "\(reason)",
+                "kafka.offset": "\(event.source.offset)", "pipeline.route": "\(route)",
+                "pipeline.error": "\(letter.boundedError)",
             ]
         )
-    }
-
-    /// Hands `records` to the sink and returns without waiting for Kafka. Once every one is acknowledged,
-    /// `acknowledged` runs (on the sink's thread), then the piece's permit is returned: marking the piece
-    /// first matters, because the drain waits for the permits and must find every finished offset already
-    /// stored when it closes the source.
-    ///
-    /// A record the sink fails is published again after a backoff, until acknowledged: an unacknowledged
-    /// record must never let its event be committed. Retries stop once the drain timed out.
-    private func publish(_ records: [OutgoingRecord], acknowledged: @escaping @Sendable () -> Void) async {
-        let acknowledgedAll: @Sendable () -> Void = { [self] in
-            acknowledged()
-            self.limiter.release()
-        }
-        if records.count == 1 {
-            await self.publish(records[0], attempt: 0, acknowledged: acknowledgedAll)
-            return
-        }
-        let countdown = Countdown(records.count)
-        for record in records {
-            await self.publish(record, attempt: 0) {
-                if countdown.countDown() { acknowledgedAll() }
-            }
-        }
-    }
-
-    private func publish(_ record: OutgoingRecord, attempt: Int, acknowledged: @escaping @Sendable () -> Void) async {
-        await self.sink.publish(record) { [self] error in
-            guard let error else { return acknowledged() }
-            let attempt = attempt + 1
-            self.logger.warning(
-                "Publishing a record failed; retrying",
-                metadata: ["kafka.topic": "\(record.topic)", "error": "\(error)", "pipeline.attempt": "\(attempt)"]
-            )
-            Task {
-                try? await Task.sleep(for: self.configuration.publishBackoff.delay(afterAttempt: attempt))
-                guard !self.abandoned.load(ordering: .relaxed) else { return }
-                await self.publish(record, attempt: attempt, acknowledged: acknowledged)
-            }
-        }
     }
 
     // MARK: Partition bookkeeping
@@ -427,16 +425,27 @@ public final class Pipeline: Service, Sendable {
 
     struct PartitionTable {
         var partitions: [PartitionID: PartitionState] = [:]
-        var nextGeneration: UInt64 = 1
     }
 
-    /// Registers `event` with `pieces` pieces of work; `nil` when its partition is not assigned here.
+    /// Registers `event` with `pieces` pieces of work; `nil` when it is stale: its partition is not assigned
+    /// here, or was assigned again since the event was fetched.
     private func begin(_ event: SourceEvent, pieces: Int) -> Ticket? {
         let partition = event.partition
         let offset = event.source.offset
-        return self.table.withLock { table in
-            guard var state = table.partitions[partition] else { return nil }
-            state.progress.begin(offset: offset)
+        let now = ContinuousClock.now
+        return self.table.withLock { table -> Ticket? in
+            guard var state = table.partitions[partition], state.generation == event.assignmentGeneration else {
+                return nil
+            }
+            guard state.progress.begin(offset: offset, at: now) else {
+                // Cannot happen while the source keeps its contract (offsets increase within a generation);
+                // dropping the event is safe only because the source would deliver it again.
+                self.logger.error(
+                    "Event offset does not increase within its assignment; skipped",
+                    metadata: ["kafka.partition": "\(partition)", "kafka.offset": "\(offset)"]
+                )
+                return nil
+            }
             if pieces == 0 {
                 if state.progress.finish(offset: offset), let commit = state.progress.commitOffset {
                     self.source.markFinished(partition, nextOffset: commit)
@@ -454,7 +463,7 @@ public final class Pipeline: Service, Sendable {
     /// The new commit position is handed to the source *inside* the lock: pieces finish on many threads, and
     /// two positions handed over outside it could arrive in the wrong order, storing an older offset last
     /// (librdkafka stores whatever it is given).
-    private func pieceFinished(_ ticket: Ticket) {
+    func pieceFinished(_ ticket: Ticket) {
         self.table.withLock { table in
             guard var state = table.partitions[ticket.partition], state.generation == ticket.generation,
                 let left = state.outstanding[ticket.offset]
@@ -471,32 +480,53 @@ public final class Pipeline: Service, Sendable {
         }
     }
 
-    fileprivate func assigned(_ partitions: [PartitionID]) {
-        self.table.withLock { table in
-            for partition in partitions where table.partitions[partition] == nil {
-                table.partitions[partition] = PartitionState(generation: table.nextGeneration)
-                table.nextGeneration += 1
+    /// For each assigned partition, how long its oldest unfinished event has waited (zero when none waits):
+    /// the `pushbridge_oldest_unfinished_seconds` gauge.
+    public func oldestUnfinished() -> [(PartitionID, Duration)] {
+        let now = ContinuousClock.now
+        return self.table.withLock { table in
+            table.partitions.map { partition, state in
+                (partition, state.progress.oldestUnfinishedSince.map { now - $0 } ?? .zero)
             }
         }
-        self.pauses.assigned(partitions)
+    }
+
+    fileprivate func assigned(_ partitions: [PartitionID], generation: UInt64) {
+        self.table.withLock { table in
+            for partition in partitions where table.partitions[partition]?.generation != generation {
+                table.partitions[partition] = PartitionState(generation: generation)
+            }
+        }
+        self.flow.assigned(partitions)
         self.logger.info("Partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
     }
 
     fileprivate func revoked(_ partitions: [PartitionID]) async {
+        // The generations being revoked: a revocation that outlived the source's patience must not remove the
+        // state of a later assignment of the same partition.
+        let revoking = self.table.withLock { table in
+            partitions.compactMap { partition in table.partitions[partition].map { (partition, $0.generation) } }
+        }
         let deadline = ContinuousClock.now + self.configuration.drainTimeout
         while ContinuousClock.now < deadline {
             let busy = self.table.withLock { table in
-                partitions.contains { (table.partitions[$0]?.progress.unfinishedCount ?? 0) > 0 }
+                revoking.contains { partition, generation in
+                    guard let state = table.partitions[partition], state.generation == generation else { return false }
+                    return state.progress.unfinishedCount > 0
+                }
             }
             if !busy { break }
             try? await Task.sleep(for: .milliseconds(10))
         }
         let abandoned = self.table.withLock { table in
-            partitions.reduce(0) { sum, partition in
-                sum + (table.partitions.removeValue(forKey: partition)?.progress.unfinishedCount ?? 0)
+            revoking.reduce(0) { sum, entry in
+                let (partition, generation) = entry
+                guard let state = table.partitions[partition], state.generation == generation else { return sum }
+                table.partitions[partition] = nil
+                return sum + state.progress.unfinishedCount
             }
         }
-        self.pauses.revoked(partitions)
+        self.flow.revoked(partitions)
         if abandoned > 0 {
             self.logger.warning(
                 "Revoked partitions still had unfinished events; they stay uncommitted",
@@ -510,13 +540,21 @@ public final class Pipeline: Service, Sendable {
     private struct Listener: RebalanceListener {
         let pipeline: Pipeline
 
-        func partitionsAssigned(_ partitions: [PartitionID]) async {
-            self.pipeline.assigned(partitions)
+        func partitionsAssigned(_ partitions: [PartitionID], generation: UInt64) async {
+            self.pipeline.assigned(partitions, generation: generation)
         }
 
         func partitionsRevoked(_ partitions: [PartitionID]) async {
             await self.pipeline.revoked(partitions)
         }
+    }
+
+    /// Whether the drain timed out and in-flight work was abandoned.
+    var isAbandoned: Bool { self.abandoned.load(ordering: .relaxed) }
+
+    /// Returns a piece's room once its records are acknowledged.
+    func releaseRoom(bytes: Int) {
+        self.flow.release(bytes: bytes)
     }
 }
 
@@ -527,77 +565,9 @@ extension DeliveryStateMachine.Action {
     }
 }
 
-/// Why fetching is paused. Fetching resumes only when no reason is left, so a backpressure "room" during a
-/// halt does not restart consumption.
-enum PauseReason: Hashable, Sendable {
-    case backpressure
-    case halt
-    case shutdown
-}
-
-/// Pauses and resumes every assigned partition as pause reasons come and go.
-final class PauseControl: Sendable {
-    private struct State {
-        var reasons: Set<PauseReason> = []
-        var assigned: Set<PartitionID> = []
-    }
-
-    private let source: any EventSource
-    private let state = Mutex(State())
-
-    init(source: any EventSource) {
-        self.source = source
-    }
-
-    /// Adds or removes a reason to pause. The source is told inside the lock: callers run on different
-    /// threads (the in-flight limiter fills on the consuming task and empties on the producer's delivery
-    /// reports), and a pause and a resume told in the other order than decided would leave the partitions
-    /// paused with no reason left to resume them. Pausing and resuming only flag partitions in librdkafka.
-    func set(_ reason: PauseReason, paused: Bool) {
-        self.state.withLock { state in
-            let wasPaused = !state.reasons.isEmpty
-            if paused { state.reasons.insert(reason) } else { state.reasons.remove(reason) }
-            let isPaused = !state.reasons.isEmpty
-            guard wasPaused != isPaused, !state.assigned.isEmpty else { return }
-            let partitions = Array(state.assigned)
-            if isPaused { self.source.pause(partitions) } else { self.source.resume(partitions) }
-        }
-    }
-
-    /// Newly assigned partitions are paused or resumed to match the reasons now: librdkafka keeps a
-    /// partition's pause flag across revocation and reassignment, so one paused when it was revoked would
-    /// otherwise come back paused with no reason left to resume it.
-    func assigned(_ partitions: [PartitionID]) {
-        self.state.withLock { state in
-            state.assigned.formUnion(partitions)
-            if state.reasons.isEmpty { self.source.resume(partitions) } else { self.source.pause(partitions) }
-        }
-    }
-
-    func revoked(_ partitions: [PartitionID]) {
-        self.state.withLock { state in state.assigned.subtract(partitions) }
-    }
-}
-
 extension Timer {
     /// Records the time since `start`.
     fileprivate func recordInterval(since start: ContinuousClock.Instant) {
-        let elapsed = ContinuousClock.now - start
-        let (seconds, attoseconds) = elapsed.components
-        self.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-    }
-}
-
-/// Counts acknowledgements down to zero from any thread.
-private final class Countdown: Sendable {
-    private let remaining: Atomic<Int>
-
-    init(_ count: Int) {
-        self.remaining = Atomic(count)
-    }
-
-    /// Counts one down; `true` for the one that reached zero.
-    func countDown() -> Bool {
-        self.remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
+        self.recordNanoseconds((ContinuousClock.now - start).saturatedNanoseconds)
     }
 }

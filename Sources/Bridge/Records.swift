@@ -17,9 +17,10 @@ public struct SourceCoordinates: Sendable, Hashable {
         self.key = key
     }
 
-    /// The key as text for JSON records: UTF-8, with invalid sequences replaced by U+FFFD.
+    /// The key as text for JSON records: UTF-8, with invalid sequences replaced by U+FFFD, and at most
+    /// ``RecordText/maximumFieldBytes`` of it.
     var keyText: String? {
-        self.key.map { String(decoding: $0, as: UTF8.self) }
+        self.key.map { RecordText.bounded(String(decoding: $0.prefix(RecordText.maximumFieldBytes), as: UTF8.self)) }
     }
 }
 
@@ -87,8 +88,8 @@ public struct OutcomeRecord: Sendable, Hashable {
         self.completedAtEpochMilliseconds = completedAtEpochMilliseconds
     }
 
-    /// The record's Kafka key: the device token.
-    public var key: [UInt8] { Array(self.deviceToken.utf8) }
+    /// The record's Kafka key: the device token (bounded like the value's `device_token`).
+    public var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
 
     /// The record's value: UTF-8 JSON.
     public func encoded() -> [UInt8] {
@@ -103,9 +104,9 @@ public struct OutcomeRecord: Sendable, Hashable {
         json.key("source")
         json.source(self.source)
         json.key("device_token")
-        json.string(self.deviceToken)
+        json.string(RecordText.bounded(self.deviceToken))
         json.key("apns_topic")
-        json.string(self.apnsTopic)
+        json.string(RecordText.bounded(self.apnsTopic))
         json.key("push_type")
         json.string(self.pushType)
         json.key("priority")
@@ -115,9 +116,9 @@ public struct OutcomeRecord: Sendable, Hashable {
         json.key("http_status")
         json.int(self.httpStatus)
         json.key("reason")
-        json.string(self.reason)
+        json.string(self.reason.map { RecordText.bounded($0) })
         json.key("apns_unique_id")
-        json.string(self.apnsUniqueID)
+        json.string(self.apnsUniqueID.map { RecordText.bounded($0) })
         json.key("attempts")
         json.int(self.attempts)
         json.key("latency_ms")
@@ -160,8 +161,8 @@ public struct InvalidTokenRecord: Sendable, Hashable {
         self.source = source
     }
 
-    /// The record's Kafka key: the device token.
-    public var key: [UInt8] { Array(self.deviceToken.utf8) }
+    /// The record's Kafka key: the device token (bounded like the value's `device_token`).
+    public var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
 
     /// The record's value: UTF-8 JSON.
     public func encoded() -> [UInt8] {
@@ -170,11 +171,11 @@ public struct InvalidTokenRecord: Sendable, Hashable {
         json.key("schema")
         json.string(Self.schema)
         json.key("device_token")
-        json.string(self.deviceToken)
+        json.string(RecordText.bounded(self.deviceToken))
         json.key("apns_topic")
-        json.string(self.apnsTopic)
+        json.string(RecordText.bounded(self.apnsTopic))
         json.key("reason")
-        json.string(self.reason)
+        json.string(RecordText.bounded(self.reason))
         json.key("invalid_since")
         json.string(self.invalidSinceEpochMilliseconds.map { Timestamp.rfc3339(epochMilliseconds: $0) })
         json.key("notification_id")
@@ -197,6 +198,10 @@ public struct DeadLetter: Sendable, Hashable {
         public static let sourceTopic = "pushbridge-source-topic"
         public static let sourcePartition = "pushbridge-source-partition"
         public static let sourceOffset = "pushbridge-source-offset"
+        /// Present only on a dead letter cut to fit a Kafka message: what was cut (`value`, `headers`, `key`).
+        public static let truncated = "pushbridge-truncated"
+        /// Present with ``truncated``: the source value's size in bytes.
+        public static let originalSize = "pushbridge-original-size"
     }
 
     /// A human-readable reason that names the route and the field.
@@ -225,13 +230,73 @@ public struct DeadLetter: Sendable, Hashable {
 
     /// The record's headers: the source headers followed by the `pushbridge-*` headers.
     public var headers: [(String, [UInt8])] {
+        self.sourceHeaders + self.bridgeHeaders
+    }
+
+    /// The error as it goes into `pushbridge-error` and logs: control characters escaped, at most
+    /// ``maximumErrorBytes``. Reasons may quote the event, so they are bounded here, whatever made them.
+    public var boundedError: String {
+        RecordText.bounded(RecordText.escapingControlCharacters(self.error), maxBytes: Self.maximumErrorBytes)
+    }
+
+    /// The longest `pushbridge-error` value, in bytes.
+    public static let maximumErrorBytes = 512
+
+    private var bridgeHeaders: [(String, [UInt8])] {
+        [
+            (Header.error, Array(self.boundedError.utf8)),
+            (Header.route, Array(self.route.utf8)),
+            (Header.sourceTopic, Array(self.source.topic.utf8)),
+            (Header.sourcePartition, Array(String(self.source.partition).utf8)),
+            (Header.sourceOffset, Array(String(self.source.offset).utf8)),
+        ]
+    }
+
+    /// The dead letter as a record of at most `maxBytes` (key, value and headers, with room for Kafka's
+    /// per-record overhead): unchanged when it fits, which is almost always. Otherwise the value is cut,
+    /// then, when key and headers alone do not fit, the source headers are dropped and the key cut too; the
+    /// headers `pushbridge-truncated` (what was cut) and `pushbridge-original-size` (the value's size in
+    /// bytes) say so (SPEC §3).
+    public func record(topic: String, maxBytes: Int) -> OutgoingRecord {
+        let budget = max(0, maxBytes - Self.recordOverheadBytes)
+        let bridgeHeaders = self.bridgeHeaders
+        let valueCount = self.value?.count ?? 0
+        let keyCount = self.key?.count ?? 0
+        let sourceHeaderBytes = Self.size(of: self.sourceHeaders)
+        let fixedBytes = Self.size(of: bridgeHeaders) + Self.truncationHeaderBytes
+        if keyCount + valueCount + sourceHeaderBytes + Self.size(of: bridgeHeaders) <= budget {
+            return OutgoingRecord(topic: topic, key: self.key, value: self.value, headers: self.headers)
+        }
+        var cut = ["value"]
+        var key = self.key
         var headers = self.sourceHeaders
-        headers.append((Header.error, Array(self.error.utf8)))
-        headers.append((Header.route, Array(self.route.utf8)))
-        headers.append((Header.sourceTopic, Array(self.source.topic.utf8)))
-        headers.append((Header.sourcePartition, Array(String(self.source.partition).utf8)))
-        headers.append((Header.sourceOffset, Array(String(self.source.offset).utf8)))
-        return headers
+        if keyCount + sourceHeaderBytes + fixedBytes > budget / 2 {
+            // Key and headers would leave less than half the room for the value: keep the value's start
+            // instead, which is what a reader of the dead letter needs most.
+            headers = []
+            cut.append("headers")
+            if keyCount > Self.truncatedKeyBytes {
+                key = Array(self.key?.prefix(Self.truncatedKeyBytes) ?? [])
+                cut.append("key")
+            }
+        }
+        let room = max(0, budget - (key?.count ?? 0) - Self.size(of: headers) - fixedBytes)
+        let value = self.value.map { Array($0.prefix(room)) }
+        headers += bridgeHeaders
+        headers.append((Header.truncated, Array(cut.joined(separator: ",").utf8)))
+        headers.append((Header.originalSize, Array(String(valueCount).utf8)))
+        return OutgoingRecord(topic: topic, key: key, value: value, headers: headers)
+    }
+
+    /// Room left in a record for Kafka's own framing of one record and its headers.
+    static let recordOverheadBytes = 512
+    /// Room for the two truncation headers.
+    static let truncationHeaderBytes = 96
+    /// How much of a key is kept when it must be cut.
+    static let truncatedKeyBytes = 1024
+
+    private static func size(of headers: [(String, [UInt8])]) -> Int {
+        headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.count + 8 }
     }
 
     public static func == (lhs: DeadLetter, rhs: DeadLetter) -> Bool {
@@ -259,5 +324,47 @@ extension JSONWriter {
         self.key("key")
         self.string(source.keyText)
         self.endObject()
+    }
+}
+
+/// Text from events and servers as it goes into records: bounded, so no input makes a record too large for
+/// Kafka.
+enum RecordText {
+    /// The most bytes of one text field copied from an event or a server answer into a record (device token,
+    /// APNs topic, reason, source key). Valid values are far shorter; a longer one is cut and ends in `…`.
+    static let maximumFieldBytes = 1024
+
+    /// `text`, cut at a character boundary to at most `maxBytes` bytes of UTF-8 (the `…` included) when longer.
+    static func bounded(_ text: String, maxBytes: Int = maximumFieldBytes) -> String {
+        guard text.utf8.count > maxBytes else { return text }
+        let ellipsis = "…"
+        var kept = text.unicodeScalars.startIndex
+        var bytes = 0
+        for index in text.unicodeScalars.indices {
+            let length = UTF8.width(text.unicodeScalars[index])
+            if bytes + length > maxBytes - ellipsis.utf8.count { break }
+            bytes += length
+            kept = text.unicodeScalars.index(after: index)
+        }
+        return String(text.unicodeScalars[..<kept]) + ellipsis
+    }
+
+    /// `text` with control characters (C0, DEL, C1) written as `\u{XX}`, so a header or a log line shows them
+    /// instead of acting on them.
+    static func escapingControlCharacters(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: Self.isControl) else { return text }
+        var escaped = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if Self.isControl(scalar) {
+                escaped.append(contentsOf: "\\u{\(String(scalar.value, radix: 16))}".unicodeScalars)
+            } else {
+                escaped.append(scalar)
+            }
+        }
+        return String(escaped)
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value < 0xA0)
     }
 }

@@ -9,8 +9,8 @@ struct SectionParser {
 
     static let topLevelKeys = ["kafka", "apns", "apps", "routes", "outcomes", "admin", "logging", "shutdown"]
     static let kafkaKeys = [
-        "bootstrap_servers", "group_id", "client_id", "commit_interval", "max_in_flight", "properties",
-        "consumer_properties", "producer_properties",
+        "bootstrap_servers", "group_id", "client_id", "commit_interval", "max_in_flight", "max_in_flight_bytes",
+        "properties", "consumer_properties", "producer_properties",
     ]
     static let apnsKeys = [
         "environment", "endpoint", "ca_file", "auth", "connections", "max_concurrent_streams", "request_timeout",
@@ -20,7 +20,7 @@ struct SectionParser {
         "type", "key_file", "key_id", "team_id", "p12_file", "p12_password", "p12_password_file", "cert_file",
     ]
     static let retryKeys = ["max_attempts", "initial_backoff", "max_backoff"]
-    static let outcomeKeys = ["topic", "invalid_tokens_topic", "dead_letter_topic"]
+    static let outcomeKeys = ["topic", "invalid_tokens_topic", "dead_letter_topic", "publish_stall_timeout"]
 
     func parse(_ document: ConfigValue) -> LoadedConfiguration? {
         guard let root = document.mapping(known: Self.topLevelKeys) else {
@@ -65,18 +65,21 @@ struct SectionParser {
         let clientID = mapping["client_id"].map { $0.nonEmptyString() } ?? "pushbridge"
         let commitInterval = mapping["commit_interval"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(1)
         let maxInFlight = mapping["max_in_flight"].map { $0.integer(in: 1...10_000_000) } ?? 10_000
+        let maxInFlightBytes =
+            mapping["max_in_flight_bytes"].map { $0.byteSize(in: KafkaSettings.maxInFlightBytesRange) }
+            ?? KafkaSettings.defaultMaxInFlightBytes
         let properties = mapping["properties"].map(self.properties) ?? [:]
         let consumer = mapping["consumer_properties"].map(self.properties) ?? [:]
         let producer = mapping["producer_properties"].map(self.properties) ?? [:]
-        guard let servers, let groupID, let clientID, let commitInterval, let maxInFlight, let properties,
-            let consumer, let producer
+        guard let servers, let groupID, let clientID, let commitInterval, let maxInFlight, let maxInFlightBytes,
+            let properties, let consumer, let producer
         else {
             return nil
         }
         return KafkaSettings(
             bootstrapServers: servers.trimmingWhitespace(), groupID: groupID, clientID: clientID,
-            commitInterval: commitInterval, maxInFlightNotifications: maxInFlight, properties: properties,
-            consumerProperties: consumer, producerProperties: producer
+            commitInterval: commitInterval, maxInFlightNotifications: maxInFlight, maxInFlightBytes: maxInFlightBytes,
+            properties: properties, consumerProperties: consumer, producerProperties: producer
         )
     }
 
@@ -301,10 +304,13 @@ struct SectionParser {
         let topic = mapping?["topic"].map { self.topicName($0) } ?? "pushbridge.outcomes"
         let invalid = mapping?["invalid_tokens_topic"].map { self.topicName($0) } ?? "pushbridge.invalid-tokens"
         let dead = mapping?["dead_letter_topic"].map { self.topicName($0) } ?? "pushbridge.dead-letters"
-        guard let topic, let invalid, let dead else {
+        let stall =
+            mapping?["publish_stall_timeout"].map { $0.duration(minimum: .seconds(1)) }
+            ?? OutcomeTopics.defaultPublishStallTimeout
+        guard let topic, let invalid, let dead, let stall else {
             return nil
         }
-        return OutcomeTopics(outcomes: topic, invalidTokens: invalid, deadLetters: dead)
+        return OutcomeTopics(outcomes: topic, invalidTokens: invalid, deadLetters: dead, publishStallTimeout: stall)
     }
 
     /// A Kafka topic name: 1 to 249 of `[A-Za-z0-9._-]`.

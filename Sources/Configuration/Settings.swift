@@ -67,6 +67,9 @@ public struct KafkaSettings: Sendable, Hashable {
     public var commitInterval: Duration
     /// `max_in_flight` (default 10000): notifications in flight across all partitions.
     public var maxInFlightNotifications: Int
+    /// `max_in_flight_bytes` (default 64 MiB): the bytes those hold (their events, payloads and records). One
+    /// event larger than this still goes through, alone.
+    public var maxInFlightBytes: Int
     /// `properties`: passed verbatim to librdkafka for both clients; values stringified.
     public var properties: [String: String]
     /// `consumer_properties`: passed verbatim to the consumer only.
@@ -81,6 +84,7 @@ public struct KafkaSettings: Sendable, Hashable {
         clientID: String = "pushbridge",
         commitInterval: Duration = .seconds(1),
         maxInFlightNotifications: Int = 10_000,
+        maxInFlightBytes: Int = KafkaSettings.defaultMaxInFlightBytes,
         properties: [String: String] = [:],
         consumerProperties: [String: String] = [:],
         producerProperties: [String: String] = [:]
@@ -90,6 +94,7 @@ public struct KafkaSettings: Sendable, Hashable {
         self.clientID = clientID
         self.commitInterval = commitInterval
         self.maxInFlightNotifications = maxInFlightNotifications
+        self.maxInFlightBytes = maxInFlightBytes
         self.properties = properties
         self.consumerProperties = consumerProperties
         self.producerProperties = producerProperties
@@ -97,6 +102,18 @@ public struct KafkaSettings: Sendable, Hashable {
 
     /// The value of `bootstrap_servers` that starts librdkafka's in-process mock cluster.
     public static let embedded = "embedded"
+
+    /// `max_in_flight_bytes` when not given.
+    public static let defaultMaxInFlightBytes = 64 << 20
+    /// What `max_in_flight_bytes` accepts: 1 MiB to 64 GiB.
+    public static let maxInFlightBytesRange = (1 << 20)...(64 << 30)
+
+    /// The largest record the producer sends: librdkafka's `message.max.bytes` as configured for the
+    /// producer (`properties`, then `producer_properties`), else librdkafka's default.
+    public var producerMessageMaxBytes: Int {
+        let configured = self.producerProperties["message.max.bytes"] ?? self.properties["message.max.bytes"]
+        return configured.flatMap { Int($0.trimmingWhitespace()) }.map { max(1000, $0) } ?? 1_000_000
+    }
 
     /// Whether the bridge should start the in-process mock cluster instead of connecting to brokers.
     public var isEmbedded: Bool { self.bootstrapServers == Self.embedded }
@@ -241,16 +258,24 @@ public struct OutcomeTopics: Sendable, Hashable {
     public var invalidTokens: String
     /// `dead_letter_topic` (default `pushbridge.dead-letters`).
     public var deadLetters: String
+    /// `publish_stall_timeout` (default 60s): a record Kafka has not acknowledged for this long, through
+    /// retries, makes `/readyz` answer 503 with the reason.
+    public var publishStallTimeout: Duration
+
+    /// `publish_stall_timeout` when not given.
+    public static let defaultPublishStallTimeout: Duration = .seconds(60)
 
     /// Creates the topic names with the documented defaults.
     public init(
         outcomes: String = "pushbridge.outcomes",
         invalidTokens: String = "pushbridge.invalid-tokens",
-        deadLetters: String = "pushbridge.dead-letters"
+        deadLetters: String = "pushbridge.dead-letters",
+        publishStallTimeout: Duration = OutcomeTopics.defaultPublishStallTimeout
     ) {
         self.outcomes = outcomes
         self.invalidTokens = invalidTokens
         self.deadLetters = deadLetters
+        self.publishStallTimeout = publishStallTimeout
     }
 }
 

@@ -8,8 +8,10 @@ import Synchronization
 /// for them (at most ``KafkaConsumerConfiguration/rebalanceListenerTimeout``), so the rebalance completes only
 /// after they return.
 public protocol KafkaRebalanceListener: Sendable {
-    /// `partitions` were assigned to this member; their messages follow.
-    func partitionsAssigned(_ partitions: [KafkaPartition]) async
+    /// `partitions` were assigned to this member; their messages follow, each carrying `generation` as its
+    /// ``KafkaMessage/assignmentGeneration``. Generations increase with every assignment, so a message of an
+    /// older generation was fetched before the partition was revoked (and perhaps assigned back).
+    func partitionsAssigned(_ partitions: [KafkaPartition], generation: UInt64) async
     /// `partitions` are being taken away. When this returns, the consumer commits the stored offsets
     /// synchronously and releases the partitions, so finish (and store) or abandon their work first.
     func partitionsRevoked(_ partitions: [KafkaPartition]) async
@@ -252,6 +254,10 @@ final class ConsumerContext: Sendable {
     let logger: Logger
     let closeRequested = Atomic<Bool>(false)
     let closed = CloseSignal()
+    /// The generation of each assigned partition's current assignment, and the last one handed out. Written by
+    /// the rebalance callback and read by the poll loop, both on the poll thread, so a message is stamped with
+    /// the assignment it was fetched under.
+    let generations = Mutex<(last: UInt64, byPartition: [KafkaPartition: UInt64])>((0, [:]))
 
     init(
         buffer: BatchBuffer,
@@ -302,8 +308,13 @@ final class ConsumerContext: Sendable {
                 "Partitions assigned",
                 metadata: ["kafka.partitions": "\(partitions.map(\.description).joined(separator: ","))"]
             )
+            let generation = self.generations.withLock { generations in
+                generations.last += 1
+                for partition in partitions { generations.byPartition[partition] = generations.last }
+                return generations.last
+            }
             self.complete(handle, list, assign: true, cooperative: cooperative)
-            self.awaitListener("assign") { await $0.partitionsAssigned(partitions) }
+            self.awaitListener("assign") { await $0.partitionsAssigned(partitions, generation: generation) }
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             let lost = rd_kafka_assignment_lost(handle) != 0
             self.logger.info(
@@ -314,6 +325,9 @@ final class ConsumerContext: Sendable {
                 ]
             )
             self.buffer.discard(Set(partitions))
+            self.generations.withLock { generations in
+                for partition in partitions { generations.byPartition[partition] = nil }
+            }
             self.awaitListener("revoke") { await $0.partitionsRevoked(partitions) }
             if !lost {
                 // Synchronous: the next owner must see every offset stored for these partitions.
@@ -379,7 +393,11 @@ private struct PollLoop: Sendable {
             batch.reserveCapacity(self.maxBatchMessageCount)
             while let message = next {
                 if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                    batch.append(Self.copy(message, topic: topicNames.name(of: message.pointee.rkt)))
+                    var copy = Self.copy(message, topic: topicNames.name(of: message.pointee.rkt))
+                    // Looked up per message: the polls below may serve a rebalance in the middle of a batch.
+                    copy.assignmentGeneration =
+                        self.context.generations.withLock { $0.byPartition[copy.kafkaPartition] } ?? 0
+                    batch.append(copy)
                 } else {
                     failure = self.report(message)
                 }

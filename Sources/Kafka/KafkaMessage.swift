@@ -45,6 +45,11 @@ public struct KafkaMessage: Sendable {
     public var headers: [KafkaHeader]
     /// The message timestamp in milliseconds since the epoch, when the broker reports one.
     public var timestampMilliseconds: Int64?
+    /// The assignment the message was fetched under: the generation
+    /// ``KafkaRebalanceListener/partitionsAssigned(_:generation:)`` announced for its partition. A message
+    /// whose generation is older than its partition's current one was fetched before a revocation and will
+    /// be fetched again from the committed offset.
+    public var assignmentGeneration: UInt64
 
     /// Creates a message (for tests and adapters; consumers receive them from ``KafkaConsumer/batches``).
     public init(
@@ -54,7 +59,8 @@ public struct KafkaMessage: Sendable {
         key: [UInt8]?,
         value: [UInt8]?,
         headers: [KafkaHeader],
-        timestampMilliseconds: Int64?
+        timestampMilliseconds: Int64?,
+        assignmentGeneration: UInt64 = 0
     ) {
         self.topic = topic
         self.partition = partition
@@ -63,6 +69,7 @@ public struct KafkaMessage: Sendable {
         self.value = value
         self.headers = headers
         self.timestampMilliseconds = timestampMilliseconds
+        self.assignmentGeneration = assignmentGeneration
     }
 
     /// The partition the message came from.
@@ -89,9 +96,18 @@ public struct KafkaPartitionLag: Sendable, Hashable {
     public var highWatermark: Int64
     /// The offset of the next message this consumer will fetch; `nil` before it fetched anything.
     public var position: Int64?
+    /// The group's committed offset, when it was asked for and there is one.
+    public var committed: Int64?
 
     /// Messages not yet consumed: `highWatermark - position` (or `- lowWatermark` before the first fetch).
     public var lagMessageCount: Int64 {
         max(0, self.highWatermark - (self.position ?? self.lowWatermark))
+    }
+
+    /// Messages not yet committed: `highWatermark - committed` (or `- lowWatermark` while nothing is
+    /// committed). Unlike ``lagMessageCount`` it counts what was fetched but not finished, so a partition
+    /// stuck on one event shows its lag growing.
+    public var uncommittedMessageCount: Int64 {
+        max(0, self.highWatermark - max(self.committed ?? self.lowWatermark, self.lowWatermark))
     }
 }

@@ -15,12 +15,27 @@ public final class KafkaProducer: Sendable {
 
     /// Creates the producer and starts its delivery-report thread. Throws a ``KafkaError`` naming the
     /// property when librdkafka rejects the configuration.
-    public init(configuration: KafkaProducerConfiguration, logger: Logger) throws(KafkaError) {
+    ///
+    /// - Parameter onFatalError: called once, on a librdkafka thread, when the producer raises a fatal error
+    ///   (the idempotent producer can no longer guarantee order and no duplicates): every later send fails,
+    ///   so the owner should drain and stop.
+    public init(
+        configuration: KafkaProducerConfiguration,
+        logger: Logger,
+        onFatalError: @escaping @Sendable (KafkaError) -> Void = { _ in }
+    ) throws(KafkaError) {
         let context = ProducerContext(logger: logger)
         self.client = try RDKafkaClient.make(
             RD_KAFKA_PRODUCER,
             properties: configuration.librdkafkaProperties,
-            callbacks: RDKafkaCallbacks(logger: logger, delivery: { context.delivered($0) })
+            callbacks: RDKafkaCallbacks(
+                logger: logger,
+                delivery: { context.delivered($0) },
+                fatal: { error in
+                    context.fatal.withLock { $0 = $0 ?? error }
+                    onFatalError(error)
+                }
+            )
         )
         self.context = context
         let client = self.client
@@ -49,6 +64,22 @@ public final class KafkaProducer: Sendable {
     /// Messages sent but not yet delivered or failed.
     public var inFlightMessageCount: Int {
         self.context.inFlightCount
+    }
+
+    /// The fatal error the producer raised, if it did; it cannot send after one.
+    public var fatalError: KafkaError? {
+        self.context.fatal.withLock { $0 }
+    }
+
+    /// Makes librdkafka raise a fatal error as if the broker had caused one (`rd_kafka_test_fatal_error`),
+    /// so tests can check what the owner does then. Never call it in production.
+    public func raiseFatalErrorForTesting(reason: String) throws {
+        try self.client.withHandle { handle in
+            let error = rd_kafka_test_fatal_error(handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                throw KafkaError(error, context: "raising a test fatal error")
+            }
+        }
     }
 
     /// Produces one message and waits for its delivery report. The partition follows from the key unless
@@ -277,6 +308,7 @@ final class ProducerContext: Sendable {
     let pollThreadStopped = DispatchSemaphore(value: 0)
     private let inFlight = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
     let closed = CloseSignal()
+    let fatal = Mutex<KafkaError?>(nil)
 
     init(logger: Logger) {
         self.logger = logger

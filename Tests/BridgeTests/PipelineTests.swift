@@ -83,20 +83,51 @@ struct PipelineTests {
     func pauseStateIsRestoredOnReassignment() {
         // MemorySource keeps pause flags across revocation and reassignment, as librdkafka does.
         let source = MemorySource(events: [])
-        let pauses = PauseControl(source: source)
+        let flow = FlowController(source: source, maxCount: 1, maxBytes: 1 << 20)
         let partition = PartitionID(topic: "in", partition: 0)
-        pauses.assigned([partition])
-        pauses.set(.backpressure, paused: true)
+        flow.assigned([partition])
+        flow.setHalted(true)
         #expect(source.isPaused(partition))
-        pauses.revoked([partition])
-        // Room comes back while nothing is assigned: there is nothing to resume yet.
-        pauses.set(.backpressure, paused: false)
-        pauses.assigned([partition])
+        flow.revoked([partition])
+        // The halt ends while nothing is assigned: there is nothing to resume yet.
+        flow.setHalted(false)
+        flow.assigned([partition])
         #expect(!source.isPaused(partition))
-        pauses.set(.halt, paused: true)
-        pauses.revoked([partition])
-        pauses.assigned([partition])
+        flow.setHalted(true)
+        flow.revoked([partition])
+        flow.assigned([partition])
         #expect(source.isPaused(partition))
+    }
+
+    @Test("events of a batch fetched before a revocation are dropped when the partition comes back, and the re-fetched ones are processed")
+    func staleBatchAfterReassignment() async throws {
+        // The consume loop waits for room (max_in_flight 1) in the middle of a batch while its partition is
+        // revoked and assigned back; librdkafka then delivers the partition again from the committed offset.
+        let partition = PartitionID(topic: "in", partition: 0)
+        let first = (0..<3).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
+        let again = (0..<3).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#, generation: 2) }
+        let release = Flag()
+        var configuration = PipelineConfiguration(maxInFlight: 1)
+        configuration.drainTimeout = .milliseconds(100)
+        let harness = Harness(events: first, configuration: configuration) { _ in
+            while !release.isSet { try? await Task.sleep(for: .milliseconds(2)) }
+            return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+        }
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.pipeline.inFlight == 1 }
+        try await Task.sleep(for: .milliseconds(20))
+        let listener = try #require(harness.source.listener)
+        await listener.partitionsRevoked([partition])
+        await listener.partitionsAssigned([partition], generation: 2)
+        harness.source.deliver(again)
+        release.set()
+        try await waitUntil { harness.source.committed[partition] == 3 && harness.pipeline.inFlight == 0 }
+        let delivered = harness.sink.values(topic: "pushbridge.outcomes").compactMap { $0["device_token"] as? String }
+        // Offset 0 was sent under the first assignment, and offset 1 once room came back: both are sent again
+        // (at-least-once); offset 2 of the stale batch never is.
+        #expect(delivered.sorted() == ["aa00", "aa00", "aa01", "aa01", "aa02"])
+        harness.source.finish()
+        try await run.value
     }
 
     @Test("retryable answers are retried, then the outcome is failed after max attempts")
@@ -209,11 +240,13 @@ struct PipelineTests {
 // MARK: In-memory parts
 
 private enum TestEvent {
-    static func json(offset: Int64, _ text: String) -> SourceEvent { raw(offset: offset, text) }
-    static func raw(offset: Int64, _ text: String) -> SourceEvent {
+    static func json(offset: Int64, _ text: String, generation: UInt64 = 1) -> SourceEvent {
+        raw(offset: offset, text, generation: generation)
+    }
+    static func raw(offset: Int64, _ text: String, generation: UInt64 = 1) -> SourceEvent {
         SourceEvent(
             source: SourceCoordinates(topic: "in", partition: 0, offset: offset, key: Array("k\(offset)".utf8)),
-            value: Array(text.utf8), headers: [], timestampMilliseconds: nil
+            value: Array(text.utf8), headers: [], timestampMilliseconds: nil, assignmentGeneration: generation
         )
     }
 }
@@ -224,6 +257,7 @@ private final class MemorySource: EventSource {
         var paused: Set<PartitionID> = []
         var closed = false
         var continuation: AsyncThrowingStream<[SourceEvent], any Error>.Continuation?
+        var listener: (any RebalanceListener)?
     }
     private let events: [SourceEvent]
     private let state = Mutex(State())
@@ -231,10 +265,13 @@ private final class MemorySource: EventSource {
     init(events: [SourceEvent]) { self.events = events }
 
     func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
-        await listener.partitionsAssigned([PartitionID(topic: "in", partition: 0)])
+        await listener.partitionsAssigned([PartitionID(topic: "in", partition: 0)], generation: 1)
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: [SourceEvent].self)
         continuation.yield(self.events)
-        self.state.withLock { $0.continuation = continuation }
+        self.state.withLock {
+            $0.continuation = continuation
+            $0.listener = listener
+        }
         return stream
     }
     func markFinished(_ partition: PartitionID, nextOffset: Int64) {
@@ -244,6 +281,9 @@ private final class MemorySource: EventSource {
     func resume(_ partitions: [PartitionID]) { self.state.withLock { $0.paused.subtract(partitions) } }
     func close() async { self.state.withLock { $0.closed = true } }
     func finish() { self.state.withLock { $0.continuation }?.finish() }
+    /// Delivers another batch, as after a rebalance.
+    func deliver(_ events: [SourceEvent]) { self.state.withLock { $0.continuation }?.yield(events) }
+    var listener: (any RebalanceListener)? { self.state.withLock { $0.listener } }
 
     var committed: [PartitionID: Int64] { self.state.withLock { $0.committed } }
     var closed: Bool { self.state.withLock { $0.closed } }

@@ -207,7 +207,7 @@ final class RebalanceRecorder: KafkaRebalanceListener {
     /// Every partition ever revoked.
     let revoked = Observed<[KafkaPartition]>([])
 
-    func partitionsAssigned(_ partitions: [KafkaPartition]) async {
+    func partitionsAssigned(_ partitions: [KafkaPartition], generation: UInt64) async {
         self.assigned.update { $0.formUnion(partitions) }
     }
 

@@ -11,14 +11,18 @@ final class RDKafkaCallbacks: Sendable {
         ) -> Void
     typealias Delivery = @Sendable (UnsafePointer<rd_kafka_message_t>) -> Void
 
+    typealias Fatal = @Sendable (KafkaError) -> Void
+
     let logger: Logger
     let rebalance: Rebalance?
     let delivery: Delivery?
+    let fatal: Fatal?
 
-    init(logger: Logger, rebalance: Rebalance? = nil, delivery: Delivery? = nil) {
+    init(logger: Logger, rebalance: Rebalance? = nil, delivery: Delivery? = nil, fatal: Fatal? = nil) {
         self.logger = logger
         self.rebalance = rebalance
         self.delivery = delivery
+        self.fatal = fatal
     }
 
     /// Installs the callbacks on `conf`, with `self` as the opaque pointer (unretained: the client retains it).
@@ -72,7 +76,18 @@ private func errorCallback(
     guard let opaque else {
         return
     }
-    RDKafkaCallbacks.from(opaque).logger.warning(
+    let callbacks = RDKafkaCallbacks.from(opaque)
+    if code == RD_KAFKA_RESP_ERR__FATAL.rawValue, let handle {
+        // The client is unusable from now on (e.g. the idempotent producer lost its sequence guarantees):
+        // read the underlying error and tell the owner, which stops the process.
+        var text = [CChar](repeating: 0, count: 512)
+        let underlying = rd_kafka_fatal_error(handle, &text, text.count)
+        let error = KafkaError(code: KafkaError.Code(underlying), message: String(cText: text), isFatal: true)
+        callbacks.logger.critical("Kafka client fatal error", metadata: ["kafka.error": "\(error)"])
+        callbacks.fatal?(error)
+        return
+    }
+    callbacks.logger.warning(
         "Kafka client error",
         metadata: [
             "kafka.error": "\(KafkaError.Code(rawValue: code).name)",

@@ -1,0 +1,121 @@
+/// Whether fetching runs, decided from levels (SPEC §4 backpressure, halt, shutdown): work in flight against
+/// `kafka.max_in_flight` and `kafka.max_in_flight_bytes`, the halt, the shutdown, and the assigned
+/// partitions. A value without I/O: every call returns the ``Effect`` to apply to the source, so the
+/// interleavings of acquires, releases, halts and rebalances are tested as plain values.
+///
+/// The rule is level-triggered: after every call, the assigned partitions are paused exactly when the line is
+/// full, halted or shutting down. ``FlowController`` applies each effect inside the same lock that decided it,
+/// so a pause and a resume decided on two threads reach the source in the order they were decided.
+struct FlowControl: Sendable, Hashable {
+    /// The bounds: pieces of work (notifications and dead letters) and the bytes they hold.
+    struct Levels: Sendable, Hashable {
+        var count: Int
+        var bytes: Int
+    }
+
+    /// What the source must be told.
+    enum Effect: Sendable, Hashable {
+        case none
+        case pause([PartitionID])
+        case resume([PartitionID])
+    }
+
+    /// The most in flight at once. One piece larger than `limits.bytes` still goes through when nothing else
+    /// is in flight, so an oversized event cannot stop the line.
+    let limits: Levels
+    /// After being full, fetching resumes once in flight falls to these levels (three quarters of the limits),
+    /// so a line at its bound does not pause and resume on every acknowledgement.
+    let resumeLevels: Levels
+
+    private(set) var inFlight = Levels(count: 0, bytes: 0)
+    /// Set when work had to wait for room; cleared when in flight falls to ``resumeLevels``.
+    private(set) var full = false
+    private(set) var halted = false
+    private(set) var shuttingDown = false
+    private(set) var assigned: Set<PartitionID> = []
+    /// Whether the assigned partitions are paused now (what the source was last told).
+    private(set) var paused = false
+
+    init(maxCount: Int, maxBytes: Int) {
+        let count = max(1, maxCount)
+        let bytes = max(1, maxBytes)
+        self.limits = Levels(count: count, bytes: bytes)
+        self.resumeLevels = Levels(count: max(1, count * 3 / 4), bytes: max(1, bytes / 4 * 3))
+    }
+
+    /// Whether fetching must be paused now.
+    var shouldPause: Bool { self.full || self.halted || self.shuttingDown }
+
+    /// Whether a piece holding `bytes` fits now.
+    func fits(bytes: Int) -> Bool {
+        if self.inFlight.count == 0 { return true }
+        return self.inFlight.count < self.limits.count && bytes <= self.limits.bytes - self.inFlight.bytes
+    }
+
+    /// Takes room for a piece holding `bytes` when it fits and nobody waits before it (`queued`); otherwise
+    /// marks the line full. Returns whether room was taken.
+    mutating func acquire(bytes: Int, queued: Bool) -> (acquired: Bool, effect: Effect) {
+        if !queued && self.fits(bytes: bytes) {
+            self.take(bytes: bytes)
+            return (true, .none)
+        }
+        self.full = true
+        return (false, self.sync())
+    }
+
+    /// Takes room for a waiting piece that ``fits(bytes:)``.
+    mutating func take(bytes: Int) {
+        self.inFlight.count += 1
+        self.inFlight.bytes += max(0, bytes)
+    }
+
+    /// Returns a piece's room; ``settle(waiting:)`` follows once waiters that fit were handed room.
+    mutating func release(bytes: Int) {
+        self.inFlight.count = max(0, self.inFlight.count - 1)
+        self.inFlight.bytes = max(0, self.inFlight.bytes - max(0, bytes))
+    }
+
+    /// After releases (and hand-overs to waiters): clears `full` once in flight is down to the resume levels
+    /// and nobody waits, and says what the source must be told.
+    mutating func settle(waiting: Bool) -> Effect {
+        if self.full && !waiting && self.inFlight.count <= self.resumeLevels.count
+            && self.inFlight.bytes <= self.resumeLevels.bytes
+        {
+            self.full = false
+        }
+        return self.sync()
+    }
+
+    mutating func setHalted(_ halted: Bool) -> Effect {
+        self.halted = halted
+        return self.sync()
+    }
+
+    mutating func beginShutdown() -> Effect {
+        self.shuttingDown = true
+        return self.sync()
+    }
+
+    /// New partitions are told the current state: librdkafka keeps a partition's pause flag across revocation
+    /// and reassignment, so one paused when it was revoked would otherwise come back paused for good.
+    mutating func assign(_ partitions: [PartitionID]) -> Effect {
+        self.assigned.formUnion(partitions)
+        _ = self.sync()
+        guard !partitions.isEmpty else { return .none }
+        return self.paused ? .pause(partitions) : .resume(partitions)
+    }
+
+    mutating func revoke(_ partitions: [PartitionID]) {
+        self.assigned.subtract(partitions)
+    }
+
+    /// Brings ``paused`` to ``shouldPause``; the effect tells the assigned partitions when it changed.
+    private mutating func sync() -> Effect {
+        let pause = self.shouldPause
+        guard pause != self.paused else { return .none }
+        self.paused = pause
+        guard !self.assigned.isEmpty else { return .none }
+        let partitions = self.assigned.sorted { ($0.topic, $0.partition) < ($1.topic, $1.partition) }
+        return pause ? .pause(partitions) : .resume(partitions)
+    }
+}

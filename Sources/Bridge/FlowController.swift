@@ -1,0 +1,153 @@
+import DequeModule
+import Synchronization
+
+/// Applies ``FlowControl`` to a source: hands out room for pieces of work (``acquire(bytes:)`` suspends while
+/// the line is full, so the consumer stops taking events instead of buffering them), and pauses or resumes
+/// fetching as the levels change.
+///
+/// Every decision and its effect on the source happen under one lock. Callers run on different threads (the
+/// consuming task acquires, the producer's delivery reports release, a sender halts the line), and an effect
+/// applied after unlocking could reach the source after a later, opposite one: partitions would stay paused
+/// with no reason left to resume them. Pausing and resuming only flag partitions in librdkafka, so the lock is
+/// held briefly.
+final class FlowController: Sendable {
+    private struct Waiter {
+        var bytes: Int
+        var continuation: CheckedContinuation<Void, Never>
+    }
+
+    private struct State {
+        var flow: FlowControl
+        var waiters: Deque<Waiter> = []
+        var emptyWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state: Mutex<State>
+    private let source: any EventSource
+    private let onChange: @Sendable (FlowControl.Levels) -> Void
+
+    /// - Parameters:
+    ///   - maxCount: `kafka.max_in_flight`.
+    ///   - maxBytes: `kafka.max_in_flight_bytes`.
+    ///   - onChange: hears the new in-flight levels (the `pushbridge_in_flight` gauges), inside the lock.
+    init(
+        source: any EventSource,
+        maxCount: Int,
+        maxBytes: Int,
+        onChange: @escaping @Sendable (FlowControl.Levels) -> Void = { _ in }
+    ) {
+        self.source = source
+        self.state = Mutex(State(flow: FlowControl(maxCount: maxCount, maxBytes: maxBytes)))
+        self.onChange = onChange
+    }
+
+    /// The work in flight now.
+    var inFlight: FlowControl.Levels { self.state.withLock { $0.flow.inFlight } }
+
+    /// The levels and pause state now, for tests.
+    var flow: FlowControl { self.state.withLock { $0.flow } }
+
+    /// Takes room for a piece holding `bytes`, waiting while the line is full. Room is handed out in FIFO order.
+    func acquire(bytes: Int) async {
+        let acquired = self.state.withLock { state in
+            let (acquired, effect) = state.flow.acquire(bytes: bytes, queued: !state.waiters.isEmpty)
+            self.apply(effect)
+            if acquired { self.onChange(state.flow.inFlight) }
+            return acquired
+        }
+        if acquired { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted = self.state.withLock { state in
+                // Room may have come back between the two locks.
+                if state.waiters.isEmpty && state.flow.fits(bytes: bytes) {
+                    state.flow.take(bytes: bytes)
+                    self.onChange(state.flow.inFlight)
+                    return true
+                }
+                state.waiters.append(Waiter(bytes: bytes, continuation: continuation))
+                return false
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    /// Returns a piece's room; hands it on to the oldest waiters that fit.
+    func release(bytes: Int) {
+        let (woken, drained) = self.state.withLock { state in
+            state.flow.release(bytes: bytes)
+            var woken: [CheckedContinuation<Void, Never>] = []
+            while let first = state.waiters.first, state.flow.fits(bytes: first.bytes) {
+                state.waiters.removeFirst()
+                state.flow.take(bytes: first.bytes)
+                woken.append(first.continuation)
+            }
+            self.apply(state.flow.settle(waiting: !state.waiters.isEmpty))
+            self.onChange(state.flow.inFlight)
+            var drained: [CheckedContinuation<Void, Never>] = []
+            if state.flow.inFlight.count == 0 {
+                swap(&drained, &state.emptyWaiters)
+            }
+            return (woken, drained)
+        }
+        for continuation in woken { continuation.resume() }
+        for continuation in drained { continuation.resume() }
+    }
+
+    /// The line halted (`true`) or resumed.
+    func setHalted(_ halted: Bool) {
+        self.state.withLock { state in self.apply(state.flow.setHalted(halted)) }
+    }
+
+    /// Shutdown began: fetching stops for good.
+    func beginShutdown() {
+        self.state.withLock { state in self.apply(state.flow.beginShutdown()) }
+    }
+
+    func assigned(_ partitions: [PartitionID]) {
+        self.state.withLock { state in self.apply(state.flow.assign(partitions)) }
+    }
+
+    func revoked(_ partitions: [PartitionID]) {
+        self.state.withLock { state in state.flow.revoke(partitions) }
+    }
+
+    /// Waits until nothing is in flight, or `timeout` passes. Returns `true` when drained.
+    func waitUntilEmpty(timeout: Duration) async -> Bool {
+        if self.inFlight.count == 0 { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let done: Bool = self.state.withLock { state in
+                        if state.flow.inFlight.count == 0 { return true }
+                        state.emptyWaiters.append(continuation)
+                        return false
+                    }
+                    if done { continuation.resume() }
+                }
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            if !first {
+                // Timed out: wake the emptiness waiter so the group can finish.
+                var waiters: [CheckedContinuation<Void, Never>] = []
+                self.state.withLock { swap(&waiters, &$0.emptyWaiters) }
+                for waiter in waiters { waiter.resume() }
+            }
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Called inside the lock.
+    private func apply(_ effect: FlowControl.Effect) {
+        switch effect {
+        case .none: break
+        case .pause(let partitions): self.source.pause(partitions)
+        case .resume(let partitions): self.source.resume(partitions)
+        }
+    }
+}

@@ -1,0 +1,211 @@
+@testable import Bridge
+import Synchronization
+import Testing
+
+@Suite("Flow control")
+struct FlowControlTests {
+    private let p0 = PartitionID(topic: "in", partition: 0)
+    private let p1 = PartitionID(topic: "in", partition: 1)
+
+    @Test("full at the count limit pauses; in flight down to three quarters resumes")
+    func countLimit() {
+        var flow = FlowControl(maxCount: 4, maxBytes: 1 << 20)
+        #expect(flow.assign([self.p0]) == .resume([self.p0]))
+        for _ in 0..<4 { #expect(flow.acquire(bytes: 10, queued: false) == (true, .none)) }
+        let refused = flow.acquire(bytes: 10, queued: false)
+        #expect(!refused.acquired)
+        #expect(refused.effect == .pause([self.p0]))
+        flow.release(bytes: 10)
+        #expect(flow.settle(waiting: false) == .resume([self.p0]))
+        #expect(flow.inFlight == FlowControl.Levels(count: 3, bytes: 30))
+    }
+
+    @Test("bytes bound: a piece waits while its bytes do not fit, but one piece alone always goes through")
+    func byteLimit() {
+        var flow = FlowControl(maxCount: 100, maxBytes: 1000)
+        #expect(flow.acquire(bytes: 600, queued: false).acquired)
+        #expect(!flow.acquire(bytes: 600, queued: false).acquired)
+        #expect(flow.full)
+        flow.release(bytes: 600)
+        _ = flow.settle(waiting: true)
+        #expect(flow.full, "still full while a piece waits")
+        #expect(flow.fits(bytes: 5000), "nothing in flight: an oversized piece goes through alone")
+        flow.take(bytes: 5000)
+        #expect(!flow.fits(bytes: 1))
+        flow.release(bytes: 5000)
+        #expect(flow.settle(waiting: false) == .none, "nothing assigned: nothing to tell")
+        #expect(!flow.full)
+    }
+
+    @Test("room during a halt does not resume; the resume after the halt does")
+    func haltOverridesRoom() {
+        var flow = FlowControl(maxCount: 1, maxBytes: 1 << 20)
+        _ = flow.assign([self.p0])
+        _ = flow.acquire(bytes: 1, queued: false)
+        #expect(flow.acquire(bytes: 1, queued: false).effect == .pause([self.p0]))
+        #expect(flow.setHalted(true) == .none)
+        flow.release(bytes: 1)
+        #expect(flow.settle(waiting: false) == .none)
+        #expect(flow.paused)
+        #expect(flow.setHalted(false) == .resume([self.p0]))
+        #expect(flow.beginShutdown() == .pause([self.p0]))
+        #expect(flow.setHalted(false) == .none, "shutting down: stays paused")
+    }
+
+    @Test("a partition assigned while paused is paused; assigned while running is resumed")
+    func assignmentFollowsTheLevel() {
+        var flow = FlowControl(maxCount: 10, maxBytes: 1 << 20)
+        _ = flow.assign([self.p0])
+        #expect(flow.setHalted(true) == .pause([self.p0]))
+        flow.revoke([self.p0])
+        #expect(flow.assign([self.p1]) == .pause([self.p1]))
+        #expect(flow.setHalted(false) == .resume([self.p1]))
+        #expect(flow.assign([self.p0]) == .resume([self.p0]))
+    }
+
+    /// A source that keeps each partition's pause flag across revocation and reassignment, as librdkafka does.
+    private struct FlagSource {
+        var paused: [PartitionID: Bool] = [:]
+        mutating func apply(_ effect: FlowControl.Effect) {
+            switch effect {
+            case .none: break
+            case .pause(let partitions): for partition in partitions { self.paused[partition] = true }
+            case .resume(let partitions): for partition in partitions { self.paused[partition] = false }
+            }
+        }
+    }
+
+    private enum Step: CaseIterable {
+        case acquire, release, halt, unhalt, revokeP1, assignP1, shutdown
+    }
+
+    @Test("in every order of acquires, releases, halts, rebalances and shutdown, assigned partitions are paused exactly when the levels say so")
+    func everyInterleaving() {
+        var checked = 0
+        for order in permutations(Step.allCases) {
+            // Each step twice, so a step can meet the state its opposite left.
+            for steps in [order, order + order.reversed()] {
+                var flow = FlowControl(maxCount: 1, maxBytes: 1 << 20)
+                var source = FlagSource()
+                var held = 0
+                var queued = 0
+                source.apply(flow.assign([self.p0, self.p1]))
+                for step in steps {
+                    switch step {
+                    case .acquire:
+                        let (acquired, effect) = flow.acquire(bytes: 1, queued: queued > 0)
+                        source.apply(effect)
+                        if acquired { held += 1 } else { queued += 1 }
+                    case .release:
+                        guard held > 0 else { continue }
+                        flow.release(bytes: 1)
+                        held -= 1
+                        if queued > 0, flow.fits(bytes: 1) {
+                            flow.take(bytes: 1)
+                            queued -= 1
+                            held += 1
+                        }
+                        source.apply(flow.settle(waiting: queued > 0))
+                    case .halt: source.apply(flow.setHalted(true))
+                    case .unhalt: source.apply(flow.setHalted(false))
+                    case .revokeP1: flow.revoke([self.p1])
+                    case .assignP1: source.apply(flow.assign([self.p1]))
+                    case .shutdown: source.apply(flow.beginShutdown())
+                    }
+                    #expect(flow.paused == flow.shouldPause)
+                    for partition in flow.assigned {
+                        #expect(source.paused[partition] == flow.shouldPause, "\(steps) at \(step)")
+                    }
+                    #expect(flow.inFlight.count == held)
+                }
+                checked += 1
+            }
+        }
+        #expect(checked == 2 * 5040)
+    }
+
+    @Test("a pause and a resume decided on two threads reach the source in the order decided")
+    func concurrentHaltAndRoom() async {
+        let source = RecordingSource()
+        let controller = FlowController(source: source, maxCount: 2, maxBytes: 1 << 20)
+        controller.assigned([self.p0])
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for _ in 0..<2000 {
+                    await controller.acquire(bytes: 1)
+                    controller.release(bytes: 1)
+                }
+            }
+            group.addTask {
+                for index in 0..<2000 { controller.setHalted(index % 2 == 0) }
+                controller.setHalted(false)
+            }
+        }
+        #expect(controller.inFlight.count == 0)
+        #expect(!controller.flow.shouldPause)
+        #expect(source.isPaused(self.p0) == false)
+    }
+
+    @Test("never hands out more room than the limit, and every waiter gets room in the end")
+    func boundsPermits() async {
+        let controller = FlowController(source: RecordingSource(), maxCount: 8, maxBytes: 1 << 20)
+        let counts = Counts()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<200 {
+                group.addTask {
+                    await controller.acquire(bytes: 100)
+                    counts.enter()
+                    await Task.yield()
+                    counts.leave()
+                    controller.release(bytes: 100)
+                }
+            }
+        }
+        #expect(counts.highest <= 8)
+        #expect(counts.highest >= 1)
+        #expect(controller.inFlight == FlowControl.Levels(count: 0, bytes: 0))
+    }
+
+    @Test("waitUntilEmpty returns true once drained and false on timeout")
+    func waitUntilEmpty() async {
+        let controller = FlowController(source: RecordingSource(), maxCount: 2, maxBytes: 1 << 20)
+        await controller.acquire(bytes: 1)
+        let timedOut = await controller.waitUntilEmpty(timeout: .milliseconds(50))
+        #expect(!timedOut)
+        let drained = Task { await controller.waitUntilEmpty(timeout: .seconds(10)) }
+        try? await Task.sleep(for: .milliseconds(20))
+        controller.release(bytes: 1)
+        #expect(await drained.value)
+    }
+}
+
+/// All orders of `elements`.
+private func permutations<Element>(_ elements: [Element]) -> [[Element]] {
+    guard elements.count > 1 else { return [elements] }
+    return elements.indices.flatMap { index in
+        var rest = elements
+        let first = rest.remove(at: index)
+        return permutations(rest).map { [first] + $0 }
+    }
+}
+
+/// A source that only records pause flags.
+private final class RecordingSource: EventSource {
+    private let paused = Mutex<[PartitionID: Bool]>([:])
+    func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
+        AsyncThrowingStream { $0.finish() }
+    }
+    func markFinished(_ partition: PartitionID, nextOffset: Int64) {}
+    func pause(_ partitions: [PartitionID]) { self.paused.withLock { for p in partitions { $0[p] = true } } }
+    func resume(_ partitions: [PartitionID]) { self.paused.withLock { for p in partitions { $0[p] = false } } }
+    func close() async {}
+    func isPaused(_ partition: PartitionID) -> Bool? { self.paused.withLock { $0[partition] } }
+}
+
+/// How many tasks are inside a section at once, and the most ever seen.
+private final class Counts: Sendable {
+    private let state = Mutex((current: 0, highest: 0))
+    func enter() { self.state.withLock { $0.current += 1; $0.highest = max($0.highest, $0.current) } }
+    func leave() { self.state.withLock { $0.current -= 1 } }
+    var highest: Int { self.state.withLock { $0.highest } }
+}
