@@ -267,7 +267,7 @@ public struct DeadLetter: Sendable, Hashable {
         if keyCount + valueCount + sourceHeaderBytes + Self.size(of: bridgeHeaders) <= budget {
             return OutgoingRecord(topic: topic, key: self.key, value: self.value, headers: self.headers)
         }
-        var cut = ["value"]
+        var cut: [String] = []
         var key = self.key
         var headers = self.sourceHeaders
         if keyCount + sourceHeaderBytes + fixedBytes > budget / 2 {
@@ -282,6 +282,7 @@ public struct DeadLetter: Sendable, Hashable {
         }
         let room = max(0, budget - (key?.count ?? 0) - Self.size(of: headers) - fixedBytes)
         let value = self.value.map { Array($0.prefix(room)) }
+        if valueCount > room { cut.insert("value", at: 0) }
         headers += bridgeHeaders
         headers.append((Header.truncated, Array(cut.joined(separator: ",").utf8)))
         headers.append((Header.originalSize, Array(String(valueCount).utf8)))

@@ -39,6 +39,10 @@ public struct KafkaConsumerConfiguration: Sendable {
 
     /// The most messages in one batch of ``KafkaConsumer/batches``.
     public var maxBatchMessageCount: Int = 1000
+    /// The most bytes (keys, values and headers) in one batch: a batch ends at the message that reaches it, so
+    /// the buffer holds at most ``bufferedBatchCount`` times this plus one message each, whatever the
+    /// messages' size.
+    public var maxBatchBytes: Int = 4 << 20
     /// How many batches wait in memory for the reader before polling stops (the bounded buffer).
     public var bufferedBatchCount: Int = 4
     /// How long one poll waits for the first message of a batch.

@@ -72,6 +72,7 @@ public final class KafkaConsumer: Sendable {
             client: client,
             context: context,
             maxBatchMessageCount: max(1, configuration.maxBatchMessageCount),
+            maxBatchBytes: max(1, configuration.maxBatchBytes),
             pollTimeoutMilliseconds: configuration.pollTimeout.milliseconds
         )
         let thread = Thread { loop.run() }
@@ -376,6 +377,7 @@ private struct PollLoop: Sendable {
     let client: RDKafkaClient
     let context: ConsumerContext
     let maxBatchMessageCount: Int
+    let maxBatchBytes: Int
     let pollTimeoutMilliseconds: Int32
 
     func run() {
@@ -391,18 +393,20 @@ private struct PollLoop: Sendable {
             }
             var batch: [KafkaMessage] = []
             batch.reserveCapacity(self.maxBatchMessageCount)
+            var batchBytes = 0
             while let message = next {
                 if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
                     var copy = Self.copy(message, topic: topicNames.name(of: message.pointee.rkt))
                     // Looked up per message: the polls below may serve a rebalance in the middle of a batch.
                     copy.assignmentGeneration =
                         self.context.generations.withLock { $0.byPartition[copy.kafkaPartition] } ?? 0
+                    batchBytes += copy.byteCount
                     batch.append(copy)
                 } else {
                     failure = self.report(message)
                 }
                 rd_kafka_message_destroy(message)
-                if failure != nil || batch.count >= self.maxBatchMessageCount {
+                if failure != nil || batch.count >= self.maxBatchMessageCount || batchBytes >= self.maxBatchBytes {
                     break
                 }
                 next = rd_kafka_consumer_poll(handle, 0)

@@ -72,6 +72,15 @@ public struct KafkaMessage: Sendable {
         self.assignmentGeneration = assignmentGeneration
     }
 
+    /// The bytes the message holds: key, value and headers.
+    public var byteCount: Int {
+        var count = (self.key?.count ?? 0) + (self.value?.count ?? 0)
+        for header in self.headers {
+            count += header.name.utf8.count + (header.value?.count ?? 0)
+        }
+        return count
+    }
+
     /// The partition the message came from.
     public var kafkaPartition: KafkaPartition {
         KafkaPartition(topic: self.topic, partition: self.partition)

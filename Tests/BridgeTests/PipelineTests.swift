@@ -200,6 +200,79 @@ struct PipelineTests {
         try await run.value
     }
 
+    @Test("a dead letter the broker refuses as too large is cut down until it fits, and its offset is committed")
+    func oversizedDeadLetterIsRefitted() async throws {
+        let big = String(repeating: "x", count: 200_000)
+        var configuration = PipelineConfiguration()
+        configuration.publishBackoff = Backoff(initial: .milliseconds(1), maximum: .milliseconds(2))
+        let harness = Harness(events: [TestEvent.raw(offset: 0, big)], configuration: configuration) { _ in
+            .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+        }
+        harness.sink.refuseRecords(largerThan: 30_000)
+        try await harness.runToEnd()
+        let letters = harness.sink.records(topic: "pushbridge.dead-letters")
+        let letter = try #require(letters.first)
+        #expect(letters.count == 1)
+        #expect((letter.value?.count ?? 0) <= 30_000)
+        #expect(letter.value.map { Array(big.utf8.prefix($0.count)) == $0 } == true)
+        let headers = Dictionary(letter.headers.map { ($0.0, String(decoding: $0.1, as: UTF8.self)) }) { a, _ in a }
+        #expect(headers["pushbridge-truncated"] == "value")
+        #expect(headers["pushbridge-original-size"] == "200000")
+        #expect(harness.sink.failures >= 1)
+        #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == 1)
+    }
+
+    @Test("a record Kafka keeps failing makes the bridge not ready after the stall timeout, and ready once published")
+    func publishStallIsNotReady() async throws {
+        var configuration = PipelineConfiguration()
+        configuration.publishBackoff = Backoff(initial: .milliseconds(5), maximum: .milliseconds(10))
+        configuration.publishStallTimeout = .milliseconds(100)
+        let harness = Harness(events: [TestEvent.json(offset: 0, #"{"tokens":["aa00"]}"#)], configuration: configuration) { _ in
+            .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+        }
+        harness.sink.failNext(1_000_000)
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.pipeline.unpublished.count == 1 }
+        #expect(harness.pipeline.readiness == .ready, "a short failure is not a stall")
+        try await waitUntil { !harness.pipeline.readiness.isReady }
+        let reason = try #require(harness.pipeline.readiness.reason)
+        #expect(reason.contains("not published"))
+        #expect(reason.contains("Message timed out"))
+        harness.sink.failNext(0)
+        try await waitUntil { harness.source.committed[PartitionID(topic: "in", partition: 0)] == 1 }
+        #expect(harness.pipeline.readiness == .ready)
+        #expect(harness.pipeline.unpublished.count == 0)
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test("bytes in flight stay within max_in_flight_bytes, except for one oversized event alone")
+    func byteBound() async throws {
+        let payload = String(repeating: "y", count: 60_000)
+        let events = (0..<12).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"],"pad":"\#(payload)"}"#) }
+        var configuration = PipelineConfiguration()
+        configuration.maxInFlightBytes = 200_000
+        let highest = Concurrency()
+        let harness = Harness(events: events, configuration: configuration) { _ in
+            highest.enter()
+            try? await Task.sleep(for: .milliseconds(5))
+            highest.leave()
+            return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+        }
+        let peak = PeakBytes()
+        let run = Task { try await harness.runToEnd() }
+        while !run.isCancelled {
+            peak.observe(harness.pipeline.inFlightBytes)
+            if harness.source.committed[PartitionID(topic: "in", partition: 0)] == 12 { break }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        try await run.value
+        #expect(peak.highest <= 200_000)
+        #expect(peak.highest > 0)
+        #expect(highest.highest <= 3, "each event holds about 61 KB: at most three fit in 200 KB")
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 12)
+    }
+
     @Test("in-flight never exceeds max_in_flight")
     func backpressure() async throws {
         let concurrency = Concurrency()
@@ -298,12 +371,21 @@ private final class MemorySink: RecordSink {
         var flushed = false
         var failuresLeft = 0
         var failures = 0
+        var maxRecordBytes = Int.max
     }
     private let state = Mutex(State())
 
     /// Records a record and acknowledges it at once, unless acknowledgements for its key are held, or fails
     /// it (as a broker that did not take it) while failures are due.
     func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
+        let size = (record.key?.count ?? 0) + (record.value?.count ?? 0)
+            + record.headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.count }
+        if size > self.state.withLock({ $0.maxRecordBytes }) {
+            // As a broker whose topic takes smaller messages than the producer sends.
+            self.state.withLock { $0.failures += 1 }
+            Thread.detachNewThread { acknowledged(RecordTooLargeError(detail: "Broker: Message size too large")) }
+            return
+        }
         let failed = self.state.withLock { state -> Bool in
             guard state.failuresLeft > 0 else { return false }
             state.failuresLeft -= 1
@@ -326,6 +408,9 @@ private final class MemorySink: RecordSink {
         if !held { acknowledged(nil) }
     }
     func flush(timeout: Duration) async throws { self.state.withLock { $0.flushed = true } }
+
+    /// Fails records larger than `bytes` as too large.
+    func refuseRecords(largerThan bytes: Int) { self.state.withLock { $0.maxRecordBytes = bytes } }
 
     /// Fails the next `count` publishes.
     func failNext(_ count: Int) { self.state.withLock { $0.failuresLeft = count } }
@@ -392,6 +477,12 @@ private final class Flag: Sendable {
     private let value = Mutex(false)
     func set() { self.value.withLock { $0 = true } }
     var isSet: Bool { self.value.withLock { $0 } }
+}
+
+private final class PeakBytes: Sendable {
+    private let value = Mutex(0)
+    func observe(_ bytes: Int) { self.value.withLock { $0 = max($0, bytes) } }
+    var highest: Int { self.value.withLock { $0 } }
 }
 
 private final class Concurrency: Sendable {
