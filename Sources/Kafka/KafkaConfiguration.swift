@@ -138,6 +138,9 @@ extension Duration {
     /// Whole milliseconds, rounded up so that a positive duration never becomes 0; clamped to `Int32`.
     var milliseconds: Int32 {
         let (seconds, attoseconds) = self.components
+        // Seconds beyond Int32's milliseconds clamp before multiplying, so no duration can overflow.
+        guard seconds < Int64(Int32.max) else { return .max }
+        guard seconds > Int64(Int32.min) else { return .min }
         let total = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
         return Int32(clamping: total)
     }

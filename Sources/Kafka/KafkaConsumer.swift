@@ -184,7 +184,7 @@ public final class KafkaConsumer: Sendable {
                 var low: Int64 = -1
                 var high: Int64 = -1
                 let error = rd_kafka_query_watermark_offsets(
-                    handle, partition.topic, partition.partition, &low, &high, Int32(timeout.milliseconds))
+                    handle, partition.topic, partition.partition, &low, &high, timeout.milliseconds)
                 guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
                     throw KafkaError(error, context: "querying the watermarks of \(partition)")
                 }
@@ -203,7 +203,7 @@ public final class KafkaConsumer: Sendable {
         return try await runOnDedicatedThread(name: "kafka-committed") {
             let list = RDKafkaPartitionList(partitions)
             return try client.withHandle { handle in
-                let error = rd_kafka_committed(handle, list.pointer, Int32(timeout.milliseconds))
+                let error = rd_kafka_committed(handle, list.pointer, timeout.milliseconds)
                 guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
                     throw KafkaError(error, context: "reading committed offsets")
                 }

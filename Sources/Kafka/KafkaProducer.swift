@@ -224,7 +224,7 @@ public final class KafkaProducer: Sendable {
         let client = self.client
         try await runOnDedicatedThread(name: "kafka-flush") {
             try client.withHandle { handle in
-                let error = rd_kafka_flush(handle, Int32(timeout.milliseconds))
+                let error = rd_kafka_flush(handle, timeout.milliseconds)
                 if error != RD_KAFKA_RESP_ERR_NO_ERROR {
                     throw KafkaError(error, context: "flushing \(rd_kafka_outq_len(handle)) outstanding messages")
                 }
@@ -245,7 +245,7 @@ public final class KafkaProducer: Sendable {
         _ = try? await runOnDedicatedThread(name: "kafka-producer-close") {
             client.stopAccepting()
             let handle = client.pointer
-            let flushError = rd_kafka_flush(handle, Int32(timeout.milliseconds))
+            let flushError = rd_kafka_flush(handle, timeout.milliseconds)
             if flushError != RD_KAFKA_RESP_ERR_NO_ERROR {
                 context.logger.warning(
                     "Producer closed with undelivered messages; failing them",

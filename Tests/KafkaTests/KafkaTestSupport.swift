@@ -206,9 +206,12 @@ final class RebalanceRecorder: KafkaRebalanceListener {
     let assigned = Observed<Set<KafkaPartition>>([])
     /// Every partition ever revoked.
     let revoked = Observed<[KafkaPartition]>([])
+    /// Every generation announced, in order, with its partitions.
+    let generations = Observed<[(generation: UInt64, partitions: [KafkaPartition])]>([])
 
     func partitionsAssigned(_ partitions: [KafkaPartition], generation: UInt64) async {
         self.assigned.update { $0.formUnion(partitions) }
+        self.generations.update { $0.append((generation, partitions)) }
     }
 
     func partitionsRevoked(_ partitions: [KafkaPartition]) async {
