@@ -69,9 +69,9 @@ public struct JSONLogHandler: LogHandler {
             json.key("error")
             json.string(error)
         }
-        for key in metadata.keys.sorted() {
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
             json.key(escaping: key)
-            json.string("\(metadata[key]!)")
+            json.string("\(value)")
         }
         json.endObject()
         return json.bytes
