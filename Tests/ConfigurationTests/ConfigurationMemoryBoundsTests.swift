@@ -2,7 +2,7 @@ import Configuration
 import Testing
 
 /// The keys that bound memory and stalls: `kafka.max_in_flight_bytes` and `outcomes.publish_stall_timeout`.
-@Suite struct ConfigurationBoundsTests {
+@Suite struct ConfigurationMemoryBoundsTests {
     let files: TestFiles
 
     init() throws {
