@@ -326,7 +326,11 @@ struct ConfigValue {
 
     /// A duration as a configuration would write it.
     static func format(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        // Only bounds and values checked against them come here, but a message must never trap: saturate.
+        let (scaled, overflow) = duration.components.seconds.multipliedReportingOverflow(by: 1000)
+        let (sum, sumOverflow) = scaled.addingReportingOverflow(
+            duration.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = overflow || sumOverflow ? Int64.max : sum
         if milliseconds % 3_600_000 == 0 { return "\(milliseconds / 3_600_000)h" }
         if milliseconds % 60_000 == 0 { return "\(milliseconds / 60_000)m" }
         if milliseconds % 1000 == 0 { return "\(milliseconds / 1000)s" }
