@@ -277,8 +277,8 @@ final class AdminConnectionGuard: ChannelInboundHandler {
         let total = (self.requestBytes ?? 0) + buffer.readableBytes
         self.requestBytes = total
         guard total <= self.limits.maxRequestBytes else {
+            // The request timer keeps running: it closes the connection even if the answer cannot be written.
             self.rejected = true
-            self.timer?.cancel()
             let channel = context.channel
             let answer =
                 "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"

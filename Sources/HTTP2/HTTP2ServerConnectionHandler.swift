@@ -242,15 +242,17 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         return true
     }
 
-    /// Appends request body bytes; `false` when the body passed its bound (nghttp2 then resets the stream).
-    fileprivate func data(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let stream = self.streams[streamID], !stream.overLimits else { return true }
+    /// Appends request body bytes; a body past its bound resets the stream (RST_STREAM INTERNAL_ERROR, as nghttp2
+    /// does for headers over their bound). nghttp2 treats any failure returned from its DATA callback as fatal to
+    /// the whole connection, so the reset is submitted here instead.
+    fileprivate func data(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let stream = self.streams[streamID], !stream.overLimits else { return }
         guard stream.requestBody.count + bytes.count <= self.shared.configuration.maxRequestBodyBytes else {
             self.rejectOverLimits(stream)
-            return false
+            self.session?.reset(streamID: streamID, errorCode: .internalError)
+            return
         }
         stream.requestBody.append(contentsOf: bytes)
-        return true
     }
 
     private func rejectOverLimits(_ stream: ServerStream) {
@@ -364,8 +366,8 @@ private func installServerCallbacks(_ callbacks: OpaquePointer) {
     }
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) {
         _, _, streamID, data, length, userData in
-        let accepted = serverHandler(userData).data(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
-        return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
+        serverHandler(userData).data(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
+        return 0
     }
     nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
         guard let frame else { return 0 }

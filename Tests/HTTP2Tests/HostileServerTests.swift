@@ -2,6 +2,7 @@ import HTTP2
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 import TestSupport
 import Testing
 
@@ -120,5 +121,26 @@ struct HostileServerTests {
         #expect(text.hasPrefix("line\\u{d}\\u{a}fake: log\\u{1b}[31m"))
         #expect(text.hasSuffix("..."))
         #expect(text.utf8.count < 300)
+    }
+
+    @Test func serverResetsRequestsOverItsHeaderAndBodyBoundsWithoutHandlingThem() async throws {
+        let handled = Mutex(0)
+        let server = try await startServer { request, _, responder in
+            handled.withLock { $0 += 1 }
+            responder.respond(HTTP2ServerResponse(status: 200, body: Array("\(request.body.count)".utf8)))
+        }
+        let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))
+        var manyHeaders = HTTP2Request(method: "POST", path: "/many")
+        manyHeaders.headers = (0..<150).map { HTTP2Header("x-\($0)", "v") }
+        #expect(await http2Error { try await connection.send(manyHeaders) }?.code == .malformedResponse)
+        let bigBody = HTTP2Request(method: "POST", path: "/big", body: Array(repeating: 0x61, count: 100_000))
+        #expect(await http2Error { try await connection.send(bigBody) }?.code == .malformedResponse)
+        let atTheBound = HTTP2Request(method: "POST", path: "/ok", body: Array(repeating: 0x61, count: 64 * 1024))
+        let answer = try await connection.send(atTheBound)
+        #expect(answer.body == Array("65536".utf8), "a body of exactly the bound is handled")
+        #expect(server.statistics.requestsOverLimits == 2)
+        #expect(handled.withLock { $0 } == 1)
+        await connection.close()
+        await server.shutdown()
     }
 }
