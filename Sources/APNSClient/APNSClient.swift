@@ -39,7 +39,8 @@ public final class APNSClient: Sendable {
             tls: tls,
             maxConcurrentStreams: configuration.maxConcurrentStreamsPerConnection,
             requestTimeout: configuration.requestTimeout,
-            connectTimeout: configuration.connectTimeout
+            connectTimeout: configuration.connectTimeout,
+            maxResponseBodyBytes: Self.maximumResponseBodyBytes
         )
         self.pool = ConnectionPool(
             size: configuration.connectionCount,
@@ -117,6 +118,64 @@ public final class APNSClient: Sendable {
         await self.pool.shutdown()
     }
 
+    /// APNs error bodies are a short JSON object; anything larger fails the request as a malformed response
+    /// instead of being buffered.
+    static let maximumResponseBodyBytes = 4096
+    /// The longest reason string kept from a response, in UTF-8 bytes. Apple's longest is 35.
+    static let maximumReasonBytes = 128
+    /// The longest `apns-id` / `apns-unique-id` kept from a response (a UUID is 36).
+    static let maximumIDBytes = 64
+    /// The latest 410 timestamp kept, in milliseconds since the epoch (9999-12-31T23:59:59.999Z).
+    static let maximumTimestampMilliseconds: Int64 = 253_402_300_799_999
+
+    /// `response` with everything the server chose made safe to travel into outcomes, logs and metrics: an
+    /// unknown reason string at most ``maximumReasonBytes`` long with control characters escaped, ids that are
+    /// short visible ASCII (else dropped), and a 410 timestamp within the years 1970 to 9999 (else dropped).
+    static func bounded(_ response: APNSResponse) -> APNSResponse {
+        var response = response
+        if case .unknown(let raw) = response.reason {
+            response.reason = .unknown(Self.boundedReason(raw))
+        }
+        response.apnsID = response.apnsID.flatMap(Self.boundedID)
+        response.apnsUniqueID = response.apnsUniqueID.flatMap(Self.boundedID)
+        if let since = response.invalidSinceEpochMilliseconds,
+            !(0...Self.maximumTimestampMilliseconds).contains(since)
+        {
+            response.invalidSinceEpochMilliseconds = nil
+        }
+        return response
+    }
+
+    /// At most ``maximumReasonBytes`` UTF-8 bytes of `raw`, control characters (and the escape's own `\`)
+    /// written as `\u{..}` so the result stays on one line and is distinct from any documented reason.
+    static func boundedReason(_ raw: String) -> String {
+        var text = ""
+        var bytes = 0
+        for scalar in raw.unicodeScalars {
+            let piece =
+                scalar.properties.generalCategory == .control || scalar == "\\"
+                ? "\\u{\(String(scalar.value, radix: 16))}" : String(scalar)
+            bytes += piece.utf8.count
+            // Escaping never shrinks text, so the first time past the bound decides.
+            if bytes > Self.maximumReasonBytes {
+                while text.utf8.count > Self.maximumReasonBytes - 3 {
+                    text.unicodeScalars.removeLast()
+                }
+                return text + "..."
+            }
+            text += piece
+        }
+        return text
+    }
+
+    /// `value` when it is 1 to ``maximumIDBytes`` visible ASCII characters, else `nil`.
+    static func boundedID(_ value: String) -> String? {
+        guard !value.isEmpty, value.utf8.count <= Self.maximumIDBytes,
+            value.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+        else { return nil }
+        return value
+    }
+
     /// A bound on re-sending requests the server refused unprocessed (GOAWAY), against a server that refuses
     /// everything.
     static let maximumUnprocessedResends = 100
@@ -134,15 +193,12 @@ public final class APNSClient: Sendable {
         defer { self.pool.release(connection) }
         do {
             let response = try await connection.send(request)
-            return .done(
-                .answered(
-                    APNSResponse(
-                        status: response.status,
-                        headers: response.headers.map { (name: $0.name, value: $0.value) },
-                        body: response.body
-                    )
-                )
+            let answer = APNSResponse(
+                status: response.status,
+                headers: response.headers.map { (name: $0.name, value: $0.value) },
+                body: response.body
             )
+            return .done(.answered(Self.bounded(answer)))
         } catch let error as HTTP2Error {
             switch error.code {
             case .notProcessed, .closed:

@@ -133,13 +133,29 @@ final class ConnectionPool: Sendable {
             for index in state.slots.indices {
                 switch state.slots[index] {
                 case .ready(let connection):
-                    if connection.isAcceptingRequests {
+                    let connectionState = connection.state
+                    if connectionState.isAcceptingRequests {
                         let load = state.inFlight[ObjectIdentifier(connection)] ?? 0
-                        if best == nil || load < best!.load { best = (connection, load) }
-                    } else {
-                        // GOAWAY or loss: the connection finishes its streams by itself; the slot gets a new one.
+                        if let current = best, current.load <= load { continue }
+                        best = (connection, load)
+                    } else if Self.served(connectionState) {
+                        // GOAWAY or loss after real work: the connection finishes its streams by itself; the slot
+                        // gets a new one at once, and the backoff starts over.
+                        state.consecutiveFailures[index] = 0
                         state.slots[index] = .empty
                         connectable.append(index)
+                    } else {
+                        // Gone before serving anything (a server that sends GOAWAY right after SETTINGS, or drops
+                        // every connection): a failed attempt, so the slot backs off instead of reconnecting in a
+                        // tight loop.
+                        state.consecutiveFailures[index] += 1
+                        let delay = Self.backoff(
+                            failures: state.consecutiveFailures[index], initial: self.reconnectInitialDelay,
+                            maximum: self.reconnectMaximumDelay
+                        )
+                        state.slots[index] = .backingOff(until: now + delay)
+                        state.lastConnectError = "the connection closed before serving any response"
+                        earliestRetry = min(earliestRetry ?? now + delay, now + delay)
                     }
                 case .empty:
                     connectable.append(index)
@@ -182,8 +198,8 @@ final class ConnectionPool: Sendable {
             )
             let accepted = self.state.withLock { state in
                 guard !state.isShutDown else { return false }
+                // The failure count is not reset here: SETTINGS alone prove little (see `served`).
                 state.slots[index] = .ready(connection)
-                state.consecutiveFailures[index] = 0
                 return true
             }
             self.changes.signal()
@@ -214,12 +230,21 @@ final class ConnectionPool: Sendable {
         }
     }
 
+    /// Whether a connection did real work before it went away: it answered a request, or acknowledged a PING
+    /// (an idle connection that APNs closes after hours served its purpose). Only then does a slot's reconnect
+    /// backoff start over.
+    static func served(_ state: HTTP2ConnectionState) -> Bool {
+        state.responsesReceived > 0 || state.pingsAcknowledged > 0
+    }
+
     /// Exponential backoff with jitter: `initial * 2^(failures-1)`, capped at `maximum`, then scaled by a
-    /// random factor in 0.5...1 so that many clients do not reconnect in step.
+    /// random factor in 0.5...1 so that many clients do not reconnect in step. Saturates instead of
+    /// overflowing for any `initial`.
     static func backoff(failures: Int, initial: Duration, maximum: Duration) -> Duration {
         let exponent = min(max(failures - 1, 0), 30)
-        let raw = initial * (1 << exponent)
-        let capped = raw > maximum ? maximum : raw
+        let factor = 1 << exponent
+        // `initial * factor` could overflow Duration for a huge `initial`; compare by division instead.
+        let capped = initial > maximum / factor ? maximum : initial * factor
         return capped * Double.random(in: 0.5...1)
     }
 }

@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 
 /// What `/readyz` reports.
 public struct Readiness: Sendable, Hashable {
@@ -25,7 +26,38 @@ public struct Readiness: Sendable, Hashable {
 ///
 /// It is plain HTTP/1.1 on SwiftNIO: scrapers and kubelets speak nothing else, and three fixed routes need no
 /// framework.
+///
+/// Clients are bounded (docs/operations.md, "The admin server"): a request must arrive complete within
+/// ``Limits/requestTimeout`` of its first byte (or of the connection opening), a keep-alive connection idle for
+/// ``Limits/idleTimeout`` is closed, a request larger than ``Limits/maxRequestBytes`` is answered 431 and its
+/// connection closed, and connections beyond ``Limits/maxConnections`` are closed as soon as they are
+/// accepted. So a client that opens connections and sends half a request cannot hold the port, nor memory.
 public struct AdminServer: Service {
+    /// The bounds on clients.
+    public struct Limits: Sendable, Hashable {
+        /// How long a request may take to arrive, from its first byte or from the connection opening.
+        public var requestTimeout: Duration
+        /// How long a keep-alive connection may stay open without a request.
+        public var idleTimeout: Duration
+        /// Connections open at once; more are closed on accept.
+        public var maxConnections: Int
+        /// The largest request (request line, headers and body) accepted.
+        public var maxRequestBytes: Int
+
+        /// The defaults: 5 s per request, 60 s idle, 64 connections, 16 KiB per request.
+        public init(
+            requestTimeout: Duration = .seconds(5),
+            idleTimeout: Duration = .seconds(60),
+            maxConnections: Int = 64,
+            maxRequestBytes: Int = 16 * 1024
+        ) {
+            self.requestTimeout = requestTimeout
+            self.idleTimeout = idleTimeout
+            self.maxConnections = maxConnections
+            self.maxRequestBytes = maxRequestBytes
+        }
+    }
+
     /// Where to listen.
     public var host: String
     /// The port; `0` picks a free one (see ``onBound``).
@@ -39,6 +71,8 @@ public struct AdminServer: Service {
     public var liveness: @Sendable () -> Readiness
     /// Called once the socket is bound, with the actual port.
     public var onBound: @Sendable (Int) -> Void
+    /// The bounds on clients.
+    public var limits: Limits
     let logger: Logger
 
     /// Creates the server; nothing listens until ``run()``.
@@ -49,6 +83,7 @@ public struct AdminServer: Service {
         readiness: @escaping @Sendable () -> Readiness,
         liveness: @escaping @Sendable () -> Readiness = { .ready },
         onBound: @escaping @Sendable (Int) -> Void = { _ in },
+        limits: Limits = Limits(),
         logger: Logger
     ) {
         self.host = host
@@ -57,6 +92,7 @@ public struct AdminServer: Service {
         self.readiness = readiness
         self.liveness = liveness
         self.onBound = onBound
+        self.limits = limits
         self.logger = logger
     }
 
@@ -65,14 +101,30 @@ public struct AdminServer: Service {
         let metrics = self.metrics
         let readiness = self.readiness
         let liveness = self.liveness
+        let limits = self.limits
+        let logger = self.logger
+        let openConnections = ConnectionCount()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 64)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                let open = openConnections.value.wrappingAdd(1, ordering: .relaxed).newValue
+                channel.closeFuture.whenComplete { _ in openConnections.value.subtract(1, ordering: .relaxed) }
+                guard open <= limits.maxConnections else {
+                    // Over the limit: closed as soon as it is active, so half-open clients cannot pile up.
+                    logger.debug("admin connection refused: too many open", metadata: ["admin.open": "\(open)"])
+                    return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(CloseOnActive())
+                    }
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    let guardHandler = AdminConnectionGuard(limits: limits)
+                    try channel.pipeline.syncOperations.addHandler(guardHandler)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(
-                        AdminHandler(metrics: metrics, readiness: readiness, liveness: liveness)
+                        AdminHandler(
+                            metrics: metrics, readiness: readiness, liveness: liveness, connectionGuard: guardHandler
+                        )
                     )
                 }
             }
@@ -97,15 +149,17 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
     private let metrics: @Sendable () -> [UInt8]
     private let readiness: @Sendable () -> Readiness
     private let liveness: @Sendable () -> Readiness
+    private let connectionGuard: AdminConnectionGuard
     private var head: HTTPRequestHead?
 
     init(
         metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping @Sendable () -> Readiness,
-        liveness: @escaping @Sendable () -> Readiness
+        liveness: @escaping @Sendable () -> Readiness, connectionGuard: AdminConnectionGuard
     ) {
         self.metrics = metrics
         self.readiness = readiness
         self.liveness = liveness
+        self.connectionGuard = connectionGuard
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -117,6 +171,7 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
         case .end:
             guard let head = self.head else { return }
             self.head = nil
+            self.connectionGuard.requestFinished(channel: context.channel)
             self.respond(to: head, context: context)
         }
     }
@@ -177,5 +232,88 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
         json.string(reason)
         json.endObject()
         return json.bytes
+    }
+}
+
+/// Open admin connections, counted across event loops.
+private final class ConnectionCount: Sendable {
+    let value = Atomic<Int>(0)
+}
+
+/// Closes a connection accepted beyond ``AdminServer/Limits/maxConnections``.
+private final class CloseOnActive: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.close(promise: nil)
+    }
+}
+
+/// The first handler of an admin connection: sees the raw bytes, and closes the connection when a request takes
+/// longer than ``AdminServer/Limits/requestTimeout`` to arrive, grows past
+/// ``AdminServer/Limits/maxRequestBytes`` (after a 431 answer), or the connection stays idle for
+/// ``AdminServer/Limits/idleTimeout``.
+///
+/// `AdminHandler` tells it when a request is complete. Both run on the connection's event loop only.
+final class AdminConnectionGuard: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let limits: AdminServer.Limits
+    /// Bytes of the request in progress; `nil` between requests.
+    private var requestBytes: Int?
+    private var timer: Scheduled<Void>?
+    private var rejected = false
+
+    init(limits: AdminServer.Limits) {
+        self.limits = limits
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        // A fresh connection has the request timeout to send its first request, not the idle timeout: a client
+        // that connects and sends nothing is the cheapest way to hold a slot.
+        self.requestBytes = 0
+        self.schedule(self.limits.requestTimeout, channel: context.channel)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.timer?.cancel()
+        self.timer = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !self.rejected else { return }
+        let buffer = self.unwrapInboundIn(data)
+        if self.requestBytes == nil {
+            self.requestBytes = 0
+            self.schedule(self.limits.requestTimeout, channel: context.channel)
+        }
+        let total = (self.requestBytes ?? 0) + buffer.readableBytes
+        self.requestBytes = total
+        guard total <= self.limits.maxRequestBytes else {
+            // The request timer keeps running: it closes the connection even if the answer cannot be written.
+            self.rejected = true
+            let channel = context.channel
+            let answer =
+                "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            context.writeAndFlush(NIOAny(channel.allocator.buffer(string: answer)))
+                .whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
+        context.fireChannelRead(data)
+    }
+
+    /// The request in progress arrived complete: the next one may take until the idle timeout to begin.
+    func requestFinished(channel: any Channel) {
+        self.requestBytes = nil
+        self.schedule(self.limits.idleTimeout, channel: channel)
+    }
+
+    private func schedule(_ delay: Duration, channel: any Channel) {
+        self.timer?.cancel()
+        self.timer = channel.eventLoop.scheduleTask(in: TimeAmount(delay)) {
+            channel.close(promise: nil)
+        }
     }
 }

@@ -109,24 +109,52 @@ struct ConfigValue {
     }
 
     /// `text` with `${VAR}` references expanded; reports a problem and returns `nil` when one cannot be.
+    ///
+    /// The message never shows the value of a secret key (``isSecret``): a malformed reference is located by
+    /// its position only, and an unset variable is named only when the whole value is that one reference (the
+    /// usual `sasl.password: ${KAFKA_PASSWORD}`), since in `Hunter2${...}` the "name" is part of the secret.
     func expand(_ text: String) -> String? {
         do {
             return try self.reader.expansion.expand(text).text
         } catch {
             switch error {
             case .unset(let variable):
-                self.report(
-                    .environmentVariable, "environment variable \(variable) is not set",
-                    hint: "set it, or give a default with ${\(variable):-default}"
-                )
-            case .malformed(let reference):
-                self.report(
-                    .environmentVariable, "malformed variable reference \(reference)",
-                    hint: "write ${NAME} or ${NAME:-default}; $${ gives a literal ${"
-                )
+                if !self.isSecret || EnvironmentExpansion.isSingleReference(text, to: variable) {
+                    self.report(
+                        .environmentVariable, "environment variable \(variable) is not set",
+                        hint: "set it, or give a default with ${\(variable):-default}"
+                    )
+                } else {
+                    self.report(
+                        .environmentVariable,
+                        "the value refers to an environment variable that is not set (the value of a secret key "
+                            + "is not shown)",
+                        hint: "set the variable; to write a literal ${ in a secret, write $${"
+                    )
+                }
+            case .malformed(let reference, let offset):
+                if self.isSecret {
+                    self.report(
+                        .environmentVariable,
+                        "malformed variable reference at character \(offset + 1) of the value (the value of a secret "
+                            + "key is not shown)",
+                        hint: "write ${NAME} or ${NAME:-default}; $${ gives a literal ${"
+                    )
+                } else {
+                    self.report(
+                        .environmentVariable, "malformed variable reference \(Self.excerpt(reference, limit: 40))",
+                        hint: "write ${NAME} or ${NAME:-default}; $${ gives a literal ${"
+                    )
+                }
             }
         }
         return nil
+    }
+
+    /// Whether this key holds a secret, so that no problem may show its value (docs/configuration.md, "Secrets
+    /// in errors"): any librdkafka property whose name looks like a secret, and `p12_password`.
+    var isSecret: Bool {
+        ConfigurationSecrets.isSecret(path: self.path)
     }
 
     /// A string (any scalar: `123` reads as `"123"`).
@@ -165,14 +193,18 @@ struct ConfigValue {
         }
         guard range.contains(value) else {
             let upper = range.upperBound == Int.max ? "" : " and at most \(range.upperBound)"
-            self.report(.invalidValue, "\(value) is out of range: must be at least \(range.lowerBound)\(upper)")
+            let shown = self.isSecret ? "the value" : "\(value)"
+            self.report(.invalidValue, "\(shown) is out of range: must be at least \(range.lowerBound)\(upper)")
             return nil
         }
         return value
     }
 
-    /// A duration such as `250ms`, `10s`, `5m`, `1h`.
-    func duration(minimum: Duration = .zero) -> Duration? {
+    /// A duration such as `250ms`, `10s`, `5m`, `1h`, between `minimum` and `maximum`.
+    ///
+    /// Every configuration duration has an upper bound: an unbounded one (`request_timeout: 3000000h`) was
+    /// accepted and overflowed later, when turned into nanoseconds for a timer.
+    func duration(minimum: Duration = .zero, maximum: Duration) -> Duration? {
         guard let text = self.text(expected: "a duration") else {
             return nil
         }
@@ -185,6 +217,13 @@ struct ConfigValue {
         }
         guard duration >= minimum else {
             self.report(.invalidValue, "must be at least \(Self.format(minimum))")
+            return nil
+        }
+        guard duration <= maximum else {
+            self.report(
+                .invalidValue, "\(self.describe(text)) is too long: must be at most \(Self.format(maximum))",
+                hint: "write a duration of \(Self.format(maximum)) or less"
+            )
             return nil
         }
         return duration
@@ -256,15 +295,42 @@ struct ConfigValue {
         }
     }
 
-    /// `text` quoted for a message.
+    /// `text` quoted for a message: at most 60 characters, control characters escaped; for a secret key
+    /// (``isSecret``) only the words "the value", never any of it.
     func describe(_ text: String) -> String {
-        let shown = text.count > 60 ? String(text.prefix(57)) + "..." : text
-        return "\"\(shown)\""
+        if self.isSecret {
+            return "the value (not shown: the key holds a secret)"
+        }
+        return "\"\(Self.excerpt(text, limit: 60))\""
+    }
+
+    /// At most `limit` characters of `text` (then `...`), with control characters written as `\u{..}` so that
+    /// a value cannot break the line of the message it is quoted in.
+    static func excerpt(_ text: String, limit: Int) -> String {
+        var shown = ""
+        var count = 0
+        for character in text {
+            if count == limit - 3, text.count > limit {
+                shown += "..."
+                break
+            }
+            if character.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+                shown += character.unicodeScalars.map { "\\u{\(String($0.value, radix: 16))}" }.joined()
+            } else {
+                shown.append(character)
+            }
+            count += 1
+        }
+        return shown
     }
 
     /// A duration as a configuration would write it.
     static func format(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        // Only bounds and values checked against them come here, but a message must never trap: saturate.
+        let (scaled, overflow) = duration.components.seconds.multipliedReportingOverflow(by: 1000)
+        let (sum, sumOverflow) = scaled.addingReportingOverflow(
+            duration.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = overflow || sumOverflow ? Int64.max : sum
         if milliseconds % 3_600_000 == 0 { return "\(milliseconds / 3_600_000)h" }
         if milliseconds % 60_000 == 0 { return "\(milliseconds / 60_000)m" }
         if milliseconds % 1000 == 0 { return "\(milliseconds / 1000)s" }

@@ -10,8 +10,9 @@ struct EnvironmentExpansion: Sendable {
     enum Failure: Error, Equatable {
         /// `${NAME}` with `NAME` unset (or empty) and no default.
         case unset(variable: String)
-        /// `${` without a closing `}`, or an invalid variable name.
-        case malformed(reference: String)
+        /// `${` without a closing `}`, or an invalid variable name: the reference (at most 40 characters) and
+        /// its offset in characters. The reader shows the reference only for keys that hold no secret.
+        case malformed(reference: String, offset: Int)
     }
 
     /// The variables, by name.
@@ -45,7 +46,8 @@ struct EnvironmentExpansion: Sendable {
                 continue
             }
             guard let close = rest.firstIndex(of: "}") else {
-                throw .malformed(reference: String(rest.prefix(40)))
+                throw .malformed(
+                    reference: String(rest.prefix(40)), offset: text.distance(from: text.startIndex, to: index))
             }
             let body = text[text.index(index, offsetBy: 2)..<close]
             let name: Substring
@@ -58,7 +60,9 @@ struct EnvironmentExpansion: Sendable {
                 fallback = nil
             }
             guard Self.isVariableName(name) else {
-                throw .malformed(reference: String(text[index...close]))
+                throw .malformed(
+                    reference: String(text[index...close].prefix(40)),
+                    offset: text.distance(from: text.startIndex, to: index))
             }
             if let value = self.environment[String(name)], !value.isEmpty {
                 output += value
@@ -71,6 +75,17 @@ struct EnvironmentExpansion: Sendable {
             index = text.index(after: close)
         }
         return (output, expanded)
+    }
+
+    /// Whether `text` is exactly one reference to `variable`: `${NAME}` or `${NAME:-default}`, spaces around
+    /// allowed. Naming the variable then reveals nothing of a secret value.
+    static func isSingleReference(_ text: String, to variable: String) -> Bool {
+        let trimmed = text.trimmingWhitespace()
+        guard trimmed.hasPrefix("${" + variable), trimmed.hasSuffix("}") else {
+            return false
+        }
+        let rest = trimmed.dropFirst(2 + variable.count)
+        return rest == "}" || (rest.hasPrefix(":-") && rest.dropLast().firstIndex(of: "}") == nil)
     }
 
     /// Shell-style names: a letter or `_`, then letters, digits or `_`.

@@ -47,7 +47,7 @@ extension SectionParser {
         let pushType = mapping["push_type"]?.string() ?? "alert"
         let priority = mapping["priority"]?.integer(in: Int.min...Int.max)
         let expiration = mapping["expiration"]?.string()
-        let ttl = mapping["ttl"]?.duration()
+        let ttl = mapping["ttl"]?.duration(maximum: Bounds.ttl)
         let collapseID = mapping["collapse_id"]?.string()
         let payload = mapping["payload"].map(self.json)
         let payloadFrom = mapping["payload_from"]?.string()

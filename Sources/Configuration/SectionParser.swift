@@ -19,6 +19,18 @@ struct SectionParser {
     static let authKeys = [
         "type", "key_file", "key_id", "team_id", "p12_file", "p12_password", "p12_password_file", "cert_file",
     ]
+    /// The upper bounds of durations (docs/configuration.md). Each is far beyond any sensible setting, and keeps
+    /// every deadline and timer computed from it representable in nanoseconds.
+    enum Bounds {
+        static let commitInterval = Duration.seconds(3600)
+        static let requestTimeout = Duration.seconds(600)
+        static let backoff = Duration.seconds(3600)
+        static let drainTimeout = Duration.seconds(3600)
+        /// A year: APNs keeps a notification for a limited time only, and an expiration computed from a
+        /// longer `ttl` says nothing more.
+        static let ttl = Duration.seconds(365 * 24 * 3600)
+    }
+
     static let retryKeys = ["max_attempts", "initial_backoff", "max_backoff"]
     static let outcomeKeys = ["topic", "invalid_tokens_topic", "dead_letter_topic", "publish_stall_timeout"]
 
@@ -63,7 +75,10 @@ struct SectionParser {
         )?.nonEmptyString()
         let groupID = mapping["group_id"].map { $0.nonEmptyString() } ?? "pushbridge"
         let clientID = mapping["client_id"].map { $0.nonEmptyString() } ?? "pushbridge"
-        let commitInterval = mapping["commit_interval"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(1)
+        let commitInterval =
+            mapping["commit_interval"].map {
+                $0.duration(minimum: .milliseconds(1), maximum: Bounds.commitInterval)
+            } ?? .seconds(1)
         let maxInFlight = mapping["max_in_flight"].map { $0.integer(in: 1...10_000_000) } ?? 10_000
         let maxInFlightBytes =
             mapping["max_in_flight_bytes"].map { $0.byteSize(in: KafkaSettings.maxInFlightBytesRange) }
@@ -130,7 +145,10 @@ struct SectionParser {
         let auth = mapping.required("auth", hint: "type: token with key_file, key_id, team_id").flatMap(self.auth)
         let connections = mapping["connections"].map { $0.integer(in: 1...64) } ?? 2
         let streams = mapping["max_concurrent_streams"].map { $0.integer(in: 1...100_000) } ?? 1000
-        let timeout = mapping["request_timeout"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(10)
+        let timeout =
+            mapping["request_timeout"].map {
+                $0.duration(minimum: .milliseconds(1), maximum: Bounds.requestTimeout)
+            } ?? .seconds(10)
         let retry = self.retry(mapping["retry"])
         guard let environment, let auth, let connections, let streams, let timeout, let retry else {
             return nil
@@ -257,8 +275,14 @@ struct SectionParser {
             return nil
         }
         let attempts = mapping?["max_attempts"].map { $0.integer(in: 1...1000) } ?? 5
-        let initial = mapping?["initial_backoff"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(1)
-        let maximum = mapping?["max_backoff"].map { $0.duration(minimum: .milliseconds(1)) } ?? .seconds(300)
+        let initial =
+            mapping?["initial_backoff"].map {
+                $0.duration(minimum: .milliseconds(1), maximum: Bounds.backoff)
+            } ?? .seconds(1)
+        let maximum =
+            mapping?["max_backoff"].map {
+                $0.duration(minimum: .milliseconds(1), maximum: Bounds.backoff)
+            } ?? .seconds(300)
         guard let attempts, let initial, let maximum else {
             return nil
         }
@@ -305,7 +329,7 @@ struct SectionParser {
         let invalid = mapping?["invalid_tokens_topic"].map { self.topicName($0) } ?? "pushbridge.invalid-tokens"
         let dead = mapping?["dead_letter_topic"].map { self.topicName($0) } ?? "pushbridge.dead-letters"
         let stall =
-            mapping?["publish_stall_timeout"].map { $0.duration(minimum: .seconds(1)) }
+            mapping?["publish_stall_timeout"].map { $0.duration(minimum: .seconds(1), maximum: .seconds(3600)) }
             ?? OutcomeTopics.defaultPublishStallTimeout
         guard let topic, let invalid, let dead, let stall else {
             return nil
@@ -384,7 +408,8 @@ struct SectionParser {
         if value != nil && mapping == nil {
             return nil
         }
-        guard let timeout = mapping?["drain_timeout"].map({ $0.duration() }) ?? .seconds(30) else {
+        let timeout = mapping?["drain_timeout"].map { $0.duration(maximum: Bounds.drainTimeout) } ?? .seconds(30)
+        guard let timeout else {
             return nil
         }
         return ShutdownSettings(drainTimeout: timeout)

@@ -77,7 +77,57 @@ public struct Doctor: Sendable {
             checks += await self.checkAPNS(self.configuration.apps[name]!, scope: "apps.\(name)", app: name)
         }
         checks += await self.checkKafka()
+        checks += self.checkKafkaTLS()
         return checks
+    }
+
+    /// The librdkafka settings that turn off TLS server verification, and the values that do so.
+    static let verificationSettings: [(key: String, isOff: @Sendable (String) -> Bool)] = [
+        ("enable.ssl.certificate.verification", { ["false", "0", "no", "off", "f", "n"].contains($0) }),
+        ("ssl.endpoint.identification.algorithm", { $0.isEmpty || $0 == "none" }),
+    ]
+
+    /// A warning when Kafka's TLS verification is turned off in `kafka.properties`, `consumer_properties` or
+    /// `producer_properties`: the bridge would then talk to any broker presenting any certificate (or any
+    /// certificate for another host), and send it its credentials. An ok line when TLS is configured and
+    /// nothing turns verification off; nothing when Kafka is not spoken over TLS at all.
+    public func checkKafkaTLS() -> [DoctorCheck] {
+        let kafka = self.configuration.kafka
+        let sections = [
+            ("kafka.properties", kafka.properties), ("kafka.consumer_properties", kafka.consumerProperties),
+            ("kafka.producer_properties", kafka.producerProperties),
+        ]
+        var findings: [String] = []
+        var usesTLS = false
+        for (section, properties) in sections {
+            let normalized = Dictionary(
+                properties.map { ($0.key.lowercased(), $0.value.trimmingCharacters(in: .whitespaces).lowercased()) },
+                uniquingKeysWith: { first, _ in first }
+            )
+            if let protocolName = normalized["security.protocol"], protocolName.hasSuffix("ssl") {
+                usesTLS = true
+            }
+            for setting in Self.verificationSettings {
+                if let value = normalized[setting.key], setting.isOff(value) {
+                    findings.append("\(section): \(setting.key)=\(value.isEmpty ? "\"\"" : value)")
+                }
+            }
+        }
+        guard findings.isEmpty else {
+            return [
+                DoctorCheck(
+                    .warn, "kafka tls",
+                    "TLS verification of the brokers is turned off (\(findings.joined(separator: ", ")))",
+                    hint: "remove these settings so that librdkafka verifies the broker certificate and host name "
+                        + "(enable.ssl.certificate.verification=true, ssl.endpoint.identification.algorithm=https, "
+                        + "its defaults); for a private CA set ssl.ca.location instead"
+                )
+            ]
+        }
+        if usesTLS {
+            return [DoctorCheck(.ok, "kafka tls", "broker certificates and host names are verified")]
+        }
+        return []
     }
 
     // MARK: Kafka
@@ -355,7 +405,7 @@ public struct Doctor: Sendable {
 
     private func checkTCP(_ endpoint: APNSSettings.Endpoint, scope: String) async -> DoctorCheck {
         let bootstrap = ClientBootstrap(group: self.eventLoopGroup)
-            .connectTimeout(.milliseconds(Int64(self.options.apnsTimeout.components.seconds * 1000) + 1))
+            .connectTimeout(TimeAmount(self.options.apnsTimeout))  // NIO clamps; never traps
         do {
             let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
             let peer = channel.remoteAddress.map { "\($0)" } ?? "\(endpoint.host):\(endpoint.port)"

@@ -144,8 +144,9 @@ public struct HTTP2GoAway: Sendable, Hashable {
         self.debugData = debugData
     }
 
-    /// The debug data as UTF-8 text (invalid bytes replaced), for logs and errors.
-    public var debugText: String { String(decoding: self.debugData, as: UTF8.self) }
+    /// The debug data as text for logs and errors: at most the first 256 bytes, invalid UTF-8 replaced and
+    /// control characters escaped, since the server chooses these bytes (up to a whole frame of them).
+    public var debugText: String { HTTP2Text.excerpt(self.debugData, limit: 256) }
 }
 
 /// An error of the HTTP/2 layer: a ``Code`` saying what a caller can do about it, a message and the cause.
@@ -264,9 +265,17 @@ public struct HTTP2ClientConfiguration: Sendable {
     public var pingTimeout: Duration
     /// Responses with a larger body fail with `malformedResponse` (APNs bodies are tiny JSON objects).
     public var maxResponseBodyBytes: Int
+    /// Responses with more header fields (pseudo-headers included) fail with `malformedResponse` and their
+    /// stream is reset; the connection stays usable. APNs sends about five.
+    public var maxResponseHeaderFields: Int
+    /// Responses whose header list is larger fail the same way. Counted as HTTP/2's SETTINGS_MAX_HEADER_LIST_SIZE
+    /// counts (name + value + 32 per field, after HPACK decoding, so a server cannot amplify a few bytes of
+    /// indexed fields into megabytes), and announced to the server in that setting.
+    public var maxResponseHeaderListBytes: Int
 
     /// Settings with APNs-friendly defaults: 1000 streams, 30 s request timeout, 10 s connect timeout,
-    /// PING after 60 s idle with a 10 s timeout, 64 KiB response bodies.
+    /// PING after 60 s idle with a 10 s timeout, 64 KiB response bodies, 100 header fields and 16 KiB of
+    /// header list per response.
     public init(
         host: String,
         port: Int,
@@ -276,7 +285,9 @@ public struct HTTP2ClientConfiguration: Sendable {
         connectTimeout: Duration = .seconds(10),
         idlePingInterval: Duration = .seconds(60),
         pingTimeout: Duration = .seconds(10),
-        maxResponseBodyBytes: Int = 64 * 1024
+        maxResponseBodyBytes: Int = 64 * 1024,
+        maxResponseHeaderFields: Int = 100,
+        maxResponseHeaderListBytes: Int = 16 * 1024
     ) {
         self.host = host
         self.port = port
@@ -287,6 +298,8 @@ public struct HTTP2ClientConfiguration: Sendable {
         self.idlePingInterval = idlePingInterval
         self.pingTimeout = pingTimeout
         self.maxResponseBodyBytes = maxResponseBodyBytes
+        self.maxResponseHeaderFields = maxResponseHeaderFields
+        self.maxResponseHeaderListBytes = maxResponseHeaderListBytes
     }
 }
 
@@ -318,6 +331,8 @@ public struct HTTP2ConnectionState: Sendable, Hashable {
     public var pingsAcknowledged: Int
     /// Streams opened so far on this connection.
     public var streamsOpened: Int
+    /// Complete responses received so far on this connection (any status).
+    public var responsesReceived: Int
 }
 
 // MARK: - Server
@@ -406,8 +421,18 @@ public struct HTTP2ServerConfiguration: Sendable {
     public var goAwayDebugData: [UInt8]
     /// Whether PINGs are acknowledged; `false` simulates a peer that stopped answering (tests of PING timeouts).
     public var acknowledgesPings: Bool
+    /// Requests with more header fields (pseudo-headers included) are not handled: their stream is reset.
+    public var maxRequestHeaderFields: Int
+    /// Requests whose header list (name + value + 32 per field, after HPACK decoding) is larger are not
+    /// handled either.
+    public var maxRequestHeaderListBytes: Int
+    /// Requests whose body grows beyond this are not handled: their stream is reset as soon as it passes the
+    /// bound, so a client cannot make the server buffer without limit. APNs payloads are at most 5 KiB, so
+    /// the simulator still answers every oversized payload up to this bound with 413 like APNs.
+    public var maxRequestBodyBytes: Int
 
-    /// Settings; `maxConcurrentStreams` defaults to 1000.
+    /// Settings; `maxConcurrentStreams` defaults to 1000; requests are bounded to 100 header fields, 16 KiB of
+    /// header list and 64 KiB of body.
     public init(
         host: String = "127.0.0.1",
         port: Int = 0,
@@ -417,7 +442,10 @@ public struct HTTP2ServerConfiguration: Sendable {
         maxConcurrentStreams: Int = 1000,
         goAwayAfterStreams: Int? = nil,
         goAwayDebugData: [UInt8] = [],
-        acknowledgesPings: Bool = true
+        acknowledgesPings: Bool = true,
+        maxRequestHeaderFields: Int = 100,
+        maxRequestHeaderListBytes: Int = 16 * 1024,
+        maxRequestBodyBytes: Int = 64 * 1024
     ) {
         self.host = host
         self.port = port
@@ -428,6 +456,9 @@ public struct HTTP2ServerConfiguration: Sendable {
         self.goAwayAfterStreams = goAwayAfterStreams
         self.goAwayDebugData = goAwayDebugData
         self.acknowledgesPings = acknowledgesPings
+        self.maxRequestHeaderFields = maxRequestHeaderFields
+        self.maxRequestHeaderListBytes = maxRequestHeaderListBytes
+        self.maxRequestBodyBytes = maxRequestBodyBytes
     }
 }
 
@@ -449,4 +480,24 @@ public struct HTTP2ServerStatistics: Sendable, Hashable {
     public var protocolErrorGoAways: Int
     /// PING frames received (not counting ACKs).
     public var pingsReceived: Int
+    /// Streams reset because the request broke the header or body bounds of the configuration.
+    public var requestsOverLimits: Int
+}
+
+/// Text a server or client chose, made safe for logs and errors.
+public enum HTTP2Text {
+    /// At most `limit` bytes of `bytes` as UTF-8 (invalid sequences replaced), control characters written as
+    /// `\u{..}`, and `...` when cut.
+    public static func excerpt(_ bytes: some Collection<UInt8>, limit: Int) -> String {
+        let cut = bytes.count > limit
+        var text = ""
+        for scalar in String(decoding: bytes.prefix(max(limit, 0)), as: UTF8.self).unicodeScalars {
+            if scalar.properties.generalCategory == .control {
+                text += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                text.unicodeScalars.append(scalar)
+            }
+        }
+        return cut ? text + "..." : text
+    }
 }

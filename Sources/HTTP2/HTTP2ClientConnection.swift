@@ -37,7 +37,7 @@ public final class HTTP2ClientConnection: Sendable {
         let serverName =
             configuration.tls.serverName ?? (Self.isIPAddress(configuration.host) ? nil : configuration.host)
         let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(TimeAmount(configuration.connectTimeout))
+            .connectTimeout(TimeAmount(clamping: configuration.connectTimeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -57,7 +57,7 @@ public final class HTTP2ClientConnection: Sendable {
             shared.closed.succeed(.connectionLost("\(error)"))
             throw failure
         }
-        let timeout = eventLoop.scheduleTask(in: TimeAmount(configuration.connectTimeout)) {
+        let timeout = eventLoop.scheduleTask(in: TimeAmount(clamping: configuration.connectTimeout)) {
             shared.ready.fail(HTTP2Error(.connectFailed, "no TLS handshake and SETTINGS within the connect timeout"))
             channel.close(promise: nil)
         }
@@ -106,7 +106,8 @@ public final class HTTP2ClientConnection: Sendable {
             isAcceptingRequests: accepting,
             goAway: goAway,
             pingsAcknowledged: self.shared.pingsAcknowledged.load(ordering: .relaxed),
-            streamsOpened: self.shared.streamsOpened.load(ordering: .relaxed)
+            streamsOpened: self.shared.streamsOpened.load(ordering: .relaxed),
+            responsesReceived: self.shared.responsesReceived.load(ordering: .relaxed)
         )
     }
 
@@ -172,10 +173,20 @@ public final class HTTP2ClientConnection: Sendable {
 }
 
 extension TimeAmount {
-    /// A NIO time amount from a `Duration`.
-    init(_ duration: Duration) {
+    /// A NIO time amount from a `Duration`, clamped to `0...Int64.max` nanoseconds (about 292 years).
+    ///
+    /// Durations come from configuration and command lines; multiplying their seconds by 10^9 unchecked trapped
+    /// on values such as `--timeout 20000000000`. A clamped amount is still a correct deadline: `NIODeadline`
+    /// saturates at `distantFuture`.
+    init(clamping duration: Duration) {
         let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        guard seconds >= 0 else {
+            self = .zero
+            return
+        }
+        let (secondsNanoseconds, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, sumOverflow) = secondsNanoseconds.addingReportingOverflow(attoseconds / 1_000_000_000)
+        self = .nanoseconds(overflow || sumOverflow ? .max : max(total, 0))
     }
 }
 
@@ -204,6 +215,9 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     var deadline = NIODeadline.distantFuture
     var status = -1
     var responseHeaders: [HTTP2Header] = []
+    /// Header fields received so far, pseudo-headers included, and their size as HTTP/2 counts it.
+    var responseHeaderFields = 0
+    var responseHeaderListBytes = 0
     var responseBody: [UInt8] = []
 
     init(request: HTTP2Request) {
@@ -246,6 +260,7 @@ final class ClientShared: Sendable {
     let maxConcurrentStreams = Atomic<Int>(0)
     let pingsAcknowledged = Atomic<Int>(0)
     let streamsOpened = Atomic<Int>(0)
+    let responsesReceived = Atomic<Int>(0)
 
     init(eventLoop: any EventLoop, configuration: HTTP2ClientConfiguration, logger: Logger) {
         self.eventLoop = eventLoop

@@ -39,6 +39,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     private var goAway: HTTP2GoAway?
     private var remoteMaxConcurrentStreams = 100
     private var inCallbacks = false
+    /// The error code of a GOAWAY nghttp2 sent on its own, after a protocol error by the server.
+    private var sentGoAwayError: HTTP2ErrorCode?
 
     init(shared: ClientShared) {
         self.shared = shared
@@ -72,7 +74,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
                 installClientCallbacks($0)
             }
             self.session = session
-            session.submitSettings(maxConcurrentStreams: nil)
+            session.submitSettings(
+                maxConcurrentStreams: nil, maxHeaderListBytes: self.shared.configuration.maxResponseHeaderListBytes)
             self.state = .waitingForSettings
             self.flush()
         }
@@ -124,7 +127,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
             inbox.requests.removeAll(keepingCapacity: true)
             return requests
         }
-        let deadline = NIODeadline.now() + TimeAmount(self.shared.configuration.requestTimeout)
+        let deadline = NIODeadline.now() + TimeAmount(clamping: self.shared.configuration.requestTimeout)
         for pending in requests where pending.phase == .inbox {
             if pending.cancelRequested {
                 pending.finish(.failure(HTTP2Error(.cancelled, "the sending task was cancelled")))
@@ -265,7 +268,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     private func idlePingCheck() {
         guard let session = self.session, self.state != .closed else { return }
-        let interval = TimeAmount(self.shared.configuration.idlePingInterval)
+        let interval = TimeAmount(clamping: self.shared.configuration.idlePingInterval)
         let idle = NIODeadline.now() - self.lastReadAt
         guard idle >= interval else {
             self.scheduleIdlePing(after: interval - idle)
@@ -275,7 +278,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         self.flush()
         self.shared.logger.trace("idle: HTTP/2 PING sent")
         self.pingTimeoutTimer = self.context?.eventLoop.assumeIsolatedUnsafeUnchecked().scheduleTask(
-            in: TimeAmount(self.shared.configuration.pingTimeout)
+            in: TimeAmount(clamping: self.shared.configuration.pingTimeout)
         ) {
             self.shared.logger.warning("HTTP/2 PING not acknowledged in time; closing the connection")
             self.closeNow(.pingTimeout)
@@ -286,7 +289,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         self.shared.pingsAcknowledged.add(1, ordering: .relaxed)
         self.pingTimeoutTimer?.cancel()
         self.pingTimeoutTimer = nil
-        self.scheduleIdlePing(after: TimeAmount(self.shared.configuration.idlePingInterval))
+        self.scheduleIdlePing(after: TimeAmount(clamping: self.shared.configuration.idlePingInterval))
     }
 
     // MARK: nghttp2 events
@@ -298,7 +301,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         if self.state == .waitingForSettings {
             self.state = .ready
             self.shared.ready.succeed()
-            self.scheduleIdlePing(after: TimeAmount(self.shared.configuration.idlePingInterval))
+            self.scheduleIdlePing(after: TimeAmount(clamping: self.shared.configuration.idlePingInterval))
         }
         self.publishCounts()
     }
@@ -322,13 +325,40 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         )
     }
 
-    fileprivate func responseHeader(streamID: Int32, name: String, value: String) {
-        guard let pending = self.active[streamID], pending.phase == .active else { return }
+    /// Records one response header field; `false` when the response broke the header caps, which fails the
+    /// request and tells nghttp2 to reset the stream and skip the rest of the block (it keeps decoding HPACK to
+    /// stay in sync, but nothing more is kept).
+    fileprivate func responseHeader(
+        streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>
+    ) -> Bool {
+        guard let pending = self.active[streamID], pending.phase == .active else { return true }
+        let configuration = self.shared.configuration
+        pending.responseHeaderFields += 1
+        pending.responseHeaderListBytes += name.count + value.count + 32
+        guard pending.responseHeaderFields <= configuration.maxResponseHeaderFields else {
+            pending.finish(
+                .failure(
+                    HTTP2Error(
+                        .malformedResponse,
+                        "the response has more than \(configuration.maxResponseHeaderFields) header fields")))
+            return false
+        }
+        guard pending.responseHeaderListBytes <= configuration.maxResponseHeaderListBytes else {
+            pending.finish(
+                .failure(
+                    HTTP2Error(
+                        .malformedResponse,
+                        "the response headers exceed \(configuration.maxResponseHeaderListBytes) bytes")))
+            return false
+        }
+        let name = headerString(name.baseAddress, name.count)
+        let value = headerString(value.baseAddress, value.count)
         if name == ":status" {
             pending.status = Int(value) ?? -2
         } else if !name.hasPrefix(":") {
             pending.responseHeaders.append(HTTP2Header(name, value))
         }
+        return true
     }
 
     fileprivate func responseData(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
@@ -347,6 +377,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         guard pending.phase == .active else { return }
         if errorCode == .noError {
             if pending.status >= 100 {
+                self.shared.responsesReceived.add(1, ordering: .relaxed)
                 pending.finish(
                     .success(
                         HTTP2Response(
@@ -367,6 +398,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
                 pending.phase = .queued
                 pending.status = -1
                 pending.responseHeaders.removeAll()
+                pending.responseHeaderFields = 0
+                pending.responseHeaderListBytes = 0
                 pending.responseBody.removeAll()
                 self.queue.prepend(pending)
             } else {
@@ -472,6 +505,24 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         }
         if let failure {
             self.closeNow(.connectionLost("nghttp2 failed: \(failure)"))
+            return
+        }
+        // nghttp2 ends the session by itself when the server breaks the protocol in some ways (a header field over
+        // 64 KiB, too many CONTINUATION frames): it queues GOAWAY, ignores all further input and reports no error.
+        // Without this check such a connection would sit open, accepting requests that can only time out.
+        if self.state == .ready || self.state == .waitingForSettings, session.isFinished {
+            let sent = self.sentGoAwayError.map { " with GOAWAY \($0)" } ?? ""
+            self.shared.logger.warning(
+                "HTTP/2 session ended after a protocol error from the server",
+                metadata: ["http2.goaway.sent": "\(self.sentGoAwayError.map(\.description) ?? "none")"])
+            self.closeNow(.connectionLost("the client ended the session\(sent) after a protocol error by the server"))
+        }
+    }
+
+    /// nghttp2 sent GOAWAY by itself (a protocol error by the server): remembered for the close reason.
+    fileprivate func goAwaySent(errorCode: HTTP2ErrorCode) {
+        if errorCode != .noError, self.sentGoAwayError == nil {
+            self.sentGoAwayError = errorCode
         }
     }
 }
@@ -486,12 +537,13 @@ private func installClientCallbacks(_ callbacks: OpaquePointer) {
     nghttp2_session_callbacks_set_on_header_callback(callbacks) {
         _, frame, name, nameLength, value, valueLength, _, userData in
         guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-        clientHandler(userData).responseHeader(
+        let accepted = clientHandler(userData).responseHeader(
             streamID: frame.pointee.hd.stream_id,
-            name: headerString(name, nameLength),
-            value: headerString(value, valueLength)
+            name: UnsafeBufferPointer(start: name, count: nameLength),
+            value: UnsafeBufferPointer(start: value, count: valueLength)
         )
-        return 0
+        // TEMPORAL_CALLBACK_FAILURE resets this stream only (RST_STREAM INTERNAL_ERROR); the connection lives on.
+        return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
     }
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) {
         _, _, streamID, data, length, userData in
@@ -526,6 +578,11 @@ private func installClientCallbacks(_ callbacks: OpaquePointer) {
     }
     nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
         clientHandler(userData).streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(errorCode))
+        return 0
+    }
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
+        guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue) else { return 0 }
+        clientHandler(userData).goAwaySent(errorCode: HTTP2ErrorCode(frame.pointee.goaway.error_code))
         return 0
     }
     nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, reason, userData in

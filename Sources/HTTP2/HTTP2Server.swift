@@ -78,7 +78,8 @@ public final class HTTP2Server: Sendable {
             maxConcurrentStreamsSeen: self.shared.maxConcurrentStreamsSeen.load(ordering: .relaxed),
             streamsRefused: self.shared.streamsRefused.load(ordering: .relaxed),
             protocolErrorGoAways: self.shared.protocolErrorGoAways.load(ordering: .relaxed),
-            pingsReceived: self.shared.pingsReceived.load(ordering: .relaxed)
+            pingsReceived: self.shared.pingsReceived.load(ordering: .relaxed),
+            requestsOverLimits: self.shared.requestsOverLimits.load(ordering: .relaxed)
         )
     }
 
@@ -148,6 +149,7 @@ final class ServerShared: Sendable {
     let streamsRefused = Atomic<Int>(0)
     let protocolErrorGoAways = Atomic<Int>(0)
     let pingsReceived = Atomic<Int>(0)
+    let requestsOverLimits = Atomic<Int>(0)
 
     init(configuration: HTTP2ServerConfiguration, logger: Logger, handler: @escaping HTTP2ServerHandler) {
         self.configuration = configuration

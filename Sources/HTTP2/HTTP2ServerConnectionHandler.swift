@@ -16,6 +16,11 @@ final class ServerStream: OutgoingBody {
     var headers: [HTTP2Header] = []
     var requestBody: [UInt8] = []
     var responded = false
+    /// Header fields so far and their size as HTTP/2 counts it (name + value + 32 each).
+    var headerFields = 0
+    var headerListBytes = 0
+    /// The request broke a bound of the configuration; its stream is reset and it is never handled.
+    var overLimits = false
 
     init(id: Int32) {
         self.id = id
@@ -87,7 +92,9 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
                 installServerCallbacks($0)
             }
             self.session = session
-            session.submitSettings(maxConcurrentStreams: self.maxConcurrentStreams)
+            session.submitSettings(
+                maxConcurrentStreams: self.maxConcurrentStreams,
+                maxHeaderListBytes: self.shared.configuration.maxRequestHeaderListBytes)
             self.flush()
         }
         context.fireUserInboundEventTriggered(event)
@@ -206,8 +213,22 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         }
     }
 
-    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: String) {
-        guard let stream = self.streams[streamID] else { return }
+    /// Records one request header field; `false` when the request broke the header bounds (nghttp2 then resets
+    /// the stream and skips the rest of its header block).
+    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>)
+        -> Bool
+    {
+        guard let stream = self.streams[streamID], !stream.overLimits else { return true }
+        let configuration = self.shared.configuration
+        stream.headerFields += 1
+        stream.headerListBytes += name.count + value.count + 32
+        guard stream.headerFields <= configuration.maxRequestHeaderFields,
+            stream.headerListBytes <= configuration.maxRequestHeaderListBytes
+        else {
+            self.rejectOverLimits(stream)
+            return false
+        }
+        let value = headerString(value.baseAddress, value.count)
         if name.first == UInt8(ascii: ":") {
             switch String(decoding: name, as: UTF8.self) {
             case ":method": stream.method = value
@@ -218,14 +239,34 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         } else {
             stream.headers.append(HTTP2Header(String(decoding: name, as: UTF8.self), value))
         }
+        return true
     }
 
+    /// Appends request body bytes; a body past its bound resets the stream (RST_STREAM INTERNAL_ERROR, as nghttp2
+    /// does for headers over their bound). nghttp2 treats any failure returned from its DATA callback as fatal to
+    /// the whole connection, so the reset is submitted here instead.
     fileprivate func data(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
-        self.streams[streamID]?.requestBody.append(contentsOf: bytes)
+        guard let stream = self.streams[streamID], !stream.overLimits else { return }
+        guard stream.requestBody.count + bytes.count <= self.shared.configuration.maxRequestBodyBytes else {
+            self.rejectOverLimits(stream)
+            self.session?.reset(streamID: streamID, errorCode: .internalError)
+            return
+        }
+        stream.requestBody.append(contentsOf: bytes)
+    }
+
+    private func rejectOverLimits(_ stream: ServerStream) {
+        stream.overLimits = true
+        stream.headers = []
+        stream.requestBody = []
+        self.shared.requestsOverLimits.add(1, ordering: .relaxed)
+        self.shared.logger.debug(
+            "request over the header or body bounds; stream reset",
+            metadata: ["http2.connection": "\(self.connectionID)", "http2.stream": "\(stream.id)"])
     }
 
     fileprivate func requestComplete(streamID: Int32) {
-        guard let stream = self.streams[streamID], let box = self.box else { return }
+        guard let stream = self.streams[streamID], !stream.overLimits, let box = self.box else { return }
         self.shared.requestsReceived.add(1, ordering: .relaxed)
         let request = HTTP2ServerRequest(
             method: stream.method,
@@ -315,12 +356,13 @@ private func installServerCallbacks(_ callbacks: OpaquePointer) {
     nghttp2_session_callbacks_set_on_header_callback(callbacks) {
         _, frame, name, nameLength, value, valueLength, _, userData in
         guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-        serverHandler(userData).header(
+        let accepted = serverHandler(userData).header(
             streamID: frame.pointee.hd.stream_id,
             name: UnsafeBufferPointer(start: name, count: nameLength),
-            value: headerString(value, valueLength)
+            value: UnsafeBufferPointer(start: value, count: valueLength)
         )
-        return 0
+        // TEMPORAL_CALLBACK_FAILURE resets this stream only; the connection lives on.
+        return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
     }
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) {
         _, _, streamID, data, length, userData in

@@ -116,7 +116,7 @@ final class NGHTTP2Session {
 
     /// Submits SETTINGS: `maxConcurrentStreams` (server) or push disabled (client), a 1 MiB stream window and a
     /// 16 MiB connection window, so many small streams do not stall on WINDOW_UPDATEs.
-    func submitSettings(maxConcurrentStreams: Int?) {
+    func submitSettings(maxConcurrentStreams: Int?, maxHeaderListBytes: Int? = nil) {
         var settings: [nghttp2_settings_entry] = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20)
         ]
@@ -129,6 +129,15 @@ final class NGHTTP2Session {
             )
         } else {
             settings.append(nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0))
+        }
+        if let maxHeaderListBytes {
+            // Advisory for the peer; the handlers enforce it themselves in their header callbacks.
+            settings.append(
+                nghttp2_settings_entry(
+                    settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                    value: UInt32(clamping: maxHeaderListBytes)
+                )
+            )
         }
         _ = nghttp2_submit_settings(self.pointer, UInt8(NGHTTP2_FLAG_NONE.rawValue), settings, settings.count)
         _ = nghttp2_session_set_local_window_size(self.pointer, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)

@@ -1,20 +1,23 @@
 import Bridge
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import Prometheus
 import Synchronization
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 @Suite("Admin server")
 struct AdminServerTests {
     /// Runs an admin server on a free loopback port for the duration of `body`.
     func withServer(
-        registry: PrometheusCollectorRegistry,
-        readiness: @escaping @Sendable () -> Readiness,
+        registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        readiness: @escaping @Sendable () -> Readiness = { .ready },
+        limits: AdminServer.Limits = AdminServer.Limits(),
         _ body: @Sendable (Int) async throws -> Void
     ) async throws {
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -23,6 +26,7 @@ struct AdminServerTests {
             metrics: { registry.emitToBuffer() },
             readiness: readiness,
             onBound: { continuation.yield($0) },
+            limits: limits,
             logger: Logger(label: "test")
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -88,5 +92,176 @@ struct AdminServerTests {
             let (missingStatus, _) = try await self.get(port, "/nope")
             #expect(missingStatus == 404)
         }
+    }
+
+    // MARK: Hostile clients
+
+    @Test func halfSentRequestsAreClosedAfterTheRequestTimeout() async throws {
+        let limits = AdminServer.Limits(requestTimeout: .milliseconds(500), idleTimeout: .seconds(60))
+        try await self.withServer(limits: limits) { port in
+            var connections: [RawConnection] = []
+            for _ in 0..<20 {
+                let connection = try await RawConnection.open(port: port)
+                connection.send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                connections.append(connection)
+            }
+            let silent = try await RawConnection.open(port: port)
+            // Bounded by the suite's time limit; each close is the server's (the client never closes).
+            for connection in connections + [silent] {
+                try await connection.waitUntilClosed(within: .seconds(20))
+            }
+            #expect(connections.allSatisfy { $0.received.isEmpty }, "half requests get no answer, only a close")
+            let (status, _) = try await self.get(port, "/healthz")
+            #expect(status == 200)
+        }
+    }
+
+    @Test func connectionsBeyondTheLimitAreClosedAtOnce() async throws {
+        // The request timeout is long, so only the connection limit can close anything here.
+        let limits = AdminServer.Limits(requestTimeout: .seconds(60), maxConnections: 10)
+        try await self.withServer(limits: limits) { port in
+            var connections: [RawConnection] = []
+            for _ in 0..<300 {
+                let connection = try await RawConnection.open(port: port)
+                connection.send("GET /readyz HTTP/1.1\r\n")
+                connections.append(connection)
+            }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while connections.filter(\.isClosed).count < 290, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(connections.filter(\.isClosed).count == 290, "all but 10 are closed")
+            #expect(connections.filter { !$0.isClosed }.count == 10, "10 are within the limit and stay open")
+            for connection in connections { connection.close() }
+            // Once the half-open ones are gone, the server answers again.
+            let answered = try await self.eventually { (try? await self.get(port, "/healthz"))?.0 == 200 }
+            #expect(answered)
+        }
+    }
+
+    @Test func oversizedRequestIsAnswered431AndClosed() async throws {
+        let limits = AdminServer.Limits(maxRequestBytes: 1024)
+        try await self.withServer(limits: limits) { port in
+            let connection = try await RawConnection.open(port: port)
+            connection.send("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 4096))\r\n\r\n")
+            try await connection.waitUntilClosed(within: .seconds(20))
+            #expect(connection.receivedText.hasPrefix("HTTP/1.1 431 "))
+        }
+    }
+
+    @Test func idleKeepAliveConnectionIsClosedAfterTheIdleTimeout() async throws {
+        let limits = AdminServer.Limits(idleTimeout: .milliseconds(300))
+        try await self.withServer(limits: limits) { port in
+            let connection = try await RawConnection.open(port: port)
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            try await connection.waitUntilClosed(within: .seconds(20))
+            #expect(connection.receivedText.hasPrefix("HTTP/1.1 200 OK"), "answered first, closed when idle")
+            #expect(connection.receivedText.contains(#"{"status":"alive"}"#))
+        }
+    }
+
+    @Test func keepAliveConnectionServesSeveralRequestsWithinTheBounds() async throws {
+        try await self.withServer(limits: AdminServer.Limits(maxRequestBytes: 1024)) { port in
+            let connection = try await RawConnection.open(port: port)
+            for _ in 0..<5 {
+                // Each request is under the bound, all five together are not: the bound is per request.
+                connection.send(
+                    "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "p", count: 400))\r\n\r\n")
+                let answered = try await self.eventually {
+                    connection.receivedText.components(separatedBy: "HTTP/1.1 200").count > 1
+                }
+                #expect(answered)
+                connection.clearReceived()
+            }
+            #expect(!connection.isClosed)
+            connection.close()
+        }
+    }
+
+    /// Polls `condition` every 20 ms for at most 20 s.
+    func eventually(_ condition: () async -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if await condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return await condition()
+    }
+}
+
+/// A plain TCP client on 127.0.0.1 that writes raw bytes and records what comes back and when the server closes.
+final class RawConnection: Sendable {
+    private let channel: any Channel
+    private let state: RawState
+
+    private init(channel: any Channel, state: RawState) {
+        self.channel = channel
+        self.state = state
+    }
+
+    static func open(port: Int) async throws -> RawConnection {
+        let state = RawState()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(RawRecorder(state: state))
+                }
+            }
+            .connect(host: "127.0.0.1", port: port)
+            .get()
+        return RawConnection(channel: channel, state: state)
+    }
+
+    func send(_ text: String) {
+        self.channel.writeAndFlush(self.channel.allocator.buffer(string: text), promise: nil)
+    }
+
+    var received: [UInt8] { self.state.bytes.withLock { $0 } }
+    var receivedText: String { String(decoding: self.received, as: UTF8.self) }
+    func clearReceived() { self.state.bytes.withLock { $0.removeAll() } }
+    var isClosed: Bool { self.state.closed.withLock { $0 } }
+
+    func close() {
+        self.channel.close(promise: nil)
+    }
+
+    /// Waits until the server closed the connection; throws when it did not within `timeout`.
+    func waitUntilClosed(within timeout: Duration) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while !self.isClosed {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("the server did not close the connection within \(timeout)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+final class RawState: Sendable {
+    let bytes = Mutex<[UInt8]>([])
+    let closed = Mutex(false)
+}
+
+private final class RawRecorder: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let state: RawState
+
+    init(state: RawState) {
+        self.state = state
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = self.unwrapInboundIn(data)
+        self.state.bytes.withLock { $0 += Array(buffer.readableBytesView) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.state.closed.withLock { $0 = true }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
     }
 }

@@ -37,6 +37,12 @@ import Testing
             arguments: ["--compact"], status: 1
         ),
         Case(golden: "liveactivity", route: "delivery-activity", input: "delivery-progress.json", status: 0),
+        // The bridge's own check before sending (NotificationValidation, as the APNs sender runs it): a
+        // malformed token among good ones, a collapse id over 64 bytes. Both exit 1, like an oversized payload.
+        Case(golden: "rejected-bad-token", route: "order-shipped", input: "order-bad-token.json", status: 1),
+        Case(
+            golden: "rejected-long-collapse-id", route: "order-shipped", input: "order-long-collapse-id.json", status: 1
+        ),
         Case(golden: "passthrough-background-app", route: "raw-passthrough", input: "raw.json", status: 0),
     ]
 

@@ -25,11 +25,20 @@ struct DoctorCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long connecting to APNs and the probe may take, in seconds.", valueName: "seconds"))
     var apnsTimeout: Int = 10
 
+    /// The longest `--kafka-timeout` and `--apns-timeout`, in seconds.
+    static let maximumTimeoutSeconds = 600
+
+    /// Out-of-range timeouts are usage errors (exit 2); unbounded, they overflowed in millisecond arithmetic.
+    func validate() throws {
+        for (option, value) in [("--kafka-timeout", self.kafkaTimeout), ("--apns-timeout", self.apnsTimeout)]
+        where !(1...Self.maximumTimeoutSeconds).contains(value) {
+            throw ValidationError(
+                "\(option) must be between 1 and \(Self.maximumTimeoutSeconds) seconds, got \(value)")
+        }
+    }
+
     func run() async throws {
         let loaded = try self.load()
-        guard self.kafkaTimeout > 0, self.apnsTimeout > 0 else {
-            throw ValidationError("--kafka-timeout and --apns-timeout must be at least 1 second")
-        }
         let doctor = Doctor(
             configuration: loaded.configuration,
             options: Doctor.Options(

@@ -62,9 +62,9 @@ struct RenderCommand: AsyncParsableCommand {
         let event = RoutingEvent(
             topic: spec.inputTopic, partition: 0, offset: 0, key: self.key.map { Array($0.utf8) },
             headers: self.header.map { header in
-                let separator = header.firstIndex(of: "=")!
-                let value = header[header.index(after: separator)...]
-                return (name: String(header[..<separator]), value: Array(value.utf8))
+                // validate() made sure of the "="; split instead of force-unwrapping it all the same.
+                let parts = header.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                return (name: String(parts[0]), value: Array((parts.count > 1 ? parts[1] : "").utf8))
             },
             value: try self.readInput()
         )
@@ -84,11 +84,28 @@ struct RenderCommand: AsyncParsableCommand {
                 throw ExitCode(1)
             case .notifications(let notifications):
                 print(self.describe(notifications, route: spec.name, app: mapping.app), terminator: "")
-                if notifications.contains(where: { $0.localRejection != nil }) {
+                if notifications.contains(where: { Self.localRejection(of: $0) != nil }) {
                     throw ExitCode(1)
                 }
             }
         }
+    }
+
+    /// `text` with control characters written as `\u{..}`: a header value from an event must not be able to
+    /// fake lines of this output (the bridge itself never sends such a value: it is rejected above).
+    static func visible(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            return text
+        }
+        var shown = ""
+        for scalar in text.unicodeScalars {
+            if scalar.properties.generalCategory == .control {
+                shown += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                shown.unicodeScalars.append(scalar)
+            }
+        }
+        return shown
     }
 
     /// The bytes of `--input`; exits with 2 when they cannot be read.
@@ -103,6 +120,14 @@ struct RenderCommand: AsyncParsableCommand {
         return Array(data)
     }
 
+    /// The reason the bridge would reject `mapped` without sending it, exactly as `pushbridge run` decides:
+    /// the route's own finding (an oversized payload), else Apple's rules as the APNs sender checks them before
+    /// every request (`NotificationValidation.validate`, which the pipeline calls through the sender's
+    /// `validate`): a malformed device token, a collapse id over 64 bytes, a header value APNs would refuse...
+    static func localRejection(of mapped: MappedNotification) -> Reason? {
+        mapped.localRejection ?? NotificationValidation.validate(mapped.notification)
+    }
+
     /// Every request, as it would go on the wire.
     func describe(_ notifications: [MappedNotification], route: String, app: String?) -> String {
         let count = notifications.count
@@ -110,13 +135,20 @@ struct RenderCommand: AsyncParsableCommand {
         for mapped in notifications {
             let notification = mapped.notification
             text += "\n# token \(mapped.tokenIndex): \(notification.payload.count)-byte payload\n"
-            if let rejection = mapped.localRejection {
+            if let rejection = Self.localRejection(of: mapped) {
                 text += "# not sent: APNs would reject it with \(rejection.rawValue)"
-                text += " (limit \(notification.pushType.maxPayloadBytes) bytes); the outcome is rejected\n"
+                if rejection == .payloadTooLarge {
+                    text += " (limit \(notification.pushType.maxPayloadBytes) bytes)"
+                }
+                text += "; the outcome is rejected"
+                if rejection.invalidatesToken {
+                    text += ", and the token is published as invalid"
+                }
+                text += "\n"
             }
-            text += "POST \(notification.path) HTTP/2\n"
+            text += "POST \(Self.visible(notification.path)) HTTP/2\n"
             for header in notification.apnsHeaders {
-                text += "\(header.name): \(header.value)\n"
+                text += "\(header.name): \(Self.visible(header.value))\n"
             }
             text += "\n"
             if self.compact {

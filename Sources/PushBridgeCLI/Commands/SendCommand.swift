@@ -74,8 +74,32 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "Certificate auth: the environment variable holding the .p12 password (default: none).")
     var certPasswordEnv: String?
 
-    @Option(help: "Seconds to wait for the answer.")
+    @Option(help: "Seconds to wait for the answer (1 to \(Self.maximumTimeoutSeconds)).")
     var timeout: Int = 30
+
+    /// The longest `--timeout`: an hour is far beyond any APNs answer, and a bound keeps every deadline
+    /// computed from it representable.
+    static let maximumTimeoutSeconds = 3600
+    /// The latest `--expiration`: 9999-12-31T23:59:59Z. APNs reads the header as epoch seconds; anything later
+    /// is a typo (milliseconds instead of seconds, most often).
+    static let maximumExpirationEpochSeconds: Int64 = 253_402_300_799
+
+    /// Out-of-range numbers are usage errors (exit 2), found before anything is read or sent.
+    func validate() throws {
+        guard (1...Self.maximumTimeoutSeconds).contains(self.timeout) else {
+            throw ValidationError(
+                "--timeout must be between 1 and \(Self.maximumTimeoutSeconds) seconds, got \(self.timeout)")
+        }
+        if let expiration = self.expiration, !(0...Self.maximumExpirationEpochSeconds).contains(expiration) {
+            throw ValidationError(
+                "--expiration must be UNIX epoch seconds between 0 and \(Self.maximumExpirationEpochSeconds), "
+                    + "got \(expiration) (milliseconds by mistake?)"
+            )
+        }
+        if let priority = self.priority, Priority(rawValue: priority) == nil {
+            throw ValidationError("--priority must be 10, 5 or 1, got \(priority)")
+        }
+    }
 
     func run() async throws {
         let notification: APNSCore.Notification
@@ -200,7 +224,6 @@ struct SendCommand: AsyncParsableCommand {
             }
             endpoint = parsed
         }
-        guard self.timeout > 0 else { throw UsageError(message: "--timeout must be a positive number of seconds") }
         return APNSClientConfiguration(
             endpoint: endpoint,
             authentication: try self.makeAuthentication(),

@@ -39,6 +39,13 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "A scenario file (docs/simulator.md).")
     var scenario: String?
 
+    /// A port outside 0...65535 is a usage error (exit 2); handed to NIO it would trap.
+    func validate() throws {
+        guard (0...65_535).contains(self.port) else {
+            throw ValidationError("--port must be between 0 and 65535, got \(self.port)")
+        }
+    }
+
     func run() async throws {
         var scenario = SimulatorScenario()
         do {
@@ -56,9 +63,12 @@ struct SimulatorCommand: AsyncParsableCommand {
             FileHandleOutput.standardError("error: give both --tls-cert and --tls-key, or neither\n")
             throw ExitCode(2)
         }
-        var certificatePath = self.tlsCert
-        var keyPath = self.tlsKey
-        if certificatePath == nil {
+        let certificatePath: String
+        let keyPath: String
+        if let certificate = self.tlsCert, let key = self.tlsKey {
+            certificatePath = certificate
+            keyPath = key
+        } else {
             let generated = try SelfSignedCertificate.generate(in: self.tlsDirectory)
             certificatePath = generated.certificatePath
             keyPath = generated.privateKeyPath
@@ -68,8 +78,8 @@ struct SimulatorCommand: AsyncParsableCommand {
         do {
             server = try await APNSSimulatorServer.start(
                 scenario: scenario,
-                certificatePEMPath: certificatePath!,
-                privateKeyPEMPath: keyPath!,
+                certificatePEMPath: certificatePath,
+                privateKeyPEMPath: keyPath,
                 host: self.host,
                 port: self.port
             )
