@@ -27,6 +27,18 @@ struct KafkaConfigurationTests {
         #expect(error?.message.contains("Invalid value") == true)
     }
 
+    @Test("a rejected value is never repeated in the error: it may be a secret")
+    func rejectedValueIsNotRepeated() throws {
+        var configuration = KafkaProducerConfiguration(bootstrapServers: "127.0.0.1:9")
+        configuration.properties = ["socket.timeout.ms": "Hunter2-secret"]
+        let error = #expect(throws: KafkaError.self) {
+            try KafkaProducer(configuration: configuration, logger: testLogger("config"))
+        }
+        #expect(error?.property == "socket.timeout.ms")
+        #expect(error?.message.contains("Invalid value") == true)
+        #expect(error?.message.contains("Hunter2") == false, "\(error?.message ?? "")")
+    }
+
     @Test("a consumer without topics is rejected")
     func consumerWithoutTopicsIsRejected() throws {
         let configuration = KafkaConsumerConfiguration(bootstrapServers: "127.0.0.1:9", groupID: "g")

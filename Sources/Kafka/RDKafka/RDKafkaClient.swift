@@ -52,9 +52,13 @@ final class RDKafkaClient: @unchecked Sendable {
             let result = rd_kafka_conf_set(conf, name, value, &errorText, errorText.count)
             if result != RD_KAFKA_CONF_OK {
                 rd_kafka_conf_destroy(conf)
+                // librdkafka quotes the value it rejected; the value may be a secret (`sasl.password`), so it
+                // is never repeated.
+                var reason = String(cText: errorText)
+                if !value.isEmpty { reason = reason.replacingOccurrences(of: value, with: "<the value>") }
                 throw KafkaError(
                     code: .invalidArgument,
-                    message: "librdkafka rejected property '\(name)': \(String(cText: errorText))",
+                    message: "librdkafka rejected property '\(name)': \(reason)",
                     property: name
                 )
             }
