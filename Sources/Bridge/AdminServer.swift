@@ -190,7 +190,8 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
             let liveness = self.liveness()
             status = liveness.isReady ? .ok : .serviceUnavailable
             contentType = "application/json"
-            body = Self.statusBody(liveness.isReady ? "alive" : "failed", reason: liveness.reason)
+            body = liveness.isReady
+                ? Array(#"{"status":"alive"}"#.utf8) : Self.statusBody("failed", reason: liveness.reason)
         case (.GET, "/readyz"), (.HEAD, "/readyz"):
             let readiness = self.readiness()
             status = readiness.isReady ? .ok : .serviceUnavailable

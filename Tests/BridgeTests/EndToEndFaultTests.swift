@@ -23,7 +23,7 @@ struct EndToEndFaultTests {
         let first = try BridgeProcess.start(configurationPath: path, log: world.directory.appendingPathComponent("first.log"))
         try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= count * 3 / 10 }
         first.kill(signal: SIGKILL)
-        #expect(first.waitForExit() == SIGKILL + 128)
+        #expect(await first.waitForExit() == SIGKILL + 128)
         let answeredAtCrash = world.simulator.statistics.requestsAnswered
         #expect(answeredAtCrash < count, "the crash came after everything was sent: the test proves nothing")
 
@@ -32,7 +32,7 @@ struct EndToEndFaultTests {
             Set(results.outcomes.map(\.token)).count >= count
         }
         second.kill(signal: SIGTERM)
-        #expect(second.waitForExit() == 0)
+        #expect(await second.waitForExit() == 0)
 
         #expect(Set(results.outcomes.map(\.token)) == Set((0..<count).map { EndToEnd.token($0) }))
         var idsByToken: [String: Set<String>] = [:]
@@ -160,10 +160,11 @@ struct BridgeProcess: Sendable {
         Foundation.kill(self.process.processIdentifier, signal)
     }
 
-    /// Waits (at most 60 s) and returns the exit status, or 128 + the signal that ended the process.
-    func waitForExit() -> Int32 {
-        let deadline = Date().addingTimeInterval(60)
-        while self.process.isRunning && Date() < deadline { usleep(20_000) }
+    /// Waits (at most 60 s) and returns the exit status, or 128 + the signal that ended the process. Polls
+    /// with `Task.sleep`, so the wait holds no thread of the test run's small cooperative pool.
+    func waitForExit() async -> Int32 {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while self.process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if self.process.isRunning {
             Foundation.kill(self.process.processIdentifier, SIGKILL)
             self.process.waitUntilExit()

@@ -56,7 +56,7 @@ struct EndToEndHostileTests {
             Int64(Self.accountedOffsets(results).count) + Int64(unmatched) >= total
         }
         bridge.kill(signal: SIGTERM)
-        #expect(bridge.waitForExit() == 0)
+        #expect(await bridge.waitForExit() == 0)
         #expect(try await world.committed() == perPartition)
 
         // Every consumed event: outcomes, or a dead letter, or counted as unmatched.

@@ -33,7 +33,7 @@ struct ScriptedSender: NotificationSender {
 }
 
 /// Polls `condition` every few milliseconds for at most `timeout`.
-func waitUntil(timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
         guard ContinuousClock.now < deadline else {
