@@ -41,11 +41,14 @@ public struct Backoff: Sendable, Hashable {
 extension Duration {
     /// Whole nanoseconds, saturated at `Int64.min`/`.max` (about 292 years) instead of trapping: durations come
     /// from configuration and servers.
-    var saturatedNanoseconds: Int64 {
+    var saturatedNanoseconds: Int64 { self.saturated(unitsPerSecond: 1_000_000_000) }
+
+    /// Whole units of `1 / unitsPerSecond` seconds, rounded toward zero, saturated at `Int64.min`/`.max`.
+    func saturated(unitsPerSecond: Int64) -> Int64 {
         let (seconds, attoseconds) = self.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: unitsPerSecond)
         if overflow { return seconds < 0 ? .min : .max }
-        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
+        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond))
         if overflowAgain { return seconds < 0 ? .min : .max }
         return total
     }

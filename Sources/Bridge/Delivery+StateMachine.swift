@@ -168,12 +168,5 @@ struct DeliveryStateMachine: Sendable {
 
 extension Duration {
     /// Whole milliseconds, rounded down; saturated at `Int64.min`/`.max` for durations too long to count so.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = self.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
-        if overflow { return seconds < 0 ? .min : .max }
-        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
-        if overflowAgain { return seconds < 0 ? .min : .max }
-        return total
-    }
+    var milliseconds: Int64 { self.saturated(unitsPerSecond: 1000) }
 }

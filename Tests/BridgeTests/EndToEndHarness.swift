@@ -49,13 +49,33 @@ final class EndToEnd: Sendable {
     }
 
     /// A configuration file for this cluster and simulator; returns its path.
+    ///
+    /// - Parameters:
+    ///   - routes: the `routes:` entries as YAML (indented by two spaces); `nil` for the one `alerts` route.
+    ///   - adminListen: `admin.listen`; port 0 picks a free one (in process, ``BridgeRuntime/Started`` says
+    ///     which).
     func configuration(
         group: String = "pushbridge",
         maxInFlight: Int = 200,
         keyFile: String = "AuthKey.p8",
         maxAttempts: Int = 4,
-        logLevel: String = "error"
+        logLevel: String = "error",
+        connections: Int = 2,
+        routes: String? = nil,
+        adminListen: String = "127.0.0.1:0",
+        name: String? = nil
     ) throws -> String {
+        let routes = routes ?? """
+              - name: alerts
+                input_topic: \(Self.inputTopic)
+                match: { kind: alert }
+                device_tokens: "{{tokens}}"
+                topic: com.example.app
+                expiration: "{{expires}}"
+                payload:
+                  aps:
+                    alert: "{{text}}"
+            """
         let yaml = """
             kafka:
               bootstrap_servers: "\(self.cluster.bootstrapServers)"
@@ -77,31 +97,23 @@ final class EndToEnd: Sendable {
                 key_file: \(self.directory.appendingPathComponent(keyFile).path)
                 key_id: \(Self.keyID)
                 team_id: \(Self.teamID)
-              connections: 2
+              connections: \(connections)
               request_timeout: 5s
               retry:
                 max_attempts: \(maxAttempts)
                 initial_backoff: 20ms
                 max_backoff: 200ms
             routes:
-              - name: alerts
-                input_topic: \(Self.inputTopic)
-                match: { kind: alert }
-                device_tokens: "{{tokens}}"
-                topic: com.example.app
-                expiration: "{{expires}}"
-                payload:
-                  aps:
-                    alert: "{{text}}"
+            \(routes)
             admin:
-              listen: 127.0.0.1:0
+              listen: \(adminListen)
             logging:
               level: \(logLevel)
             shutdown:
               drain_timeout: 5s
 
             """
-        let path = self.directory.appendingPathComponent("pushbridge-\(group).yaml").path
+        let path = self.directory.appendingPathComponent("pushbridge-\(name ?? group).yaml").path
         try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
         return path
     }

@@ -188,34 +188,7 @@ extension EndToEnd {
     /// A configuration whose routes reach every template feature a hostile event can hit: typed leaves,
     /// header templates, `_headers.*`, and a section over an array.
     func hostileConfiguration(adminPort: Int) throws -> String {
-        let yaml = """
-            kafka:
-              bootstrap_servers: "\(self.cluster.bootstrapServers)"
-              group_id: pushbridge
-              commit_interval: 200ms
-              max_in_flight: 100
-              consumer_properties:
-                session.timeout.ms: 6000
-                heartbeat.interval.ms: 500
-                log_level: 0
-              producer_properties:
-                log_level: 0
-            apns:
-              environment: sandbox
-              endpoint: https://127.0.0.1:\(self.simulator.port)
-              ca_file: \(self.tls.caCertificatePath)
-              auth:
-                type: token
-                key_file: \(self.directory.appendingPathComponent("AuthKey.p8").path)
-                key_id: \(Self.keyID)
-                team_id: \(Self.teamID)
-              connections: 1
-              request_timeout: 5s
-              retry:
-                max_attempts: 2
-                initial_backoff: 20ms
-                max_backoff: 100ms
-            routes:
+        let routes = """
               - name: alerts
                 input_topic: \(Self.inputTopic)
                 match: { kind: alert }
@@ -236,17 +209,11 @@ extension EndToEnd {
                 payload:
                   aps:
                     alert: "{{#items}}{{big}}{{/items}}"
-            admin:
-              listen: 127.0.0.1:\(adminPort)
-            logging:
-              level: error
-            shutdown:
-              drain_timeout: 5s
-
             """
-        let path = self.directory.appendingPathComponent("pushbridge-hostile.yaml").path
-        try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
-        return path
+        return try self.configuration(
+            maxInFlight: 100, maxAttempts: 2, connections: 1, routes: routes, adminListen: "127.0.0.1:\(adminPort)",
+            name: "hostile"
+        )
     }
 }
 
