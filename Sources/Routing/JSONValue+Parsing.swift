@@ -22,17 +22,27 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
         case trailingBytes
         /// Arrays and objects nested deeper than ``JSONValue/maximumDepth``.
         case tooDeep
+        /// A number whose magnitude is beyond the largest finite double (about 1.8e308), such as `1e999999`
+        /// or an integer of 310 digits. JSON's grammar allows it, but no JSON number type PushBridge writes
+        /// can hold it (it would become `null` or `Infinity`), so the document is refused, wherever the
+        /// number is (see ``JSONParseError/path``).
+        case numberOutOfRange
     }
 
     /// What went wrong.
     public var code: Code
     /// The byte offset where the parser stopped.
     public var byteOffset: Int
+    /// For ``Code/numberOutOfRange``: where the number is, as member names and array indices from the root
+    /// (`["order", "items", "3", "price"]`); empty when the document itself is the number. Empty for the
+    /// other codes, whose byte offset says enough.
+    public var path: [String]
 
     /// Creates an error.
-    public init(code: Code, byteOffset: Int) {
+    public init(code: Code, byteOffset: Int, path: [String] = []) {
         self.code = code
         self.byteOffset = byteOffset
+        self.path = path
     }
 
     public var description: String {
@@ -45,9 +55,37 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
             case .invalidUTF8: "invalid UTF-8 in a string"
             case .trailingBytes: "unexpected data after the JSON value"
             case .tooDeep: "nested deeper than \(JSONValue.maximumDepth) levels"
+            case .numberOutOfRange: "number out of range at \(self.pathText)"
             }
         return "\(what) at byte \(self.byteOffset)"
     }
+
+    /// ``path`` as a dotted path, as routes write them (`order.items.3.price`), or `the top level`; bounded
+    /// to ``maximumPathTextBytes`` (names longer than 64 bytes are cut, and so is the middle of a long path)
+    /// and with control characters escaped, since it goes into a dead letter's header.
+    public var pathText: String {
+        guard !self.path.isEmpty else { return "the top level" }
+        var bytes: [UInt8] = []
+        for (offset, segment) in self.path.enumerated() {
+            if offset > 0 { bytes.append(UInt8(ascii: ".")) }
+            var segment = segment
+            if segment.utf8.count > 64 {
+                segment = String(decoding: segment.utf8.prefix(64), as: UTF8.self) + "…"
+            }
+            JSONValue.appendEscaped(segment, to: &bytes)
+        }
+        let limit = Self.maximumPathTextBytes
+        if bytes.count > limit {
+            // Keep both ends: the first names say which part of the event, the last ones which field.
+            let ellipsis = Array(" … ".utf8)
+            let keep = (limit - ellipsis.count) / 2
+            bytes = Array(bytes.prefix(keep)) + ellipsis + Array(bytes.suffix(keep))
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The longest ``pathText``, in bytes (a little more when the cut falls inside a character).
+    public static let maximumPathTextBytes = 256
 }
 
 extension JSONValue {
@@ -57,7 +95,16 @@ extension JSONValue {
     /// Parses one JSON document (RFC 8259) from UTF-8 `bytes`, surrounding whitespace allowed.
     ///
     /// A number without fraction or exponent becomes ``integer(_:)`` when it fits in `Int64`, otherwise
-    /// ``double(_:)``. Strings must be valid UTF-8.
+    /// ``double(_:)`` (rounded to the nearest double, as JavaScript reads it). A number beyond the double
+    /// range (magnitude over about 1.8e308) anywhere in the document is an error,
+    /// ``JSONParseError/Code/numberOutOfRange``; one too small for a double reads as `0` (or `-0.0`). Strings
+    /// must be valid UTF-8, and arrays and objects nest at most ``maximumDepth`` deep.
+    ///
+    /// Memory: the parser keeps no more than the tree it returns plus, while a container is open, its
+    /// elements so far (each container is then allocated at its exact size, never with spare room). Measured
+    /// on the worst shapes (`[0,0,…]`, `[{},{},…]`, `[[0],[0],…]`, `[{"":0},…]`, long strings and keys),
+    /// the tree takes at most about 24 bytes per input byte, malloc's own overhead included, and parsing peaks
+    /// at about twice that; `JSONValueBoundsTests` checks both bounds.
     public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
         let result = bytes.withContiguousStorageIfAvailable(Self.parse)
         self = try (result ?? Array(bytes).withUnsafeBufferPointer(Self.parse)).get()
@@ -134,7 +181,8 @@ struct JSONProjection: Sendable {
         guard let members = self.members else { return nil }
         for index in members.indices where members[index].utf8.count == key.count {
             let equal = members[index].utf8.withUnsafeBufferPointer { name in
-                key.isEmpty || memcmp(name.baseAddress!, key.baseAddress!, key.count) == 0
+                guard let nameBase = name.baseAddress, let keyBase = key.baseAddress else { return key.isEmpty }
+                return memcmp(nameBase, keyBase, key.count) == 0
             }
             if equal { return (members[index].key, members[index].projection) }
         }
@@ -148,6 +196,10 @@ private struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var depth = 0
+    /// The elements of the arrays being built that are still open, outermost first.
+    private var valueScratch: [JSONValue] = []
+    /// The members of the objects being built that are still open, outermost first.
+    private var memberScratch: [(key: String, value: JSONValue)] = []
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -217,28 +269,36 @@ private struct JSONParser {
     private mutating func parseObject(_ projection: JSONProjection?) throws(JSONParseError) -> JSONValue {
         try self.enter()
         self.index += 1
-        var members: [(key: String, value: JSONValue)] = []
-        // Event objects are small: one allocation of 8 saves the 1-2-4-8 growth steps.
-        if projection != nil { members.reserveCapacity(8) }
+        // Members go onto the shared scratch stack while the object is open and are copied out at its exact
+        // size when it closes: no per-object reservation that a document of many small objects multiplies,
+        // and no doubling slack left in the tree.
+        let mark = self.memberScratch.count
+        if projection != nil, self.memberScratch.capacity == 0 { self.memberScratch.reserveCapacity(16) }
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "}") {
             self.index += 1
             self.depth -= 1
-            return .object(members)
+            return .object([])
         }
         while true {
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.error(.unexpectedByte) }
+            let keyStart = self.index
             let (key, memberProjection) = try self.parseMemberName(projection)
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: ":") else { throw self.error(.unexpectedByte) }
             self.index += 1
             self.skipWhitespace()
-            let value = try self.parseValue(memberProjection)
-            if memberProjection != nil { members.append((key: key, value: value)) }
+            let value: JSONValue
+            do {
+                value = try self.parseValue(memberProjection)
+            } catch {
+                throw self.locating(error, inMemberAt: keyStart)
+            }
+            if memberProjection != nil { self.memberScratch.append((key: key, value: value)) }
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
@@ -247,7 +307,7 @@ private struct JSONParser {
             case UInt8(ascii: "}"):
                 self.index += 1
                 self.depth -= 1
-                return .object(members)
+                return .object(Self.take(&self.memberScratch, from: mark))
             default:
                 throw self.error(.unexpectedByte)
             }
@@ -257,18 +317,26 @@ private struct JSONParser {
     private mutating func parseArray(build: Bool) throws(JSONParseError) -> JSONValue {
         try self.enter()
         self.index += 1
-        var elements: [JSONValue] = []
+        let mark = self.valueScratch.count
+        if build, self.valueScratch.capacity == 0 { self.valueScratch.reserveCapacity(16) }
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "]") {
             self.index += 1
             self.depth -= 1
-            return .array(elements)
+            return .array([])
         }
+        var count = 0
         while true {
             self.skipWhitespace()
-            let element = try self.parseValue(build ? .everything : nil)
-            if build { elements.append(element) }
+            let element: JSONValue
+            do {
+                element = try self.parseValue(build ? .everything : nil)
+            } catch {
+                throw Self.locating(error, inElement: count)
+            }
+            if build { self.valueScratch.append(element) }
+            count += 1
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
@@ -277,11 +345,43 @@ private struct JSONParser {
             case UInt8(ascii: "]"):
                 self.index += 1
                 self.depth -= 1
-                return .array(elements)
+                return .array(Self.take(&self.valueScratch, from: mark))
             default:
                 throw self.error(.unexpectedByte)
             }
         }
+    }
+
+    /// Moves the elements from `mark` to the end of a scratch stack into a new array of exactly their count.
+    private static func take<Element>(_ scratch: inout [Element], from mark: Int) -> [Element] {
+        guard mark < scratch.count else { return [] }
+        // Not `Array(scratch[mark...])`: from mark 0 that shares the scratch buffer, spare capacity and all.
+        var taken: [Element] = []
+        taken.reserveCapacity(scratch.count - mark)
+        taken.append(contentsOf: scratch[mark...])
+        scratch.removeSubrange(mark...)
+        return taken
+    }
+
+    /// `error`, raised inside the value of the member whose name starts at `keyStart`, with that name added
+    /// in front of its path when the error has one. Runs only when parsing fails.
+    private func locating(_ error: JSONParseError, inMemberAt keyStart: Int) -> JSONParseError {
+        guard error.code == .numberOutOfRange else { return error }
+        var nameParser = JSONParser(self.bytes)
+        nameParser.index = keyStart
+        var located = error
+        // The name was parsed once already, so it parses again.
+        located.path.insert((try? nameParser.parseString(build: true)) ?? "", at: 0)
+        return located
+    }
+
+    /// `error`, raised inside the array element at `offset`, with the offset added in front of its path when
+    /// the error has one.
+    private static func locating(_ error: JSONParseError, inElement offset: Int) -> JSONParseError {
+        guard error.code == .numberOutOfRange else { return error }
+        var located = error
+        located.path.insert(String(offset), at: 0)
+        return located
     }
 
     /// Parses a member name starting at its opening quote, and answers it with what to build of the member's
@@ -397,8 +497,10 @@ private struct JSONParser {
             } else if (0xDC00..<0xE000).contains(scalar) {
                 throw self.error(.invalidString)
             }
-            guard let unicode = Unicode.Scalar(scalar) else { throw self.error(.invalidString) }
-            scratch.append(contentsOf: UTF8.encode(unicode)!)
+            guard let unicode = Unicode.Scalar(scalar), let encoded = UTF8.encode(unicode) else {
+                throw self.error(.invalidString)
+            }
+            scratch.append(contentsOf: encoded)
         default:
             self.index -= 1
             throw self.error(.invalidString)
@@ -423,7 +525,10 @@ private struct JSONParser {
         return value
     }
 
-    /// Parses a number; when not `build`ing, checks its grammar and answers `null`.
+    /// Parses a number; when not `build`ing, checks its grammar and range and answers `null`.
+    ///
+    /// Numbers beyond the double range are refused whether built or not, so that an event is accepted or
+    /// refused the same way whatever the routes read of it.
     private mutating func parseNumber(build: Bool) throws(JSONParseError) -> JSONValue {
         let start = self.index
         var negative = false
@@ -438,14 +543,17 @@ private struct JSONParser {
         } else {
             guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
         }
+        let integerDigits = self.index - integerStart
         var isInteger = true
         if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: ".") {
             isInteger = false
             self.index += 1
             guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
         }
+        var hasExponent = false
         if self.index < self.bytes.count, self.bytes[self.index] | 0x20 == UInt8(ascii: "e") {
             isInteger = false
+            hasExponent = true
             self.index += 1
             if self.index < self.bytes.count,
                 self.bytes[self.index] == UInt8(ascii: "+") || self.bytes[self.index] == UInt8(ascii: "-")
@@ -454,7 +562,14 @@ private struct JSONParser {
             }
             guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
         }
-        guard build else { return .null }
+        let number = UnsafeBufferPointer(rebasing: self.bytes[start..<self.index])
+        guard build else {
+            // Without an exponent, 308 digits before the point always fit; only the rare rest is looked at.
+            if hasExponent || integerDigits > 308, !Self.isWithinDoubleRange(number) {
+                throw JSONParseError(code: .numberOutOfRange, byteOffset: start)
+            }
+            return .null
+        }
         if isInteger {
             // Accumulate negatively so that Int64.min parses too.
             var value: Int64 = 0
@@ -477,9 +592,66 @@ private struct JSONParser {
                 }
             }
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]), as: UTF8.self)
-        guard let double = Double(text) else { throw JSONParseError(code: .invalidNumber, byteOffset: start) }
+        guard let double = Double(String(decoding: number, as: UTF8.self)) else {
+            throw JSONParseError(code: .invalidNumber, byteOffset: start)
+        }
+        guard double.isFinite else { throw JSONParseError(code: .numberOutOfRange, byteOffset: start) }
         return .double(double)
+    }
+
+    /// Whether the JSON number `text` (grammar already checked) is within the double range, without
+    /// converting it when its decimal exponent settles the question.
+    ///
+    /// With `E` the power of ten of its first non-zero digit plus its exponent, the number is in
+    /// [10^E, 10^(E+1)): below 10^308 it fits and from 10^309 it does not, whatever the digits; only
+    /// `E == 308` needs the conversion. Zero fits whatever its exponent. The exponent's digits are read with
+    /// saturation, so `1e99999999999999999999` cannot overflow the arithmetic.
+    private static func isWithinDoubleRange(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        var position = text.first == UInt8(ascii: "-") ? 1 : 0
+        // JSON writes no leading zeros, so an integer part other than `0` starts with its first non-zero digit.
+        var integerDigits = 0
+        while position < text.count, text[position] >= UInt8(ascii: "0"), text[position] <= UInt8(ascii: "9") {
+            integerDigits += 1
+            position += 1
+        }
+        let integerIsZero = integerDigits == 1 && text[position - 1] == UInt8(ascii: "0")
+        var fractionZeros = 0
+        var fractionIsZero = true
+        if position < text.count, text[position] == UInt8(ascii: ".") {
+            position += 1
+            while position < text.count, text[position] >= UInt8(ascii: "0"), text[position] <= UInt8(ascii: "9") {
+                if fractionIsZero {
+                    if text[position] == UInt8(ascii: "0") { fractionZeros += 1 } else { fractionIsZero = false }
+                }
+                position += 1
+            }
+        }
+        let power: Int
+        if !integerIsZero {
+            power = integerDigits - 1
+        } else if !fractionIsZero {
+            power = -(fractionZeros + 1)
+        } else {
+            return true  // zero, whatever the exponent
+        }
+        var exponent = 0
+        if position < text.count {
+            position += 1
+            var sign = 1
+            if text[position] == UInt8(ascii: "-") || text[position] == UInt8(ascii: "+") {
+                if text[position] == UInt8(ascii: "-") { sign = -1 }
+                position += 1
+            }
+            while position < text.count {
+                exponent = min(exponent * 10 + Int(text[position] - UInt8(ascii: "0")), 1_000_000_000)
+                position += 1
+            }
+            exponent *= sign
+        }
+        let decimalPower = power + exponent
+        if decimalPower < 308 { return true }
+        if decimalPower > 308 { return false }
+        return Double(String(decoding: text, as: UTF8.self))?.isFinite ?? false
     }
 
     /// Skips ASCII digits and answers how many there were.
