@@ -94,6 +94,14 @@ struct TextTemplate: Sendable {
         var hint: String?
     }
 
+    /// The empty template, which renders nothing.
+    static let empty = TextTemplate(source: "", segments: [])
+
+    private init(source: String, segments: [Segment]) {
+        self.source = source
+        self.segments = segments
+    }
+
     /// Parses `source`: first with swift-mustache, whose parser defines the syntax and locates errors, then
     /// into this type's segments.
     init(_ source: String) throws(SyntaxError) {

@@ -9,8 +9,8 @@ import Routing
 /// be dead-lettered. Sends nothing and needs no credentials: credential files are not checked.
 ///
 /// Exit status: 0 when it renders notifications, 1 when the event would be dead-lettered, does not match the
-/// route, or makes a notification APNs would reject (an oversized payload), 2 for wrong usage or an invalid
-/// configuration.
+/// route, or makes a notification APNs would reject (an oversized payload, a header value APNs cannot take), 2
+/// for wrong usage or an invalid configuration.
 struct RenderCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "render",
@@ -112,7 +112,10 @@ struct RenderCommand: AsyncParsableCommand {
             text += "\n# token \(mapped.tokenIndex): \(notification.payload.count)-byte payload\n"
             if let rejection = mapped.localRejection {
                 text += "# not sent: APNs would reject it with \(rejection.rawValue)"
-                text += " (limit \(notification.pushType.maxPayloadBytes) bytes); the outcome is rejected\n"
+                if rejection == .payloadTooLarge {
+                    text += " (limit \(notification.pushType.maxPayloadBytes) bytes; rendering stops one byte past it)"
+                }
+                text += "; the outcome is rejected\n"
             }
             text += "POST \(notification.path) HTTP/2\n"
             for header in notification.apnsHeaders {
