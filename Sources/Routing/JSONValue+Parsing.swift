@@ -100,11 +100,13 @@ extension JSONValue {
     /// ``JSONParseError/Code/numberOutOfRange``; one too small for a double reads as `0` (or `-0.0`). Strings
     /// must be valid UTF-8, and arrays and objects nest at most ``maximumDepth`` deep.
     ///
-    /// Memory: the parser keeps no more than the tree it returns plus, while a container is open, its
-    /// elements so far (each container is then allocated at its exact size, never with spare room). Measured
-    /// on the worst shapes (`[0,0,…]`, `[{},{},…]`, `[[0],[0],…]`, `[{"":0},…]`, long strings and keys),
-    /// the tree takes at most about 24 bytes per input byte, malloc's own overhead included, and parsing peaks
-    /// at about twice that; `JSONValueBoundsTests` checks both bounds.
+    /// Memory: what is built is held in arrays that grow from empty by doubling (no container reserves room
+    /// ahead, except the root, for the members the routes read), so the tree is proportional to the input.
+    /// Measured on the worst shapes (`[[0],[0],…]` with the most spare capacity, `[0,0,…]`, `[{},{},…]`,
+    /// `[{"":0},…]`, long strings and keys), it takes at most 28 bytes per input byte, malloc's overhead
+    /// included (`JSONValueBoundsTests` checks 32); while the last array grows, old and new storage add up to
+    /// about 40 bytes per input byte at the peak. Values that are only checked (not read by any route) take
+    /// nothing.
     public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
         let result = bytes.withContiguousStorageIfAvailable(Self.parse)
         self = try (result ?? Array(bytes).withUnsafeBufferPointer(Self.parse)).get()
@@ -196,21 +198,25 @@ private struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var depth = 0
-    /// The elements of the arrays being built that are still open, outermost first.
-    private var valueScratch: [JSONValue] = []
-    /// The members of the objects being built that are still open, outermost first.
-    private var memberScratch: [(key: String, value: JSONValue)] = []
 
     init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
     }
 
     mutating func parseDocument(projection: JSONProjection) throws(JSONParseError) -> JSONValue {
-        self.skipWhitespace()
-        let value = try self.parseValue(projection)
-        self.skipWhitespace()
-        guard self.index == self.bytes.count else { throw self.error(.trailingBytes) }
-        return value
+        do throws(JSONParseError) {
+            self.skipWhitespace()
+            let value = try self.parseValue(projection)
+            self.skipWhitespace()
+            guard self.index == self.bytes.count else { throw self.error(.trailingBytes) }
+            return value
+        } catch {
+            guard error.code == .numberOutOfRange else { throw error }
+            var located = error
+            var locator = JSONParser(self.bytes)
+            located.path = locator.path(to: error.byteOffset) ?? []
+            throw located
+        }
     }
 
     private func error(_ code: JSONParseError.Code) -> JSONParseError {
@@ -269,11 +275,13 @@ private struct JSONParser {
     private mutating func parseObject(_ projection: JSONProjection?) throws(JSONParseError) -> JSONValue {
         try self.enter()
         self.index += 1
-        // Members go onto the shared scratch stack while the object is open and are copied out at its exact
-        // size when it closes: no per-object reservation that a document of many small objects multiplies,
-        // and no doubling slack left in the tree.
-        let mark = self.memberScratch.count
-        if projection != nil, self.memberScratch.capacity == 0 { self.memberScratch.reserveCapacity(16) }
+        var members: [(key: String, value: JSONValue)] = []
+        // Objects grow from empty (to at most twice their member count), so a document of many small objects
+        // costs memory in proportion. An object the routes read only some members of reserves room for those
+        // when it gets its first one: the root for all of them (there is one root), any other for at most 4
+        // (another such object exists only once per repetition of its key, so 4 bounds what a document of
+        // repeated keys can make it reserve). This saves most growth steps on every event.
+        let reservation = projection?.members.map { self.depth == 1 ? max(1, $0.count) : min(4, $0.count) } ?? 0
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "}") {
@@ -285,20 +293,17 @@ private struct JSONParser {
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.error(.unexpectedByte) }
-            let keyStart = self.index
             let (key, memberProjection) = try self.parseMemberName(projection)
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: ":") else { throw self.error(.unexpectedByte) }
             self.index += 1
             self.skipWhitespace()
-            let value: JSONValue
-            do {
-                value = try self.parseValue(memberProjection)
-            } catch {
-                throw self.locating(error, inMemberAt: keyStart)
+            let value = try self.parseValue(memberProjection)
+            if memberProjection != nil {
+                if members.isEmpty, reservation > 1 { members.reserveCapacity(reservation) }
+                members.append((key: key, value: value))
             }
-            if memberProjection != nil { self.memberScratch.append((key: key, value: value)) }
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
@@ -307,7 +312,7 @@ private struct JSONParser {
             case UInt8(ascii: "}"):
                 self.index += 1
                 self.depth -= 1
-                return .object(Self.take(&self.memberScratch, from: mark))
+                return .object(members)
             default:
                 throw self.error(.unexpectedByte)
             }
@@ -317,8 +322,7 @@ private struct JSONParser {
     private mutating func parseArray(build: Bool) throws(JSONParseError) -> JSONValue {
         try self.enter()
         self.index += 1
-        let mark = self.valueScratch.count
-        if build, self.valueScratch.capacity == 0 { self.valueScratch.reserveCapacity(16) }
+        var elements: [JSONValue] = []
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "]") {
@@ -326,17 +330,10 @@ private struct JSONParser {
             self.depth -= 1
             return .array([])
         }
-        var count = 0
         while true {
             self.skipWhitespace()
-            let element: JSONValue
-            do {
-                element = try self.parseValue(build ? .everything : nil)
-            } catch {
-                throw Self.locating(error, inElement: count)
-            }
-            if build { self.valueScratch.append(element) }
-            count += 1
+            let element = try self.parseValue(build ? .everything : nil)
+            if build { elements.append(element) }
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
@@ -345,43 +342,50 @@ private struct JSONParser {
             case UInt8(ascii: "]"):
                 self.index += 1
                 self.depth -= 1
-                return .array(Self.take(&self.valueScratch, from: mark))
+                return .array(elements)
             default:
                 throw self.error(.unexpectedByte)
             }
         }
     }
 
-    /// Moves the elements from `mark` to the end of a scratch stack into a new array of exactly their count.
-    private static func take<Element>(_ scratch: inout [Element], from mark: Int) -> [Element] {
-        guard mark < scratch.count else { return [] }
-        // Not `Array(scratch[mark...])`: from mark 0 that shares the scratch buffer, spare capacity and all.
-        var taken: [Element] = []
-        taken.reserveCapacity(scratch.count - mark)
-        taken.append(contentsOf: scratch[mark...])
-        scratch.removeSubrange(mark...)
-        return taken
+    /// The path (member names and array indices) to the value that starts at byte `target`, in a document
+    /// this parser accepted up to there; `nil` when no value starts there. Runs only to report where a number
+    /// out of range is, so the parse itself carries no path.
+    mutating func path(to target: Int) -> [String]? {
+        self.skipWhitespace()
+        return try? self.locate(target)
     }
 
-    /// `error`, raised inside the value of the member whose name starts at `keyStart`, with that name added
-    /// in front of its path when the error has one. Runs only when parsing fails.
-    private func locating(_ error: JSONParseError, inMemberAt keyStart: Int) -> JSONParseError {
-        guard error.code == .numberOutOfRange else { return error }
-        var nameParser = JSONParser(self.bytes)
-        nameParser.index = keyStart
-        var located = error
-        // The name was parsed once already, so it parses again.
-        located.path.insert((try? nameParser.parseString(build: true)) ?? "", at: 0)
-        return located
-    }
-
-    /// `error`, raised inside the array element at `offset`, with the offset added in front of its path when
-    /// the error has one.
-    private static func locating(_ error: JSONParseError, inElement offset: Int) -> JSONParseError {
-        guard error.code == .numberOutOfRange else { return error }
-        var located = error
-        located.path.insert(String(offset), at: 0)
-        return located
+    private mutating func locate(_ target: Int) throws(JSONParseError) -> [String]? {
+        if self.index == target { return [] }
+        guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        let isObject = self.bytes[self.index] == UInt8(ascii: "{")
+        guard isObject || self.bytes[self.index] == UInt8(ascii: "[") else {
+            _ = try self.parseValue(nil)
+            return nil
+        }
+        self.index += 1
+        var offset = 0
+        while true {
+            self.skipWhitespace()
+            guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+            if self.bytes[self.index] == UInt8(ascii: isObject ? "}" : "]") {
+                self.index += 1
+                return nil
+            }
+            var segment = String(offset)
+            if isObject {
+                segment = try self.parseString(build: true)
+                self.skipWhitespace()
+                self.index += 1  // the colon
+                self.skipWhitespace()
+            }
+            if let path = try self.locate(target) { return [segment] + path }
+            offset += 1
+            self.skipWhitespace()
+            if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: ",") { self.index += 1 }
+        }
     }
 
     /// Parses a member name starting at its opening quote, and answers it with what to build of the member's
@@ -562,10 +566,11 @@ private struct JSONParser {
             }
             guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
         }
-        let number = UnsafeBufferPointer(rebasing: self.bytes[start..<self.index])
         guard build else {
             // Without an exponent, 308 digits before the point always fit; only the rare rest is looked at.
-            if hasExponent || integerDigits > 308, !Self.isWithinDoubleRange(number) {
+            if hasExponent || integerDigits > 308,
+                !Self.isWithinDoubleRange(UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]))
+            {
                 throw JSONParseError(code: .numberOutOfRange, byteOffset: start)
             }
             return .null
@@ -592,7 +597,8 @@ private struct JSONParser {
                 }
             }
         }
-        guard let double = Double(String(decoding: number, as: UTF8.self)) else {
+        let text = String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]), as: UTF8.self)
+        guard let double = Double(text) else {
             throw JSONParseError(code: .invalidNumber, byteOffset: start)
         }
         guard double.isFinite else { throw JSONParseError(code: .numberOutOfRange, byteOffset: start) }

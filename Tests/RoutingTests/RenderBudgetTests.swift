@@ -113,3 +113,34 @@ import Testing
         #expect(partial.utf8.count == 256)
     }
 }
+
+/// Parsing with a projection (what the bridge does) keeps the memory bound of a full parse.
+@Suite struct ProjectedParsingTests {
+    @Test func repeatedKeysOfAnObjectTheRoutesReadReserveAtMostFourMembersEach() throws {
+        // Routes reading a.b ... a.g: every repetition of "a" is an object read in part, reserving room for
+        // at most 4 of the 6 members read (a single object, such as the root, reserves for all of them).
+        let projection = JSONProjection(paths: ["b", "c", "d", "e", "f", "g"].map { ["a", $0] })
+        let repeated = Array(repeating: #""a":{"b":"t"}"#, count: 100_000).joined(separator: ",")
+        let bytes = Array("{\(repeated)}".utf8)
+        let value = try JSONValue(parsing: bytes, projection: projection)
+        guard case .object(let members) = value, case .object(let first)? = members.first?.value else {
+            Issue.record("unexpected shape")
+            return
+        }
+        #expect(members.count == 100_000)
+        #expect(first.capacity == 4)
+        #expect(JSONValueBoundsTests.heapBytes(value) <= JSONValueBoundsTests.bytesPerInputByte * bytes.count)
+    }
+
+    @Test func theRootReservesExactlyTheMembersTheRoutesRead() throws {
+        let projection = JSONProjection(paths: [["a"], ["b"], ["c"], ["d"], ["e"], ["f"]])
+        let value = try JSONValue(
+            parsing: Array(#"{"a":1,"x":0,"b":2,"c":3,"d":4,"e":5,"f":6}"#.utf8), projection: projection)
+        guard case .object(let members) = value else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(members.map(\.key) == ["a", "b", "c", "d", "e", "f"])
+        #expect(members.capacity == 6)
+    }
+}
