@@ -37,10 +37,7 @@ public enum NotificationValidation {
     ///   ``maximumDeviceTokenCharacters``, then what ``validateTopic(_:pushType:)``, the priority and
     ///   expiration rules and ``validateCollapseID(_:)`` answer, in that order; `nil` when none applies.
     public static func validateHeaderValues(_ notification: Notification) -> Reason? {
-        let token = notification.deviceToken
-        if token.utf8.count > self.maximumDeviceTokenCharacters || !self.isHeaderValue(token) {
-            return .badDeviceToken
-        }
+        if let reason = self.validateDeviceTokenCharacters(notification.deviceToken) { return reason }
         if let reason = self.validateTopic(notification.topic, pushType: notification.pushType) { return reason }
         if !notification.pushType.allows(notification.priority) { return .badPriority }
         if let expiration = notification.expirationEpochSeconds, expiration < 0 { return .badExpirationDate }
@@ -63,14 +60,41 @@ public enum NotificationValidation {
         return Array(value.utf8).withUnsafeBufferPointer(Self.isHeaderValue(utf8:))
     }
 
+    /// ``isHeaderValue(_:)-(StringProtocol)`` for a `String`, reading its UTF-8 in place: this runs on every
+    /// notification the mapper makes.
+    public static func isHeaderValue(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8(Self.isHeaderValue(utf8:))
+    }
+
     private static func isHeaderValue(utf8: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let first = utf8.first, let last = utf8.last else { return true }
+        guard let base = utf8.baseAddress, let first = utf8.first, let last = utf8.last else { return true }
         if first == 0x20 || last == 0x20 { return false }
-        // One wrapping comparison per byte: anything below 0x20 wraps above 0x5E, and 0x7F and up stay above.
-        for byte in utf8 where byte &- 0x20 > 0x5E {
-            return false
+        // Eight bytes at a time (the mapper checks every notification's token and collapse id): a byte below
+        // 0x20 sets its high bit in `(word - 0x20…) & ~word`, a byte above 0x7E in `(word + 0x01…) | word`.
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var position = 0
+        while utf8.count - position >= 8 {
+            let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
+            let below = (word &- ones &* 0x20) & ~word
+            let above = (word &+ ones) | word
+            if (below | above) & highs != 0 { return false }
+            position += 8
+        }
+        while position < utf8.count {
+            // One wrapping comparison: anything below 0x20 wraps above 0x5E, and 0x7F and up stay above.
+            if utf8[position] &- 0x20 > 0x5E { return false }
+            position += 1
         }
         return true
+    }
+
+    /// What of a device token can be checked without knowing its format: that it can go into `:path` (see
+    /// ``isHeaderValue(_:)-(String)``) and is at most ``maximumDeviceTokenCharacters`` long; else
+    /// `BadDeviceToken`.
+    public static func validateDeviceTokenCharacters(_ token: String) -> Reason? {
+        token.utf8.count > self.maximumDeviceTokenCharacters || !self.isHeaderValue(token) ? .badDeviceToken : nil
     }
 
     /// The device token in `/3/device/<token>`: hex digits, an even count, 64 to 200 of them.

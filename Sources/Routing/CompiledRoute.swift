@@ -337,6 +337,12 @@ struct CompiledRoute: Sendable {
         case .success(let value): (payload, payloadFault) = value
         case .failure(let reason): return .failure(reason)
         }
+        // NotificationValidation.validateHeaderValues, split by what varies: the topic and priority were checked
+        // when the route compiled, expiration and collapse id are the event's, the token is each notification's.
+        // Faults are reported in the order validate(_:) reports them: token, expiration, collapse id, payload.
+        let eventFault =
+            (expiration ?? 0) < 0
+            ? .badExpirationDate : collapseFault ?? collapseID.flatMap(NotificationValidation.validateCollapseID)
         let event = scope.event
         var notifications: [MappedNotification] = []
         notifications.reserveCapacity(tokens.count)
@@ -347,10 +353,8 @@ struct CompiledRoute: Sendable {
             let notification = Notification(
                 deviceToken: token, topic: self.topic, pushType: self.pushType, priority: self.priority,
                 expirationEpochSeconds: expiration, collapseID: collapseID, id: id, payload: payload)
-            // In the order NotificationValidation.validate reports faults: token, headers, payload.
             let rejection =
-                tokenFault ?? NotificationValidation.validateHeaderValues(notification) ?? collapseFault
-                ?? payloadFault
+                tokenFault ?? NotificationValidation.validateDeviceTokenCharacters(token) ?? eventFault ?? payloadFault
             notifications.append(
                 MappedNotification(tokenIndex: index, notification: notification, localRejection: rejection))
         }

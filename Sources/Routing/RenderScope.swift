@@ -16,39 +16,60 @@ struct RenderScope {
     /// The first segment is looked up in the innermost open section first, then outwards, then in the event
     /// (Mustache's rule); the rest follows from there. `_kafka` and `_headers` always name the event's metadata.
     func resolve(_ path: TemplatePath) -> JSONValue? {
-        var cost = 0
-        return self.resolve(path, cost: &cost)
+        switch path.root {
+        case .implicit:
+            return self.frames.last ?? self.document
+        case .kafka:
+            return self.kafka(path.segments)
+        case .headers:
+            guard let name = path.segments.first else {
+                return .object(self.event.headers.map { (key: $0.name, value: Self.text($0.value)) })
+            }
+            return self.event.headers.last(where: { $0.name == name }).map { Self.text($0.value) }
+        case .scope:
+            let first = path.segments[0]
+            var start: JSONValue?
+            for frame in self.frames.reversed() {
+                if let value = frame.child(named: first) {
+                    start = value
+                    break
+                }
+            }
+            guard var current = start ?? self.document.child(named: first) else { return nil }
+            for segment in path.segments.dropFirst() {
+                guard let next = current.child(named: segment) else { return nil }
+                current = next
+            }
+            return current
+        }
     }
 
     /// ``resolve(_:)``, charging `budget` for the lookup when it is made inside a section, where it may repeat
-    /// once per iteration: one step per member of every object searched, per header scanned, and per 16 bytes
-    /// of header or key text decoded. Outside sections a lookup runs once per template, so it costs nothing.
+    /// once per iteration (see ``lookupCost(_:)``). Outside sections a lookup runs once per template, so it
+    /// costs nothing and the hot path of a template without sections pays no accounting.
     func resolve(_ path: TemplatePath, charging budget: inout RenderBudget) -> JSONValue? {
-        var cost = 0
-        let value = self.resolve(path, cost: &cost)
-        if !self.frames.isEmpty { budget.stepsLeft -= cost }
-        return value
+        if !self.frames.isEmpty { budget.stepsLeft -= self.lookupCost(path) }
+        return self.resolve(path)
     }
 
-    private func resolve(_ path: TemplatePath, cost: inout Int) -> JSONValue? {
+    /// What looking `path` up costs, in ``RenderBudget`` steps: one per member of every object searched (each
+    /// open section's value from the innermost out, then the event, then each object on the way), one per
+    /// header scanned and per 16 bytes of header or key text decoded, and at least one.
+    private func lookupCost(_ path: TemplatePath) -> Int {
         switch path.root {
         case .implicit:
-            cost += 1
-            return self.frames.last ?? self.document
+            return 1
         case .kafka:
-            cost += 1 + (self.event.key?.count ?? 0) >> 4
-            return self.kafka(path.segments)
+            return 1 + (self.event.key?.count ?? 0) >> 4
         case .headers:
-            cost += self.event.headers.count
-            guard let name = path.segments.first else {
-                for header in self.event.headers { cost += header.value.count >> 4 }
-                return .object(self.event.headers.map { (key: $0.name, value: Self.text($0.value)) })
+            var cost = 1 + self.event.headers.count
+            for header in self.event.headers where path.segments.first.map({ $0 == header.name }) ?? true {
+                cost += header.value.count >> 4
             }
-            guard let header = self.event.headers.last(where: { $0.name == name }) else { return nil }
-            cost += header.value.count >> 4
-            return Self.text(header.value)
+            return cost
         case .scope:
             let first = path.segments[0]
+            var cost = 0
             var start: JSONValue?
             for frame in self.frames.reversed() {
                 cost += frame.searchCost
@@ -58,13 +79,13 @@ struct RenderScope {
                 }
             }
             if start == nil { cost += self.document.searchCost }
-            guard var current = start ?? self.document.child(named: first) else { return nil }
+            guard var current = start ?? self.document.child(named: first) else { return cost }
             for segment in path.segments.dropFirst() {
                 cost += current.searchCost
-                guard let next = current.child(named: segment) else { return nil }
+                guard let next = current.child(named: segment) else { return cost }
                 current = next
             }
-            return current
+            return cost
         }
     }
 

@@ -78,6 +78,15 @@ struct NotificationValidationTests {
         #expect(NotificationValidation.validatePayload(Array("{nope".utf8), pushType: .alert) == .payloadEmpty)
     }
 
+    @Test("a payload nested as deep as its size allows is answered, not a crash")
+    func deeplyNestedPayload() {
+        let depth = 2_500
+        let nested = String(repeating: "[", count: depth) + String(repeating: "]", count: depth)
+        let payload = Array(("{\"a\":" + nested + "}").utf8)
+        #expect(payload.count <= PushType.voip.maxPayloadBytes)
+        #expect(NotificationValidation.validatePayload(payload, pushType: .voip) != .payloadTooLarge)
+    }
+
     @Test("a collapse id over 64 bytes is BadCollapseId")
     func collapseID() {
         #expect(NotificationValidation.validateCollapseID(String(repeating: "c", count: 64)) == nil)
