@@ -35,11 +35,11 @@ public struct MappedNotification: Sendable {
     ///
     /// Detected here: ``APNSCore/Reason/payloadTooLarge`` when rendering the payload passed the push type's
     /// ``APNSCore/PushType/maxPayloadBytes`` or its sections ran out of steps (rendering stops there, and
-    /// ``notification``'s payload is then the part rendered, cut to one byte over the limit); and whatever
-    /// ``APNSCore/NotificationValidation/validateHeaderValues(_:)`` finds in the header values (a token,
-    /// topic or collapse id with a character outside visible ASCII, a token or collapse id too long, a
-    /// negative expiration: `BadDeviceToken`, `BadTopic`, `BadCollapseId`, `BadExpirationDate`), including a
-    /// header template that rendered past its limit. The pipeline does not send such a notification but
+    /// ``notification``'s payload is then the part rendered, cut to one byte over the limit); and what
+    /// ``APNSCore/NotificationValidation/validateHeaderValues(_:)`` would find in the header values (a token or
+    /// collapse id with a character outside visible ASCII or too long, a negative expiration:
+    /// `BadDeviceToken`, `BadCollapseId`, `BadExpirationDate`; the topic and priority are checked when the
+    /// route compiles), including a header template that rendered past its limit. The pipeline does not send such a notification but
     /// publishes a `rejected` outcome with this reason and a null `http_status` (SPEC §3), exactly as for the
     /// sender's own validation (which also checks the token's format). `nil`: nothing known against it.
     public var localRejection: Reason?
