@@ -55,6 +55,9 @@ public struct APNSResponse: Sendable, Hashable {
 public struct ErrorBody: Sendable, Hashable {
     /// The reason an unparseable error body is reported with.
     public static let malformedReason = "MalformedResponseBody"
+    /// The latest 410 timestamp accepted, 9999-12-31T23:59:59.999Z in milliseconds; a later (or negative,
+    /// or non-integer-sized) one is dropped as if absent.
+    public static let latestTimestampMilliseconds: Int64 = 253_402_300_799_999
 
     /// The reason string, parsed.
     public var reason: Reason
@@ -67,15 +70,21 @@ public struct ErrorBody: Sendable, Hashable {
         self.timestampMilliseconds = timestampMilliseconds
     }
 
-    /// Parses a body; `nil` when it is not a JSON object with a string `reason`.
+    /// Parses a body; `nil` when it is not a JSON object with a string `reason`. A `timestamp` outside
+    /// 0...``latestTimestampMilliseconds`` is left out.
     public static func parse(_ body: [UInt8]) -> ErrorBody? {
         guard !body.isEmpty,
             let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
             let reason = object["reason"] as? String
         else { return nil }
         var timestamp: Int64?
+        // A server's number is taken only when it is a time an outcome can state: `int64Value` of a number
+        // beyond 64 bits answers garbage rather than failing, and RFC 3339 has four-digit years.
         if let number = object["timestamp"] as? NSNumber {
-            timestamp = number.int64Value
+            let value = number.doubleValue
+            if value.isFinite, value >= 0, value <= Double(Self.latestTimestampMilliseconds) {
+                timestamp = number.int64Value
+            }
         }
         return ErrorBody(reason: Reason(rawValue: reason), timestampMilliseconds: timestamp)
     }

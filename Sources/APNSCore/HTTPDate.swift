@@ -6,15 +6,23 @@ public enum HTTPDate {
     private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]  // 1970-01-01 was a Thursday
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    /// `date` as IMF-fixdate, whole seconds (rounded down).
+    /// The range of dates ``format(_:)`` writes as they are: years 1 to 9999, IMF-fixdate's four digits.
+    static let formattableSeconds: ClosedRange<Double> = -62_135_596_800...253_402_300_799
+
+    /// `date` as IMF-fixdate, whole seconds (rounded down). A date outside years 1-9999 (or not finite) is
+    /// written as the nearest end of that range instead of trapping on the conversion to whole seconds.
     public static func format(_ date: Date) -> String {
-        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+        let interval = date.timeIntervalSince1970
+        let range = Self.formattableSeconds
+        let clamped = interval.isNaN ? 0 : min(max(interval, range.lowerBound), range.upperBound)
+        let seconds = Int64(clamped.rounded(.down))
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = self.civil(fromDays: days)
         let weekday = self.weekdays[Int(((days % 7) + 7) % 7)]
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(weekday), \(two(day)) \(self.months[Int(month) - 1]) \(year) "
+        let fourDigitYear = String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)
+        return "\(weekday), \(two(day)) \(self.months[Int(month) - 1]) \(fourDigitYear) "
             + "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
     }
 

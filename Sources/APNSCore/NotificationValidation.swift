@@ -26,6 +26,77 @@ public enum NotificationValidation {
         return self.validatePayload(notification.payload, pushType: notification.pushType)
     }
 
+    /// The checks of ``validate(_:)`` that do not depend on the device token's format or on the payload: what
+    /// goes into a header (or the `:path`) must be a value HTTP/2 can carry, and the collapse id must fit.
+    ///
+    /// The mapper runs this on every notification it makes (it is a few byte comparisons), so a value rendered
+    /// from an event that could never be sent is marked before it reaches the pipeline, and `pushbridge render`
+    /// shows it. Token *format* (hex, 64 to 200 digits) is left to ``validate(_:)``, run before sending.
+    ///
+    /// - Returns: `BadDeviceToken` for a token with a character outside visible ASCII or longer than
+    ///   ``maximumDeviceTokenCharacters``, then what ``validateTopic(_:pushType:)``, the priority and
+    ///   expiration rules and ``validateCollapseID(_:)`` answer, in that order; `nil` when none applies.
+    public static func validateHeaderValues(_ notification: Notification) -> Reason? {
+        if let reason = self.validateDeviceTokenCharacters(notification.deviceToken) { return reason }
+        if let reason = self.validateTopic(notification.topic, pushType: notification.pushType) { return reason }
+        if !notification.pushType.allows(notification.priority) { return .badPriority }
+        if let expiration = notification.expirationEpochSeconds, expiration < 0 { return .badExpirationDate }
+        if let collapseID = notification.collapseID, let reason = self.validateCollapseID(collapseID) {
+            return reason
+        }
+        return nil
+    }
+
+    /// Whether `value` can be sent as an HTTP/2 header value to APNs: visible ASCII and spaces only
+    /// (0x20-0x7E), and no space at either end.
+    ///
+    /// Control characters (CR and LF above all) could split or corrupt the request, and HPACK would carry them
+    /// to a server that resets the stream, which looks like a transient fault and is retried. Leading or
+    /// trailing spaces are refused too: RFC 9113 §8.2.1 forbids them in field values and nghttp2 servers
+    /// reset such streams in the same way. Bytes above 0x7E (UTF-8) are refused because Apple documents none
+    /// of its header values as anything but ASCII. The empty string passes.
+    public static func isHeaderValue(_ value: some StringProtocol) -> Bool {
+        if let answer = value.utf8.withContiguousStorageIfAvailable(Self.isHeaderValue(utf8:)) { return answer }
+        return Array(value.utf8).withUnsafeBufferPointer(Self.isHeaderValue(utf8:))
+    }
+
+    /// ``isHeaderValue(_:)-(StringProtocol)`` for a `String`, reading its UTF-8 in place: this runs on every
+    /// notification the mapper makes.
+    public static func isHeaderValue(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8(Self.isHeaderValue(utf8:))
+    }
+
+    private static func isHeaderValue(utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = utf8.baseAddress, let first = utf8.first, let last = utf8.last else { return true }
+        if first == 0x20 || last == 0x20 { return false }
+        // Eight bytes at a time (the mapper checks every notification's token and collapse id): a byte below
+        // 0x20 sets its high bit in `(word - 0x20…) & ~word`, a byte above 0x7E in `(word + 0x01…) | word`.
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var position = 0
+        while utf8.count - position >= 8 {
+            let word = UnsafeRawPointer(base + position).loadUnaligned(as: UInt64.self)
+            let below = (word &- ones &* 0x20) & ~word
+            let above = (word &+ ones) | word
+            if (below | above) & highs != 0 { return false }
+            position += 8
+        }
+        while position < utf8.count {
+            // One wrapping comparison: anything below 0x20 wraps above 0x5E, and 0x7F and up stay above.
+            if utf8[position] &- 0x20 > 0x5E { return false }
+            position += 1
+        }
+        return true
+    }
+
+    /// What of a device token can be checked without knowing its format: that it can go into `:path` (see
+    /// ``isHeaderValue(_:)-(String)``) and is at most ``maximumDeviceTokenCharacters`` long; else
+    /// `BadDeviceToken`.
+    public static func validateDeviceTokenCharacters(_ token: String) -> Reason? {
+        token.utf8.count > self.maximumDeviceTokenCharacters || !self.isHeaderValue(token) ? .badDeviceToken : nil
+    }
+
     /// The device token in `/3/device/<token>`: hex digits, an even count, 64 to 200 of them.
     public static func validateDeviceToken(_ token: some StringProtocol) -> Reason? {
         if token.isEmpty { return .missingDeviceToken }
@@ -40,8 +111,10 @@ public enum NotificationValidation {
 
     /// `apns-topic` against the push type: present, and carrying the suffix the push type requires after a
     /// non-empty bundle ID (`com.example.app.voip` for `voip`).
+    /// A topic with a character outside visible ASCII (see ``isHeaderValue(_:)``) is `BadTopic`.
     public static func validateTopic(_ topic: String, pushType: PushType) -> Reason? {
         if topic.isEmpty { return .missingTopic }
+        if !self.isHeaderValue(topic) { return .badTopic }
         let suffix = pushType.topicSuffix
         if !suffix.isEmpty && (!topic.hasSuffix(suffix) || topic.utf8.count == suffix.utf8.count) {
             return .badTopic
@@ -54,17 +127,22 @@ public enum NotificationValidation {
         PushType(rawValue: value) == nil ? .invalidPushType : nil
     }
 
-    /// A raw `apns-priority` header value: `1`, `5` or `10`, and allowed for the push type.
+    /// A raw `apns-priority` header value: `1`, `5` or `10` exactly, and allowed for the push type.
     public static func validatePriority(_ value: String, pushType: PushType) -> Reason? {
-        guard let number = Int(value), let priority = Priority(rawValue: number), pushType.allows(priority) else {
+        guard value.utf8.count <= 2, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            let number = Int(value), let priority = Priority(rawValue: number), pushType.allows(priority)
+        else {
             return .badPriority
         }
         return nil
     }
 
-    /// A raw `apns-expiration` header value: UNIX epoch seconds, `0` or more.
+    /// A raw `apns-expiration` header value: UNIX epoch seconds, `0` or more, as decimal digits only (no
+    /// sign, no spaces) that fit in 64 bits.
     public static func validateExpiration(_ value: String) -> Reason? {
-        guard let seconds = Int64(value), seconds >= 0 else { return .badExpirationDate }
+        guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            Int64(value) != nil
+        else { return .badExpirationDate }
         return nil
     }
 
@@ -86,9 +164,9 @@ public enum NotificationValidation {
         return nil
     }
 
-    /// A raw `apns-collapse-id`: at most 64 bytes.
+    /// A raw `apns-collapse-id`: at most 64 bytes, visible ASCII and spaces only (see ``isHeaderValue(_:)``).
     public static func validateCollapseID(_ value: String) -> Reason? {
-        value.utf8.count > self.maximumCollapseIDBytes ? .badCollapseId : nil
+        value.utf8.count > self.maximumCollapseIDBytes || !self.isHeaderValue(value) ? .badCollapseId : nil
     }
 
     /// The payload: not empty, within the push type's size limit, and one JSON object.

@@ -47,7 +47,16 @@ struct CompiledRoute: Sendable {
     let payload: Payload
 
     /// The longest `apns-collapse-id` APNs accepts, in bytes.
-    static let maxCollapseIDBytes = 64
+    static let maxCollapseIDBytes = NotificationValidation.maximumCollapseIDBytes
+    /// The most a header template (`device_tokens`, `collapse_id`, `expiration`) may render, in bytes, and the
+    /// most of a device token taken from the event that is kept. Every value APNs accepts is far shorter (200
+    /// hex digits for a token, 64 bytes for a collapse id, 20 digits for an expiration); a longer one is
+    /// rejected with Apple's reason for the field, and keeping only this much bounds what the outcome records
+    /// of such a notification carry.
+    static let maximumHeaderBytes = 256
+    /// The longest `ttl`: APNs stores a notification for at most 30 days, so a longer one is a mistake (and a
+    /// bound keeps `now + ttl` far from overflowing).
+    static let maximumTTL = Duration.seconds(366 * 86_400)
 
     /// Compiles `spec`, reporting every problem to `diagnostics`; `nil` when there was any.
     init?(compiling spec: RouteSpec, diagnostics: inout RouteDiagnostics) {
@@ -85,6 +94,13 @@ struct CompiledRoute: Sendable {
                 hint: "add `topic: <bundle ID>` (for mdm, the certificate's topic)")
         }
         self.topic = self.pushType.topic(for: spec.topic)
+        if !spec.topic.isEmpty, !NotificationValidation.isHeaderValue(self.topic) {
+            diagnostics.report(
+                .invalidValue, at: "topic",
+                "the topic has a character APNs cannot take in a header (control character, non-ASCII, or a "
+                    + "space at either end)",
+                hint: "write the bundle ID, e.g. `topic: com.example.app`")
+        }
 
         self.expiration = Self.compileExpiration(spec, diagnostics: &diagnostics)
         self.collapseID = spec.collapseID.flatMap { source in
@@ -96,6 +112,12 @@ struct CompiledRoute: Sendable {
                     .invalidValue, at: "collapse_id",
                     "\"\(text)\" is \(text.utf8.count) bytes; APNs accepts at most \(Self.maxCollapseIDBytes)",
                     hint: "shorten it")
+            } else if let text = template.constantText, !NotificationValidation.isHeaderValue(text) {
+                diagnostics.report(
+                    .invalidValue, at: "collapse_id",
+                    "the collapse id has a character APNs cannot take in a header (control character, "
+                        + "non-ASCII, or a space at either end)",
+                    hint: "use visible ASCII characters only")
             }
             return template
         }
@@ -118,7 +140,7 @@ struct CompiledRoute: Sendable {
     }
 
     private static func compileDeviceTokens(_ source: String, diagnostics: inout RouteDiagnostics) -> TextTemplate {
-        let fallback = try! TextTemplate("")  // a literal empty template always parses
+        let fallback = TextTemplate.empty
         guard !source.isEmpty else {
             diagnostics.report(
                 .missingField, at: "device_tokens", "the route has no device_tokens template",
@@ -177,19 +199,25 @@ struct CompiledRoute: Sendable {
             return .none
         }
         if let ttl = spec.ttl {
-            let seconds = ttl.components.seconds
-            guard ttl > .zero, seconds > 0 else {
+            guard ttl >= .seconds(1) else {
                 diagnostics.report(
                     .invalidValue, at: "ttl", "ttl must be at least one second, got \(ttl)",
                     hint: "write a duration such as `ttl: 1h`; for \"deliver now or never\" use `expiration: \"0\"`")
                 return .none
             }
-            return .ttl(seconds: seconds)
+            guard ttl <= Self.maximumTTL else {
+                diagnostics.report(
+                    .invalidValue, at: "ttl", "ttl must be at most 366 days, got \(ttl)",
+                    hint: "APNs keeps a notification for at most 30 days; write e.g. `ttl: 720h`")
+                return .none
+            }
+            // Within 1 s ... 366 days, so the components are exact and small.
+            return .ttl(seconds: ttl.components.seconds)
         }
         guard let source = spec.expiration,
             let template = Self.compileTemplate(source, at: "expiration", diagnostics: &diagnostics)
         else { return .none }
-        if let text = template.constantText, Int64(text) == nil || Int64(text)! < 0 {
+        if let text = template.constantText, (Int64(text) ?? -1) < 0 {
             diagnostics.report(
                 .invalidValue, at: "expiration", "\"\(text)\" is not epoch seconds",
                 hint: "write a tag naming the event's expiry, e.g. \"{{expires_at}}\", or use `ttl: 1h`")
@@ -256,7 +284,7 @@ struct CompiledRoute: Sendable {
         for condition in self.match {
             let actual = scope.resolve(condition.path)
             guard actual != condition.value else { continue }
-            let found = actual.map { "\($0.jsonText) (\($0.typeName))" } ?? "nothing"
+            let found = actual.map { "\($0.messageExcerpt) (\($0.typeName))" } ?? "nothing"
             return "match.\(condition.path.text): wants \(condition.value.jsonText) (\(condition.value.typeName)), "
                 + "the event has \(found)"
         }
@@ -282,8 +310,9 @@ struct CompiledRoute: Sendable {
         epochSeconds: @Sendable () -> Int64
     ) -> Result<[MappedNotification], DeadLetterReason> {
         let tokens: [String]
+        let tokenFault: Reason?
         switch self.renderDeviceTokens(&scope) {
-        case .success(let value): tokens = value
+        case .success(let value): (tokens, tokenFault) = value
         case .failure(let reason): return .failure(reason)
         }
         let expiration: Int64?
@@ -292,17 +321,28 @@ struct CompiledRoute: Sendable {
         case .failure(let reason): return .failure(reason)
         }
         var collapseID: String?
-        if let template = self.collapseID, case .success(let text) = template.renderText(scope: &scope),
-            !text.isEmpty
-        {
-            collapseID = text
+        var collapseFault: Reason?
+        if let template = self.collapseID {
+            switch template.renderText(limit: Self.maximumHeaderBytes, scope: &scope) {
+            case .complete(let text): collapseID = text.isEmpty ? nil : text
+            case .missing: collapseID = nil
+            case .overBudget(let partial):
+                collapseID = partial
+                collapseFault = .badCollapseId
+            }
         }
         let payload: [UInt8]
+        let payloadFault: Reason?
         switch self.renderPayload(&scope) {
-        case .success(let value): payload = value
+        case .success(let value): (payload, payloadFault) = value
         case .failure(let reason): return .failure(reason)
         }
-        let rejection: Reason? = payload.count > self.pushType.maxPayloadBytes ? .payloadTooLarge : nil
+        // NotificationValidation.validateHeaderValues, split by what varies: the topic and priority were checked
+        // when the route compiled, expiration and collapse id are the event's, the token is each notification's.
+        // Faults are reported in the order validate(_:) reports them: token, expiration, collapse id, payload.
+        let eventFault =
+            (expiration ?? 0) < 0
+            ? .badExpirationDate : collapseFault ?? collapseID.flatMap(NotificationValidation.validateCollapseID)
         let event = scope.event
         var notifications: [MappedNotification] = []
         notifications.reserveCapacity(tokens.count)
@@ -313,24 +353,39 @@ struct CompiledRoute: Sendable {
             let notification = Notification(
                 deviceToken: token, topic: self.topic, pushType: self.pushType, priority: self.priority,
                 expirationEpochSeconds: expiration, collapseID: collapseID, id: id, payload: payload)
+            let rejection =
+                tokenFault ?? NotificationValidation.validateDeviceTokenCharacters(token) ?? eventFault ?? payloadFault
             notifications.append(
                 MappedNotification(tokenIndex: index, notification: notification, localRejection: rejection))
         }
         return .success(notifications)
     }
 
-    private func renderDeviceTokens(_ scope: inout RenderScope) -> Result<[String], DeadLetterReason> {
+    /// A device token taken from the event as it is, cut to ``maximumHeaderBytes`` when longer: such a token is
+    /// rejected anyway (`BadDeviceToken`, longer than 200 characters), and its outcome need not carry it whole.
+    private static func bounded(_ token: String) -> String {
+        guard token.utf8.count > Self.maximumHeaderBytes else { return token }
+        return String(decoding: token.utf8.prefix(Self.maximumHeaderBytes), as: UTF8.self)
+    }
+
+    /// The tokens, and a fault that applies to them all (`BadDeviceToken` when the token template rendered past
+    /// its limit, so the text is not the whole token).
+    private func renderDeviceTokens(
+        _ scope: inout RenderScope
+    ) -> Result<(tokens: [String], fault: Reason?), DeadLetterReason> {
         let field = "device_tokens"
         guard let path = self.deviceTokens.singleTag else {
-            switch self.deviceTokens.renderText(scope: &scope) {
-            case .failure(let missing):
+            switch self.deviceTokens.renderText(limit: Self.maximumHeaderBytes, scope: &scope) {
+            case .missing(let missing):
                 return .failure(
                     self.deadLetter(.missingValue, field, "\(missing.description), so the device token is missing"))
-            case .success(let token):
+            case .overBudget(let partial):
+                return .success(([partial], .badDeviceToken))
+            case .complete(let token):
                 guard !token.isEmpty else {
                     return .failure(self.deadLetter(.missingValue, field, "the device token rendered empty (missing)"))
                 }
-                return .success([token])
+                return .success(([token], nil))
             }
         }
         switch scope.resolve(path) {
@@ -343,7 +398,7 @@ struct CompiledRoute: Sendable {
             guard !token.isEmpty else {
                 return .failure(self.deadLetter(.missingValue, field, "\(path.text) is an empty string (missing)"))
             }
-            return .success([token])
+            return .success(([Self.bounded(token)], nil))
         case .array(let elements)?:
             guard !elements.isEmpty else {
                 return .failure(
@@ -359,9 +414,9 @@ struct CompiledRoute: Sendable {
                         self.deadLetter(
                             .invalidValue, field, "\(path.text)[\(offset)] is \(what); every token must be a string"))
                 }
-                tokens.append(token)
+                tokens.append(Self.bounded(token))
             }
-            return .success(tokens)
+            return .success((tokens, nil))
         case let value?:
             return .failure(
                 self.deadLetter(
@@ -370,53 +425,94 @@ struct CompiledRoute: Sendable {
         }
     }
 
+    /// `apns-expiration`: `nil` to leave it out.
+    ///
+    /// A negative value is kept (the notification is then rejected locally with `BadExpirationDate`, as APNs
+    /// would answer); a number that does not fit 64-bit epoch seconds is a dead letter naming the field
+    /// (docs/templates.md, "Numbers out of range"); anything that is not an integer is a dead letter too.
     private func renderExpiration(
         _ scope: inout RenderScope,
         epochSeconds: @Sendable () -> Int64
     ) -> Result<Int64?, DeadLetterReason> {
+        let field = "expiration"
         switch self.expiration {
         case .none:
             return .success(nil)
         case .ttl(let seconds):
-            return .success(epochSeconds() + seconds)
+            // `seconds` is at most 366 days; only a clock near the end of time could overflow, and then the
+            // latest expiration there is stands for "store as long as APNs keeps anything".
+            let (sum, overflow) = epochSeconds().addingReportingOverflow(seconds)
+            return .success(overflow ? .max : sum)
         case .template(let template):
             let text: String
             if let path = template.singleTag {
                 switch scope.resolve(path) {
                 case nil, .null?: return .success(nil)
-                case .integer(let value)? where value >= 0: return .success(value)
-                case .double(let value)? where value >= 0 && value.rounded() == value && value < 9.2e18:
-                    return .success(Int64(value))
+                case .integer(let value)?: return .success(value)
+                case .double(let value)? where value.rounded(.towardZero) == value:
+                    guard let seconds = Int64(exactly: value) else {
+                        return .failure(
+                            self.deadLetter(
+                                .numberOutOfRange, field,
+                                "number out of range at \(path.text): \(JSONValue.double(value).messageExcerpt) "
+                                    + "does not fit 64-bit epoch seconds"))
+                    }
+                    return .success(seconds)
                 case .string(let string)?: text = string
                 case let value?:
                     return .failure(
                         self.deadLetter(
-                            .invalidValue, "expiration",
-                            "\(path.text) is \(value.jsonText); expected integer epoch seconds (0 or more)"))
+                            .invalidValue, field,
+                            "\(path.text) is \(value.messageExcerpt); expected integer epoch seconds (0 or more)"))
                 }
             } else {
-                switch template.renderText(scope: &scope) {
-                case .failure: return .success(nil)
-                case .success(let rendered): text = rendered
+                switch template.renderText(limit: Self.maximumHeaderBytes, scope: &scope) {
+                case .missing: return .success(nil)
+                case .complete(let rendered): text = rendered
+                case .overBudget:
+                    return .failure(
+                        self.deadLetter(
+                            .invalidValue, field,
+                            "rendered more than \(Self.maximumHeaderBytes) bytes (or its sections ran past their "
+                                + "limit); expected integer epoch seconds (0 or more)"))
                 }
             }
-            guard let value = Int64(text), value >= 0 else {
+            let unsigned = text.utf8.first == UInt8(ascii: "-") ? text.utf8.dropFirst() : text.utf8[...]
+            let isInteger =
+                !unsigned.isEmpty && unsigned.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+            guard isInteger else {
                 return .failure(
                     self.deadLetter(
-                        .invalidValue, "expiration",
-                        "rendered \(JSONValue.string(text).jsonText); expected integer epoch seconds (0 or more)"))
+                        .invalidValue, field,
+                        "rendered \(JSONValue.string(text).messageExcerpt); expected integer epoch seconds (0 or more)"
+                    ))
+            }
+            guard let value = Int64(text) else {
+                return .failure(
+                    self.deadLetter(
+                        .numberOutOfRange, field,
+                        "number out of range: rendered \(JSONValue.string(text).messageExcerpt), which does not fit "
+                            + "64-bit epoch seconds"))
             }
             return .success(value)
         }
     }
 
-    private func renderPayload(_ scope: inout RenderScope) -> Result<[UInt8], DeadLetterReason> {
+    /// The payload's bytes, with `PayloadTooLarge` when rendering passed the push type's limit; the bytes are
+    /// then what was rendered up to there, cut to one byte over the limit.
+    private func renderPayload(
+        _ scope: inout RenderScope
+    ) -> Result<(bytes: [UInt8], fault: Reason?), DeadLetterReason> {
+        let limit = self.pushType.maxPayloadBytes
+        var bytes: [UInt8]
         switch self.payload {
         case .template(let template):
-            var bytes: [UInt8] = []
+            bytes = []
             bytes.reserveCapacity(512)
-            _ = template.render(into: &bytes, scope: &scope)
-            return .success(bytes)
+            var budget = RenderBudget(byteLimit: limit)
+            guard case .overBudget = template.render(into: &bytes, budget: &budget, scope: &scope) else {
+                return .success((bytes, nil))
+            }
         case .from(let path):
             switch scope.resolve(path) {
             case nil, .null?:
@@ -424,7 +520,8 @@ struct CompiledRoute: Sendable {
                     self.deadLetter(
                         .missingValue, "payload_from", "\(path.text) is missing; expected the payload object"))
             case .object(let members)?:
-                return .success(JSONValue.object(members).serialized())
+                bytes = JSONValue.object(members).serialized()
+                guard bytes.count > limit else { return .success((bytes, nil)) }
             case let value?:
                 return .failure(
                     self.deadLetter(
@@ -432,6 +529,8 @@ struct CompiledRoute: Sendable {
                         "\(path.text) is \(value.typeNameWithArticle); expected the payload object"))
             }
         }
+        if bytes.count > limit + 1 { bytes.removeSubrange((limit + 1)...) }
+        return .success((bytes, .payloadTooLarge))
     }
 }
 

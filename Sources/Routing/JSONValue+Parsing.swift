@@ -22,17 +22,27 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
         case trailingBytes
         /// Arrays and objects nested deeper than ``JSONValue/maximumDepth``.
         case tooDeep
+        /// A number whose magnitude is beyond the largest finite double (about 1.8e308), such as `1e999999`
+        /// or an integer of 310 digits. JSON's grammar allows it, but no JSON number type PushBridge writes
+        /// can hold it (it would become `null` or `Infinity`), so the document is refused, wherever the
+        /// number is (see ``JSONParseError/path``).
+        case numberOutOfRange
     }
 
     /// What went wrong.
     public var code: Code
     /// The byte offset where the parser stopped.
     public var byteOffset: Int
+    /// For ``Code/numberOutOfRange``: where the number is, as member names and array indices from the root
+    /// (`["order", "items", "3", "price"]`); empty when the document itself is the number. Empty for the
+    /// other codes, whose byte offset says enough.
+    public var path: [String]
 
     /// Creates an error.
-    public init(code: Code, byteOffset: Int) {
+    public init(code: Code, byteOffset: Int, path: [String] = []) {
         self.code = code
         self.byteOffset = byteOffset
+        self.path = path
     }
 
     public var description: String {
@@ -45,9 +55,37 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
             case .invalidUTF8: "invalid UTF-8 in a string"
             case .trailingBytes: "unexpected data after the JSON value"
             case .tooDeep: "nested deeper than \(JSONValue.maximumDepth) levels"
+            case .numberOutOfRange: "number out of range at \(self.pathText)"
             }
         return "\(what) at byte \(self.byteOffset)"
     }
+
+    /// ``path`` as a dotted path, as routes write them (`order.items.3.price`), or `the top level`; bounded
+    /// to ``maximumPathTextBytes`` (names longer than 64 bytes are cut, and so is the middle of a long path)
+    /// and with control characters escaped, since it goes into a dead letter's header.
+    public var pathText: String {
+        guard !self.path.isEmpty else { return "the top level" }
+        var bytes: [UInt8] = []
+        for (offset, segment) in self.path.enumerated() {
+            if offset > 0 { bytes.append(UInt8(ascii: ".")) }
+            var segment = segment
+            if segment.utf8.count > 64 {
+                segment = String(decoding: segment.utf8.prefix(64), as: UTF8.self) + "…"
+            }
+            JSONValue.appendEscaped(segment, to: &bytes)
+        }
+        let limit = Self.maximumPathTextBytes
+        if bytes.count > limit {
+            // Keep both ends: the first names say which part of the event, the last ones which field.
+            let ellipsis = Array(" … ".utf8)
+            let keep = (limit - ellipsis.count) / 2
+            bytes = Array(bytes.prefix(keep)) + ellipsis + Array(bytes.suffix(keep))
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The longest ``pathText``, in bytes (a little more when the cut falls inside a character).
+    public static let maximumPathTextBytes = 256
 }
 
 extension JSONValue {
@@ -57,7 +95,18 @@ extension JSONValue {
     /// Parses one JSON document (RFC 8259) from UTF-8 `bytes`, surrounding whitespace allowed.
     ///
     /// A number without fraction or exponent becomes ``integer(_:)`` when it fits in `Int64`, otherwise
-    /// ``double(_:)``. Strings must be valid UTF-8.
+    /// ``double(_:)`` (rounded to the nearest double, as JavaScript reads it). A number beyond the double
+    /// range (magnitude over about 1.8e308) anywhere in the document is an error,
+    /// ``JSONParseError/Code/numberOutOfRange``; one too small for a double reads as `0` (or `-0.0`). Strings
+    /// must be valid UTF-8, and arrays and objects nest at most ``maximumDepth`` deep.
+    ///
+    /// Memory: what is built is held in arrays that grow from empty by doubling (no container reserves room
+    /// ahead, except the root, for the members the routes read), so the tree is proportional to the input.
+    /// Measured on the worst shapes (`[[0],[0],…]` with the most spare capacity, `[0,0,…]`, `[{},{},…]`,
+    /// `[{"":0},…]`, long strings and keys), it takes at most 28 bytes per input byte, malloc's overhead
+    /// included (`JSONValueBoundsTests` checks 32); while the last array grows, old and new storage add up to
+    /// about 40 bytes per input byte at the peak. Values that are only checked (not read by any route) take
+    /// nothing.
     public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
         let result = bytes.withContiguousStorageIfAvailable(Self.parse)
         self = try (result ?? Array(bytes).withUnsafeBufferPointer(Self.parse)).get()
@@ -134,7 +183,8 @@ struct JSONProjection: Sendable {
         guard let members = self.members else { return nil }
         for index in members.indices where members[index].utf8.count == key.count {
             let equal = members[index].utf8.withUnsafeBufferPointer { name in
-                key.isEmpty || memcmp(name.baseAddress!, key.baseAddress!, key.count) == 0
+                guard let nameBase = name.baseAddress, let keyBase = key.baseAddress else { return key.isEmpty }
+                return memcmp(nameBase, keyBase, key.count) == 0
             }
             if equal { return (members[index].key, members[index].projection) }
         }
@@ -154,11 +204,19 @@ private struct JSONParser {
     }
 
     mutating func parseDocument(projection: JSONProjection) throws(JSONParseError) -> JSONValue {
-        self.skipWhitespace()
-        let value = try self.parseValue(projection)
-        self.skipWhitespace()
-        guard self.index == self.bytes.count else { throw self.error(.trailingBytes) }
-        return value
+        do throws(JSONParseError) {
+            self.skipWhitespace()
+            let value = try self.parseValue(projection)
+            self.skipWhitespace()
+            guard self.index == self.bytes.count else { throw self.error(.trailingBytes) }
+            return value
+        } catch {
+            guard error.code == .numberOutOfRange else { throw error }
+            var located = error
+            var locator = JSONParser(self.bytes)
+            located.path = locator.path(to: error.byteOffset) ?? []
+            throw located
+        }
     }
 
     private func error(_ code: JSONParseError.Code) -> JSONParseError {
@@ -218,14 +276,18 @@ private struct JSONParser {
         try self.enter()
         self.index += 1
         var members: [(key: String, value: JSONValue)] = []
-        // Event objects are small: one allocation of 8 saves the 1-2-4-8 growth steps.
-        if projection != nil { members.reserveCapacity(8) }
+        // Objects grow from empty (to at most twice their member count), so a document of many small objects
+        // costs memory in proportion. An object the routes read only some members of reserves room for those
+        // when it gets its first one: the root for all of them (there is one root), any other for at most 4
+        // (another such object exists only once per repetition of its key, so 4 bounds what a document of
+        // repeated keys can make it reserve). This saves most growth steps on every event.
+        let reservation = projection?.members.map { self.depth == 1 ? max(1, $0.count) : min(4, $0.count) } ?? 0
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "}") {
             self.index += 1
             self.depth -= 1
-            return .object(members)
+            return .object([])
         }
         while true {
             self.skipWhitespace()
@@ -238,7 +300,10 @@ private struct JSONParser {
             self.index += 1
             self.skipWhitespace()
             let value = try self.parseValue(memberProjection)
-            if memberProjection != nil { members.append((key: key, value: value)) }
+            if memberProjection != nil {
+                if members.isEmpty, reservation > 1 { members.reserveCapacity(reservation) }
+                members.append((key: key, value: value))
+            }
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
@@ -263,7 +328,7 @@ private struct JSONParser {
         if self.bytes[self.index] == UInt8(ascii: "]") {
             self.index += 1
             self.depth -= 1
-            return .array(elements)
+            return .array([])
         }
         while true {
             self.skipWhitespace()
@@ -281,6 +346,45 @@ private struct JSONParser {
             default:
                 throw self.error(.unexpectedByte)
             }
+        }
+    }
+
+    /// The path (member names and array indices) to the value that starts at byte `target`, in a document
+    /// this parser accepted up to there; `nil` when no value starts there. Runs only to report where a number
+    /// out of range is, so the parse itself carries no path.
+    mutating func path(to target: Int) -> [String]? {
+        self.skipWhitespace()
+        return try? self.locate(target)
+    }
+
+    private mutating func locate(_ target: Int) throws(JSONParseError) -> [String]? {
+        if self.index == target { return [] }
+        guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        let isObject = self.bytes[self.index] == UInt8(ascii: "{")
+        guard isObject || self.bytes[self.index] == UInt8(ascii: "[") else {
+            _ = try self.parseValue(nil)
+            return nil
+        }
+        self.index += 1
+        var offset = 0
+        while true {
+            self.skipWhitespace()
+            guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+            if self.bytes[self.index] == UInt8(ascii: isObject ? "}" : "]") {
+                self.index += 1
+                return nil
+            }
+            var segment = String(offset)
+            if isObject {
+                segment = try self.parseString(build: true)
+                self.skipWhitespace()
+                self.index += 1  // the colon
+                self.skipWhitespace()
+            }
+            if let path = try self.locate(target) { return [segment] + path }
+            offset += 1
+            self.skipWhitespace()
+            if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: ",") { self.index += 1 }
         }
     }
 
@@ -397,8 +501,10 @@ private struct JSONParser {
             } else if (0xDC00..<0xE000).contains(scalar) {
                 throw self.error(.invalidString)
             }
-            guard let unicode = Unicode.Scalar(scalar) else { throw self.error(.invalidString) }
-            scratch.append(contentsOf: UTF8.encode(unicode)!)
+            guard let unicode = Unicode.Scalar(scalar), let encoded = UTF8.encode(unicode) else {
+                throw self.error(.invalidString)
+            }
+            scratch.append(contentsOf: encoded)
         default:
             self.index -= 1
             throw self.error(.invalidString)
@@ -423,7 +529,10 @@ private struct JSONParser {
         return value
     }
 
-    /// Parses a number; when not `build`ing, checks its grammar and answers `null`.
+    /// Parses a number; when not `build`ing, checks its grammar and range and answers `null`.
+    ///
+    /// Numbers beyond the double range are refused whether built or not, so that an event is accepted or
+    /// refused the same way whatever the routes read of it.
     private mutating func parseNumber(build: Bool) throws(JSONParseError) -> JSONValue {
         let start = self.index
         var negative = false
@@ -438,14 +547,17 @@ private struct JSONParser {
         } else {
             guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
         }
+        let integerDigits = self.index - integerStart
         var isInteger = true
         if self.index < self.bytes.count, self.bytes[self.index] == UInt8(ascii: ".") {
             isInteger = false
             self.index += 1
             guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
         }
+        var hasExponent = false
         if self.index < self.bytes.count, self.bytes[self.index] | 0x20 == UInt8(ascii: "e") {
             isInteger = false
+            hasExponent = true
             self.index += 1
             if self.index < self.bytes.count,
                 self.bytes[self.index] == UInt8(ascii: "+") || self.bytes[self.index] == UInt8(ascii: "-")
@@ -454,7 +566,15 @@ private struct JSONParser {
             }
             guard self.skipDigits() > 0 else { throw self.error(.invalidNumber) }
         }
-        guard build else { return .null }
+        guard build else {
+            // Without an exponent, 308 digits before the point always fit; only the rare rest is looked at.
+            if hasExponent || integerDigits > 308,
+                !Self.isWithinDoubleRange(UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]))
+            {
+                throw JSONParseError(code: .numberOutOfRange, byteOffset: start)
+            }
+            return .null
+        }
         if isInteger {
             // Accumulate negatively so that Int64.min parses too.
             var value: Int64 = 0
@@ -478,8 +598,66 @@ private struct JSONParser {
             }
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: self.bytes[start..<self.index]), as: UTF8.self)
-        guard let double = Double(text) else { throw JSONParseError(code: .invalidNumber, byteOffset: start) }
+        guard let double = Double(text) else {
+            throw JSONParseError(code: .invalidNumber, byteOffset: start)
+        }
+        guard double.isFinite else { throw JSONParseError(code: .numberOutOfRange, byteOffset: start) }
         return .double(double)
+    }
+
+    /// Whether the JSON number `text` (grammar already checked) is within the double range, without
+    /// converting it when its decimal exponent settles the question.
+    ///
+    /// With `E` the power of ten of its first non-zero digit plus its exponent, the number is in
+    /// [10^E, 10^(E+1)): below 10^308 it fits and from 10^309 it does not, whatever the digits; only
+    /// `E == 308` needs the conversion. Zero fits whatever its exponent. The exponent's digits are read with
+    /// saturation, so `1e99999999999999999999` cannot overflow the arithmetic.
+    private static func isWithinDoubleRange(_ text: UnsafeBufferPointer<UInt8>) -> Bool {
+        var position = text.first == UInt8(ascii: "-") ? 1 : 0
+        // JSON writes no leading zeros, so an integer part other than `0` starts with its first non-zero digit.
+        var integerDigits = 0
+        while position < text.count, text[position] >= UInt8(ascii: "0"), text[position] <= UInt8(ascii: "9") {
+            integerDigits += 1
+            position += 1
+        }
+        let integerIsZero = integerDigits == 1 && text[position - 1] == UInt8(ascii: "0")
+        var fractionZeros = 0
+        var fractionIsZero = true
+        if position < text.count, text[position] == UInt8(ascii: ".") {
+            position += 1
+            while position < text.count, text[position] >= UInt8(ascii: "0"), text[position] <= UInt8(ascii: "9") {
+                if fractionIsZero {
+                    if text[position] == UInt8(ascii: "0") { fractionZeros += 1 } else { fractionIsZero = false }
+                }
+                position += 1
+            }
+        }
+        let power: Int
+        if !integerIsZero {
+            power = integerDigits - 1
+        } else if !fractionIsZero {
+            power = -(fractionZeros + 1)
+        } else {
+            return true  // zero, whatever the exponent
+        }
+        var exponent = 0
+        if position < text.count {
+            position += 1
+            var sign = 1
+            if text[position] == UInt8(ascii: "-") || text[position] == UInt8(ascii: "+") {
+                if text[position] == UInt8(ascii: "-") { sign = -1 }
+                position += 1
+            }
+            while position < text.count {
+                exponent = min(exponent * 10 + Int(text[position] - UInt8(ascii: "0")), 1_000_000_000)
+                position += 1
+            }
+            exponent *= sign
+        }
+        let decimalPower = power + exponent
+        if decimalPower < 308 { return true }
+        if decimalPower > 308 { return false }
+        return Double(String(decoding: text, as: UTF8.self))?.isFinite ?? false
     }
 
     /// Skips ASCII digits and answers how many there were.

@@ -12,6 +12,17 @@ extension JSONValue {
         String(decoding: self.serialized(), as: UTF8.self)
     }
 
+    /// The most of a value's JSON text that ``messageExcerpt`` quotes, in bytes.
+    static let maximumExcerptBytes = 64
+
+    /// The start of this value's JSON text, for messages that quote an event's value (dead-letter reasons):
+    /// at most ``maximumExcerptBytes`` bytes, then `…` when cut, so a reason stays short whatever the event.
+    var messageExcerpt: String {
+        let text = self.serialized()
+        guard text.count > Self.maximumExcerptBytes else { return String(decoding: text, as: UTF8.self) }
+        return String(decoding: text.prefix(Self.maximumExcerptBytes), as: UTF8.self) + "…"
+    }
+
     /// Appends the compact JSON text of this value to `bytes`.
     ///
     /// Output is always valid JSON: strings are escaped (``appendEscaped(_:to:)``), integers are written digit

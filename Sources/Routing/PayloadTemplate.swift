@@ -78,25 +78,36 @@ indirect enum PayloadTemplate: Sendable {
         self = .constant(bytes)
     }
 
-    /// Renders into `bytes`.
+    /// What rendering one value did.
+    enum Rendered {
+        /// The value is in `bytes`.
+        case written
+        /// The value is left out (a leaf whose value is missing or null); `bytes` may hold a partial
+        /// rendering, which the caller removes.
+        case leftOut
+        /// `bytes` passed the budget's byte limit, or its steps ran out: rendering stopped there.
+        case overBudget
+    }
+
+    /// Renders into `bytes`, stopping as soon as `bytes` is longer than the budget's byte limit.
     ///
-    /// - Returns: `false` when this value is left out (a leaf whose value is missing or null); `bytes` may then
-    ///   hold a partial rendering, which the caller removes. Objects and arrays are never left out themselves:
-    ///   they drop the members and elements that are, and an object left empty stays `{}`.
-    func render(into bytes: inout [UInt8], scope: inout RenderScope) -> Bool {
+    /// Objects and arrays are never left out themselves: they drop the members and elements that are, and an
+    /// object left empty stays `{}`. The size is compared after every piece written, so the payload's own
+    /// size is what counts, including a leaf that is written and then left out by a tag missing further on.
+    func render(into bytes: inout [UInt8], budget: inout RenderBudget, scope: inout RenderScope) -> Rendered {
         switch self {
         case .constant(let constant):
             bytes.append(contentsOf: constant)
-            return true
         case .typed(let path):
-            guard let value = scope.resolve(path), !value.isNull else { return false }
+            guard let value = scope.resolve(path), !value.isNull else { return .leftOut }
             value.serialize(into: &bytes)
-            return true
         case .text(let template):
             bytes.append(UInt8(ascii: "\""))
-            guard template.render(into: &bytes, escaped: true, scope: &scope) == nil else { return false }
-            bytes.append(UInt8(ascii: "\""))
-            return true
+            switch template.render(into: &bytes, escaped: true, budget: &budget, scope: &scope) {
+            case nil: bytes.append(UInt8(ascii: "\""))
+            case .missing?: return .leftOut
+            case .overBudget?: return .overBudget
+            }
         case .container(let open, let close, let children):
             bytes.append(open)
             var first = true
@@ -104,14 +115,14 @@ indirect enum PayloadTemplate: Sendable {
                 let mark = bytes.count
                 if !first { bytes.append(UInt8(ascii: ",")) }
                 bytes.append(contentsOf: child.prefix)
-                if child.value.render(into: &bytes, scope: &scope) {
-                    first = false
-                } else {
-                    bytes.removeSubrange(mark...)
+                switch child.value.render(into: &bytes, budget: &budget, scope: &scope) {
+                case .written: first = false
+                case .leftOut: bytes.removeSubrange(mark...)
+                case .overBudget: return .overBudget
                 }
             }
             bytes.append(close)
-            return true
         }
+        return bytes.count > budget.byteLimit ? .overBudget : .written
     }
 }

@@ -33,10 +33,15 @@ public struct MappedNotification: Sendable {
     public var notification: Notification
     /// A fault the mapper already knows APNs would reject the notification for, with Apple's reason.
     ///
-    /// Only ``APNSCore/Reason/payloadTooLarge`` is detected here (the rendered payload exceeds the push type's
-    /// ``APNSCore/PushType/maxPayloadBytes``). The pipeline does not send such a notification but publishes a
-    /// `rejected` outcome with this reason and a null `http_status` (SPEC §3), exactly as for the sender's own
-    /// validation of tokens and collapse IDs. `nil`: nothing known against it.
+    /// Detected here: ``APNSCore/Reason/payloadTooLarge`` when rendering the payload passed the push type's
+    /// ``APNSCore/PushType/maxPayloadBytes`` or its sections ran out of steps (rendering stops there, and
+    /// ``notification``'s payload is then the part rendered, cut to one byte over the limit); and what
+    /// ``APNSCore/NotificationValidation/validateHeaderValues(_:)`` would find in the header values (a token or
+    /// collapse id with a character outside visible ASCII or too long, a negative expiration:
+    /// `BadDeviceToken`, `BadCollapseId`, `BadExpirationDate`; the topic and priority are checked when the
+    /// route compiles), including a header template that rendered past its limit. The pipeline does not send such a notification but
+    /// publishes a `rejected` outcome with this reason and a null `http_status` (SPEC §3), exactly as for the
+    /// sender's own validation (which also checks the token's format). `nil`: nothing known against it.
     public var localRejection: Reason?
 
     /// Creates a mapped notification.
@@ -58,6 +63,10 @@ public struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertib
         /// A value has the wrong type or form (a token that is not a string, an expiration that is not an
         /// integer, a `payload_from` that is not an object).
         case invalidValue
+        /// A number the event carries cannot be used as a number: anywhere in the event, one beyond the
+        /// double range (`1e999999`, a 400-digit integer); as an expiration, one beyond 64-bit epoch seconds.
+        /// The message names its path (`number out of range at order.total`).
+        case numberOutOfRange
     }
 
     /// What kind of problem it is.
@@ -65,7 +74,7 @@ public struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertib
     /// The route's name.
     public var route: String
     /// The route field at fault, as written in the configuration (`device_tokens`, `expiration`, ...); `nil`
-    /// when the event as a whole is at fault (not JSON).
+    /// when the event as a whole is at fault (not JSON, or a number out of range anywhere in it).
     public var field: String?
     /// What is wrong, without the route and field.
     public var message: String

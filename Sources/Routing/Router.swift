@@ -85,7 +85,7 @@ public struct Router: Sendable {
                 return RouteMapping(
                     route: route.name, app: route.app,
                     outcome: .deadLetter(
-                        DeadLetterReason(code: .notJSON, route: route.name, field: nil, message: error.message)))
+                        DeadLetterReason(code: error.code, route: route.name, field: nil, message: error.message)))
             }
         }
         var scope = RenderScope(event: event, document: document)
@@ -111,7 +111,7 @@ public struct Router: Sendable {
                 RouteMapping(
                     route: route.name, app: route.app,
                     outcome: .deadLetter(
-                        DeadLetterReason(code: .notJSON, route: route.name, field: nil, message: error.message))))
+                        DeadLetterReason(code: error.code, route: route.name, field: nil, message: error.message))))
         }
         var scope = RenderScope(event: event, document: document)
         if let mismatch = route.firstMismatch(scope) {
@@ -120,18 +120,29 @@ public struct Router: Sendable {
         return .mapped(route.map(&scope, epochSeconds: self.epochSeconds))
     }
 
-    private struct NotJSON: Error {
+    /// Why an event's value cannot be read at all.
+    private struct Unreadable: Error {
+        var code: DeadLetterReason.Code
         var message: String
     }
 
-    private static func parseValue(of event: RoutingEvent, projection: JSONProjection) throws(NotJSON) -> JSONValue {
+    private static func parseValue(
+        of event: RoutingEvent,
+        projection: JSONProjection
+    ) throws(Unreadable) -> JSONValue {
         guard let value = event.value else {
-            throw NotJSON(message: "the event has no value (tombstone); expected a JSON document")
+            throw Unreadable(code: .notJSON, message: "the event has no value (tombstone); expected a JSON document")
         }
         do {
             return try JSONValue(parsing: value, projection: projection)
+        } catch let error where error.code == .numberOutOfRange {
+            // Valid JSON, but a number no JSON value here can hold: say where, so the event can be fixed.
+            throw Unreadable(
+                code: .numberOutOfRange,
+                message: "number out of range at \(error.pathText) (byte \(error.byteOffset)): its magnitude is "
+                    + "beyond 1.8e308, the largest a number may have")
         } catch {
-            throw NotJSON(message: "the event value is not JSON: \(error)")
+            throw Unreadable(code: .notJSON, message: "the event value is not JSON: \(error)")
         }
     }
 }

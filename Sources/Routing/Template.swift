@@ -94,9 +94,23 @@ struct TextTemplate: Sendable {
         var hint: String?
     }
 
+    /// The empty template, which renders nothing.
+    static let empty = TextTemplate(source: "", segments: [])
+
+    private init(source: String, segments: [Segment]) {
+        self.source = source
+        self.segments = segments
+    }
+
     /// Parses `source`: first with swift-mustache, whose parser defines the syntax and locates errors, then
     /// into this type's segments.
     init(_ source: String) throws(SyntaxError) {
+        // Both parsers recurse once per open section: refuse a pathological nesting before either runs.
+        if Self.sectionOpeningsBound(Array(source.utf8)) > Self.maximumSectionDepth {
+            throw SyntaxError(
+                message: "broken template: sections nested deeper than \(Self.maximumSectionDepth) levels",
+                hint: "flatten the template; sections rarely need more than two or three levels")
+        }
         do {
             _ = try MustacheTemplate(string: source)
         } catch let error as MustacheTemplate.ParserError {
@@ -107,6 +121,34 @@ struct TextTemplate: Sendable {
         self.source = source
         var scanner = TagScanner(Array(source.utf8))
         self.segments = try scanner.parse(closing: nil)
+    }
+
+    /// How deep sections may nest in a template.
+    static let maximumSectionDepth = 32
+
+    /// An upper bound of the section nesting depth of `bytes`: the deepest running count of `{{#` and `{{^`
+    /// openings less `{{/` closings (tags inside other tags' names cannot occur in a template that parses).
+    private static func sectionOpeningsBound(_ bytes: [UInt8]) -> Int {
+        var depth = 0
+        var deepest = 0
+        var index = 0
+        while index + 2 < bytes.count {
+            if bytes[index] == UInt8(ascii: "{"), bytes[index + 1] == UInt8(ascii: "{") {
+                switch bytes[index + 2] {
+                case UInt8(ascii: "#"), UInt8(ascii: "^"):
+                    depth += 1
+                    deepest = max(deepest, depth)
+                case UInt8(ascii: "/"):
+                    depth -= 1
+                default:
+                    break
+                }
+                index += 2
+            } else {
+                index += 1
+            }
+        }
+        return deepest
     }
 
     private static func describe(_ error: MustacheTemplate.ParserError) -> SyntaxError {

@@ -78,11 +78,87 @@ struct NotificationValidationTests {
         #expect(NotificationValidation.validatePayload(Array("{nope".utf8), pushType: .alert) == .payloadEmpty)
     }
 
+    @Test("a payload nested as deep as its size allows is answered, not a crash")
+    func deeplyNestedPayload() {
+        let depth = 2_500
+        let nested = String(repeating: "[", count: depth) + String(repeating: "]", count: depth)
+        let payload = Array(("{\"a\":" + nested + "}").utf8)
+        #expect(payload.count <= PushType.voip.maxPayloadBytes)
+        #expect(NotificationValidation.validatePayload(payload, pushType: .voip) != .payloadTooLarge)
+    }
+
     @Test("a collapse id over 64 bytes is BadCollapseId")
     func collapseID() {
         #expect(NotificationValidation.validateCollapseID(String(repeating: "c", count: 64)) == nil)
         #expect(NotificationValidation.validateCollapseID(String(repeating: "c", count: 65)) == .badCollapseId)
         #expect(NotificationValidation.validateCollapseID(String(repeating: "é", count: 33)) == .badCollapseId)
+    }
+
+    /// Values no HTTP/2 header to APNs may carry: control characters, DEL, non-ASCII, spaces at either end.
+    static let unsendableHeaderValues = [
+        "a\r\napns-priority: 5", "a\nb", "a\u{0}b", "tab\there", "del\u{7F}", "東京", "é", " lead", "trail ", " ",
+    ]
+
+    @Test("header values hold visible ASCII and inner spaces only", arguments: Self.unsendableHeaderValues)
+    func unsendableHeaderValuesAreRefused(value: String) {
+        #expect(!NotificationValidation.isHeaderValue(value))
+        #expect(NotificationValidation.validateCollapseID(value) == .badCollapseId)
+        #expect(NotificationValidation.validateTopic(value, pushType: .alert) == .badTopic)
+        #expect(NotificationValidation.validateDeviceToken(value) == .badDeviceToken)
+        #expect(NotificationValidation.validateExpiration(value) == .badExpirationDate)
+    }
+
+    @Test("every visible ASCII character and inner spaces may be sent")
+    func visibleASCII() {
+        let all = String(decoding: Array(0x21...0x7E).map(UInt8.init), as: UTF8.self)
+        #expect(NotificationValidation.isHeaderValue(all))
+        #expect(NotificationValidation.isHeaderValue("order 42 - shipped"))
+        #expect(NotificationValidation.isHeaderValue(""))
+        #expect(NotificationValidation.validateCollapseID("order 42") == nil)
+    }
+
+    @Test("a notification with a control character in a header is rejected with that header's reason")
+    func notificationHeaders() {
+        var collapse = Fixtures.notification()
+        collapse.collapseID = "order-x\r\napns-priority: 5"
+        #expect(NotificationValidation.validate(collapse) == .badCollapseId)
+        #expect(NotificationValidation.validateHeaderValues(collapse) == .badCollapseId)
+        var topic = Fixtures.notification()
+        topic.topic = "com.example.app\n"
+        #expect(NotificationValidation.validate(topic) == .badTopic)
+        #expect(NotificationValidation.validateHeaderValues(topic) == .badTopic)
+        var token = Fixtures.notification()
+        token.deviceToken = "abc\u{0}"
+        #expect(NotificationValidation.validate(token) == .badDeviceToken)
+        #expect(NotificationValidation.validateHeaderValues(token) == .badDeviceToken)
+    }
+
+    @Test("validateHeaderValues leaves the token's format and the payload to validate")
+    func headerValuesOnly() {
+        var notification = Fixtures.notification(token: "short-token", payload: "")
+        #expect(NotificationValidation.validateHeaderValues(notification) == nil)
+        #expect(NotificationValidation.validate(notification) == .badDeviceToken)
+        notification.deviceToken = String(repeating: "a", count: 201)
+        #expect(NotificationValidation.validateHeaderValues(notification) == .badDeviceToken)
+        notification.deviceToken = "short-token"
+        notification.expirationEpochSeconds = -1
+        #expect(NotificationValidation.validateHeaderValues(notification) == .badExpirationDate)
+    }
+
+    @Test(
+        "raw priorities and expirations are decimal digits only",
+        arguments: ["+5", " 5", "5 ", "-0", "0x5", "１０"]
+    )
+    func rawNumbers(value: String) {
+        #expect(NotificationValidation.validatePriority(value, pushType: .alert) == .badPriority)
+        #expect(NotificationValidation.validateExpiration(value) == .badExpirationDate)
+    }
+
+    @Test("a raw expiration beyond 64 bits is BadExpirationDate")
+    func hugeExpiration() {
+        #expect(NotificationValidation.validateExpiration("9223372036854775807") == nil)
+        #expect(NotificationValidation.validateExpiration("9223372036854775808") == .badExpirationDate)
+        #expect(NotificationValidation.validateExpiration(String(repeating: "9", count: 400)) == .badExpirationDate)
     }
 
     @Test("apns-id must be a lowercase canonical UUID")
@@ -137,6 +213,34 @@ struct ResponseTests {
         #expect(rejected.disposition == .rejected)
         let failed = APNSResponse(status: 500, headers: [], body: Array(body.utf8))
         #expect(failed.disposition == .retryable)
+    }
+
+    @Test(
+        "a 410 timestamp that is not a time an outcome can state is left out, not a trap or garbage",
+        arguments: [
+            "1e999", "99999999999999999999999999", "-1", "-1e300", "1e300", "253402300800000", "\"soon\"", "null",
+        ]
+    )
+    func outOfRangeTimestamps(timestamp: String) {
+        let response = APNSResponse(
+            status: 410, headers: [], body: Array(#"{"reason":"Unregistered","timestamp":\#(timestamp)}"#.utf8))
+        #expect(response.invalidSinceEpochMilliseconds == nil)
+        #expect(response.disposition == .rejected)
+    }
+
+    @Test("the latest timestamp accepted is the last millisecond of year 9999")
+    func latestTimestamp() {
+        let response = APNSResponse(
+            status: 410, headers: [], body: Array(#"{"reason":"Unregistered","timestamp":253402300799999}"#.utf8))
+        #expect(response.invalidSinceEpochMilliseconds == ErrorBody.latestTimestampMilliseconds)
+    }
+
+    @Test("HTTP dates outside years 1-9999 are written clamped instead of trapping")
+    func httpDateClamps() {
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 1e300)) == "Fri, 31 Dec 9999 23:59:59 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: -1e300)) == "Mon, 01 Jan 0001 00:00:00 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: .infinity)) == "Fri, 31 Dec 9999 23:59:59 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: .nan)) == "Thu, 01 Jan 1970 00:00:00 GMT")
     }
 
     @Test("a 200 is delivered whatever its body")

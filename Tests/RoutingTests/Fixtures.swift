@@ -39,6 +39,9 @@ let orderShippedEvent = """
      "customer":{"apns_tokens":["aaaa1111","bbbb2222","cccc3333"],"unread_count":3}}
     """
 
+/// A device token of the form APNs accepts (64 hex digits).
+let validToken = String(repeating: "0a", count: 32)
+
 /// An event on `topic` carrying `json`.
 func event(
     _ json: String,

@@ -160,4 +160,24 @@ import Testing
             errors.first?.description
                 == #"routes[0] (r): push_type: unknown push type "backgound" (hint: did you mean "background"?)"#)
     }
+
+    @Test func sectionsNestedDeeperThan32AreRejectedBeforeParsing() {
+        let deep = String(repeating: "{{#a}}", count: 100_000) + String(repeating: "{{/a}}", count: 100_000)
+        let errors = compileErrors(Self.base { $0.payload = ["t": .string(deep)] })
+        #expect(errors.map(\.keyPath) == ["payload.t"])
+        #expect(errors.first?.message.contains("nested deeper than 32") == true)
+        let fine = String(repeating: "{{#a}}", count: 32) + String(repeating: "{{/a}}", count: 32)
+        #expect(compileErrors(Self.base { $0.payload = ["t": .string(fine)] }).isEmpty)
+    }
+
+    @Test func aTTLOverAYearIsRejected() {
+        let errors = compileErrors(Self.base { $0.ttl = .seconds(367 * 86_400) })
+        #expect(errors.map(\.keyPath) == ["ttl"])
+        #expect(compileErrors(Self.base { $0.ttl = .seconds(30 * 86_400) }).isEmpty)
+    }
+
+    @Test func aTopicOrLiteralCollapseIDWithAControlCharacterIsRejected() {
+        #expect(compileErrors(Self.base { $0.topic = "com.example\r\nx" }).map(\.keyPath) == ["topic"])
+        #expect(compileErrors(Self.base { $0.collapseID = "a\tb" }).map(\.keyPath) == ["collapse_id"])
+    }
 }

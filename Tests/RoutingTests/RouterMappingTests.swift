@@ -179,7 +179,7 @@ import Testing
         #expect(try notifications(router, #"{"token":"t"}"#).first?.notification.expirationEpochSeconds == nil)
     }
 
-    @Test(arguments: [#""tomorrow""#, "-5", "1.5", "true", "[1]"])
+    @Test(arguments: [#""tomorrow""#, "1.5", "true", "[1]", #""-""#, #""+5""#, #"" 5""#, #""""#])
     func expirationThatIsNotEpochSecondsDeadLettersNamingTheField(value: String) throws {
         let router = try router(payload: ["a": 1]) { $0.expiration = "{{exp}}" }
         let reason = try deadLetter(router, #"{"token":"t","exp":\#(value)}"#)

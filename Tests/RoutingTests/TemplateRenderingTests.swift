@@ -1,3 +1,4 @@
+import APNSCore
 import Foundation
 import Routing
 import Testing
@@ -29,13 +30,42 @@ import Testing
         #expect(payload.count == 1, "\(name): no member was injected")
     }
 
+    /// Header values may hold visible ASCII and spaces only (0x20-0x7E, no space at either end): anything else
+    /// is rejected with Apple's reason for that header, so a control character is never sent.
+    static func isHeaderSafe(_ value: String) -> Bool {
+        value.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E } && value.first != " " && value.last != " "
+    }
+
     @Test(arguments: Self.hostileStrings)
-    func hostileTextInHeaderTemplatesIsInsertedVerbatim(name: String, value: String) throws {
-        let router = try router(payload: ["a": 1], deviceTokens: "t-{{token}}") { $0.collapseID = "{{token}}" }
+    func hostileTextInTheCollapseIDIsInsertedVerbatimOnlyWhenItIsVisibleASCII(name: String, value: String) throws {
+        let router = try router(payload: ["a": 1], deviceTokens: "{{token}}") { $0.collapseID = "{{cid}}" }
+        let json = JSONValue.object([("token", .string(validToken)), ("cid", .string(value))]).jsonText
+        let mapped = try #require(try notifications(router, json).first)
+        #expect(mapped.notification.collapseID == value, "\(name): the value is kept, to be reported")
+        if Self.isHeaderSafe(value) {
+            #expect(mapped.localRejection == nil, "\(name)")
+        } else {
+            #expect(mapped.localRejection == .badCollapseId, "\(name)")
+        }
+    }
+
+    @Test(arguments: Self.hostileStrings)
+    func hostileTextInTheDeviceTokenIsRejectedAsBadDeviceTokenUnlessVisibleASCII(name: String, value: String) throws {
+        let router = try router(payload: ["a": 1], deviceTokens: "t-{{token}}")
         let json = JSONValue.object([("token", .string(value))]).jsonText
-        let mapped = try notifications(router, json)
-        #expect(mapped.first?.notification.deviceToken == "t-\(value)", "\(name)")
-        #expect(mapped.first?.notification.collapseID == value, "\(name)")
+        let mapped = try #require(try notifications(router, json).first)
+        #expect(mapped.notification.deviceToken == "t-\(value)", "\(name)")
+        #expect(mapped.localRejection == (Self.isHeaderSafe("t-\(value)") ? nil : .badDeviceToken), "\(name)")
+    }
+
+    @Test func aCRLFInjectedThroughAKafkaHeaderIsNeverSent() throws {
+        let router = try router(payload: ["a": 1]) { $0.collapseID = "order-{{_headers.order}}" }
+        let mapped = try #require(
+            try notifications(
+                router, #"{"token":"\#(validToken)"}"#, headers: [("order", Array("x\r\napns-priority: 5".utf8))]
+            ).first)
+        #expect(mapped.localRejection == .badCollapseId)
+        #expect(NotificationValidation.validate(mapped.notification) == .badCollapseId)
     }
 
     @Test func ampersandIsNotHTMLEscapedByAnyTagForm() throws {

@@ -9,8 +9,8 @@ import Routing
 /// be dead-lettered. Sends nothing and needs no credentials: credential files are not checked.
 ///
 /// Exit status: 0 when it renders notifications, 1 when the event would be dead-lettered, does not match the
-/// route, or makes a notification APNs would reject (an oversized payload), 2 for wrong usage or an invalid
-/// configuration.
+/// route, or makes a notification APNs would reject (an oversized payload, a header value APNs cannot take), 2
+/// for wrong usage or an invalid configuration.
 struct RenderCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "render",
@@ -138,7 +138,7 @@ struct RenderCommand: AsyncParsableCommand {
             if let rejection = Self.localRejection(of: mapped) {
                 text += "# not sent: APNs would reject it with \(rejection.rawValue)"
                 if rejection == .payloadTooLarge {
-                    text += " (limit \(notification.pushType.maxPayloadBytes) bytes)"
+                    text += " (limit \(notification.pushType.maxPayloadBytes) bytes; rendering stops one byte past it)"
                 }
                 text += "; the outcome is rejected"
                 if rejection.invalidatesToken {

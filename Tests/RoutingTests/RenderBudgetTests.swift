@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+
+@testable import Routing
+
+/// The render budget bounds what one rendering writes and how many steps it takes, whatever the event: these
+/// tests render compiled templates directly and count both, for events of growing size.
+@Suite struct RenderBudgetTests {
+    struct Rendering {
+        var bytes: [UInt8]
+        var stepsUsed: Int
+        var result: PayloadTemplate.Rendered
+    }
+
+    /// Renders the payload `template` against `json` with a budget of `limit` bytes.
+    static func render(_ template: JSONValue, _ json: String, limit: Int = 4096) throws -> Rendering {
+        var diagnostics = RouteDiagnostics(routeIndex: 0, routeName: "test")
+        let payload = PayloadTemplate(compiling: template, keyPath: "payload", diagnostics: &diagnostics)
+        try #require(diagnostics.errors.isEmpty)
+        let document = try JSONValue(parsing: json)
+        var scope = RenderScope(
+            event: RoutingEvent(topic: "t", partition: 0, offset: 0, value: Array(json.utf8)), document: document)
+        var budget = RenderBudget(byteLimit: limit)
+        var bytes: [UInt8] = []
+        let result = payload.render(into: &bytes, budget: &budget, scope: &scope)
+        return Rendering(bytes: bytes, stepsUsed: RenderBudget.maximumSteps - budget.stepsLeft, result: result)
+    }
+
+    /// `{"items": [0, ...] (count), "big": "x..." (bigBytes)}`.
+    static func event(items count: Int, bigBytes: Int) -> String {
+        let items = Array(repeating: "0", count: count).joined(separator: ",")
+        return #"{"items":[\#(items)],"big":"\#(String(repeating: "x", count: bigBytes))"}"#
+    }
+
+    @Test(arguments: [(100, 1_000), (1_000, 10_000), (10_000, 100_000), (10_000, 1_000_000)])
+    func aRepeatedBigValueWritesAtMostTheLimitPlusOneValue(items: Int, bigBytes: Int) throws {
+        let rendering = try Self.render(
+            ["t": "{{#items}}{{big}}{{/items}}"], Self.event(items: items, bigBytes: bigBytes))
+        guard case .overBudget = rendering.result else {
+            Issue.record("rendered whole: \(rendering.bytes.count) bytes")
+            return
+        }
+        // Without the budget: items × bigBytes (up to 10 GB here).
+        #expect(rendering.bytes.count <= 4096 + bigBytes + 16)
+        #expect(rendering.bytes.capacity <= 2 * (4096 + bigBytes + 16))
+        // Each iteration is a step, and its lookup of `big` searches the frame (1) and the root's 2 members.
+        #expect(rendering.stepsUsed <= 4 * (4096 / bigBytes + 2))
+    }
+
+    @Test(arguments: [1_000, 20_000])
+    func nestedSectionsStopAfterTheStepBudget(count: Int) throws {
+        let items = Array(repeating: "0", count: count).joined(separator: ",")
+        let rendering = try Self.render(
+            ["t": "{{#a}}{{#b}}{{^c}}{{/c}}{{/b}}{{/a}}"], #"{"a":[\#(items)],"b":[\#(items)]}"#)
+        guard case .overBudget = rendering.result else {
+            Issue.record("rendered whole")
+            return
+        }
+        // Without the budget: count² iterations (400 million for 20 000); with it, the budget and one step more
+        // (an inner iteration costs 5: itself, and its lookup of `c` in two frames and the root's 2 members).
+        #expect(rendering.stepsUsed > RenderBudget.maximumSteps)
+        #expect(rendering.stepsUsed <= RenderBudget.maximumSteps + 8)
+        #expect(rendering.bytes.count <= 8)
+    }
+
+    @Test func lookupsInsideSectionsPayForTheMembersTheySearch() throws {
+        // A wide root searched once per iteration: without charging the search, 10 000 iterations would each
+        // scan 50 000 members (500 million comparisons) while staying far under an iteration cap.
+        let members = (0..<50_000).map { #""m\#($0)":0"# }.joined(separator: ",")
+        let items = Array(repeating: "0", count: 10_000).joined(separator: ",")
+        let rendering = try Self.render(
+            ["t": "{{#items}}{{^nope}}{{/nope}}{{/items}}"], #"{\#(members),"items":[\#(items)]}"#)
+        guard case .overBudget = rendering.result else {
+            Issue.record("rendered whole")
+            return
+        }
+        #expect(rendering.stepsUsed <= RenderBudget.maximumSteps + 50_004)
+    }
+
+    @Test func lookupsOutsideSectionsCostNothing() throws {
+        let members = (0..<300_000).map { #""m\#($0)":0"# }.joined(separator: ",")
+        let rendering = try Self.render(
+            ["a": "{{nope1}}", "b": "x{{nope2}}", "c": "{{m0}}"], #"{\#(members)}"#)
+        guard case .written = rendering.result else {
+            Issue.record("not written: \(rendering.result)")
+            return
+        }
+        #expect(rendering.stepsUsed == 0)
+        #expect(String(decoding: rendering.bytes, as: UTF8.self) == #"{"c":0}"#)
+    }
+
+    @Test func aPayloadWithinTheLimitRendersWholeAndUsesOneStepPerIteration() throws {
+        let rendering = try Self.render(["t": "{{#items}}[{{.}}]{{/items}}"], Self.event(items: 100, bigBytes: 0))
+        guard case .written = rendering.result else {
+            Issue.record("not written: \(rendering.result)")
+            return
+        }
+        #expect(rendering.bytes.count == 8 + 300)
+        // 100 iterations, and 100 lookups of `.` (one step each).
+        #expect(rendering.stepsUsed == 200)
+    }
+
+    @Test func aHeaderTemplateStopsAtItsOwnLimit() throws {
+        let template = try TextTemplate("{{#items}}{{big}}{{/items}}")
+        let json = Self.event(items: 1_000, bigBytes: 100_000)
+        var scope = RenderScope(
+            event: RoutingEvent(topic: "t", partition: 0, offset: 0, value: nil), document: try JSONValue(parsing: json)
+        )
+        guard case .overBudget(let partial) = template.renderText(limit: 256, scope: &scope) else {
+            Issue.record("rendered whole")
+            return
+        }
+        #expect(partial.utf8.count == 256)
+    }
+}
+
+/// Parsing with a projection (what the bridge does) keeps the memory bound of a full parse.
+@Suite struct ProjectedParsingTests {
+    @Test func repeatedKeysOfAnObjectTheRoutesReadReserveAtMostFourMembersEach() throws {
+        // Routes reading a.b ... a.g: every repetition of "a" is an object read in part, reserving room for
+        // at most 4 of the 6 members read (a single object, such as the root, reserves for all of them).
+        let projection = JSONProjection(paths: ["b", "c", "d", "e", "f", "g"].map { ["a", $0] })
+        let repeated = Array(repeating: #""a":{"b":"t"}"#, count: 100_000).joined(separator: ",")
+        let bytes = Array("{\(repeated)}".utf8)
+        let value = try JSONValue(parsing: bytes, projection: projection)
+        guard case .object(let members) = value, case .object(let first)? = members.first?.value else {
+            Issue.record("unexpected shape")
+            return
+        }
+        #expect(members.count == 100_000)
+        #expect(first.capacity == 4)
+        #expect(JSONValueBoundsTests.heapBytes(value) <= JSONValueBoundsTests.bytesPerInputByte * bytes.count)
+    }
+
+    @Test func theRootReservesExactlyTheMembersTheRoutesRead() throws {
+        let projection = JSONProjection(paths: [["a"], ["b"], ["c"], ["d"], ["e"], ["f"]])
+        let value = try JSONValue(
+            parsing: Array(#"{"a":1,"x":0,"b":2,"c":3,"d":4,"e":5,"f":6}"#.utf8), projection: projection)
+        guard case .object(let members) = value else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(members.map(\.key) == ["a", "b", "c", "d", "e", "f"])
+        #expect(members.capacity == 6)
+    }
+}
