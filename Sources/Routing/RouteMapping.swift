@@ -87,11 +87,13 @@ public struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertib
         self.message = message
     }
 
-    /// The text for the `pushbridge-error` header: `route order-shipped: device_tokens: ...`.
+    /// The text for the `pushbridge-error` header: `route order-shipped: device_tokens: ...`, or the message
+    /// alone when no route was reached (the event is not JSON).
     public var description: String {
         if let field = self.field {
             return "route \(self.route): \(field): \(self.message)"
         }
+        if self.route.isEmpty { return self.message }
         return "route \(self.route): \(self.message)"
     }
 }

@@ -72,21 +72,22 @@ public struct Router: Sendable {
     /// What every route of the event's topic makes of it, in route order; routes whose `match` fails are left
     /// out, so an empty array means the event matched no route.
     ///
-    /// An event whose value is not JSON (or is a tombstone) cannot be matched: every route of its topic answers
-    /// with a dead letter.
+    /// An event whose value is not JSON (or is a tombstone) cannot be matched by any route: it becomes one dead
+    /// letter with an empty route name (data contract: one dead letter per event, never one per route, so a
+    /// large unreadable event is not multiplied by the number of routes).
     public func map(event: RoutingEvent) -> [RouteMapping] {
         guard let (indices, projection) = self.routesByTopic[event.topic] else { return [] }
         let document: JSONValue
         do {
             document = try Self.parseValue(of: event, projection: projection)
         } catch {
-            return indices.map { index in
-                let route = self.routes[index]
-                return RouteMapping(
-                    route: route.name, app: route.app,
-                    outcome: .deadLetter(
-                        DeadLetterReason(code: error.code, route: route.name, field: nil, message: error.message)))
-            }
+            guard !indices.isEmpty else { return [] }
+            return [
+                RouteMapping(
+                    route: "", app: nil,
+                    outcome: .deadLetter(DeadLetterReason(code: error.code, route: "", field: nil, message: error.message))
+                )
+            ]
         }
         var scope = RenderScope(event: event, document: document)
         var mappings: [RouteMapping] = []
@@ -107,11 +108,12 @@ public struct Router: Sendable {
         do {
             document = try Self.parseValue(of: event, projection: .everything)
         } catch {
+            // As in `map(event:)`: an unreadable event is one dead letter that no route owns.
             return .mapped(
                 RouteMapping(
-                    route: route.name, app: route.app,
-                    outcome: .deadLetter(
-                        DeadLetterReason(code: error.code, route: route.name, field: nil, message: error.message))))
+                    route: "", app: nil,
+                    outcome: .deadLetter(DeadLetterReason(code: error.code, route: "", field: nil, message: error.message))
+                ))
         }
         var scope = RenderScope(event: event, document: document)
         if let mismatch = route.firstMismatch(scope) {

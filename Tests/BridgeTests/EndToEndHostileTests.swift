@@ -61,13 +61,24 @@ struct EndToEndHostileTests {
 
         // Every consumed event: outcomes, or a dead letter, or counted as unmatched.
         let accounted = Self.accountedOffsets(results)
-        #expect(Int64(accounted.count) + Int64(unmatched) == total, "accounted \(accounted.count) + unmatched \(unmatched) of \(total)")
+        let deadLetterBytes = results.deadLetters.reduce(0) { $0 + ($1.value?.count ?? 0) }
+        #expect(
+            Int64(accounted.count) + Int64(unmatched) == total,
+            "accounted \(accounted.count) + unmatched \(unmatched) of \(total); \(results.deadLetters.count) dead letters of \(deadLetterBytes) bytes, first offsets \(results.deadLetters.prefix(3).map(\.offset))"
+        )
         #expect(Set(results.outcomes.filter { $0.status == "delivered" }.map(\.token)).isSuperset(of: Set((0..<300).map { EndToEnd.token($0) })))
         // Nothing with a control character ever reached APNs: faults visible before sending end `rejected`
         // without a request, never `failed` after retries.
         #expect(world.simulator.statistics.byStatus.keys.allSatisfy { $0 == 200 })
         let statuses = Set(results.outcomes.map(\.status))
         #expect(statuses.isSubset(of: ["delivered", "rejected"]), "\(statuses)")
+        let reasons = Set(results.outcomes.compactMap(\.reason))
+        // A collapse id with CR LF or control characters, an amplifying section, a huge token.
+        #expect(reasons.isSuperset(of: ["BadCollapseId", "PayloadTooLarge", "BadDeviceToken"]), "\(reasons)")
+        let errors = results.deadLetters.map { letter in
+            String(decoding: letter.headers.first { $0.name == "pushbridge-error" }?.value ?? [], as: UTF8.self)
+        }
+        #expect(errors.contains { $0.contains("out of range") }, "\(errors)")
         // A dead letter too large for Kafka was cut to fit and says so.
         let truncated = results.deadLetters.filter { $0.headers.contains { $0.name == "pushbridge-truncated" } }
         #expect(!truncated.isEmpty)
@@ -195,12 +206,21 @@ extension EndToEnd {
                 device_tokens: "{{tokens}}"
                 topic: com.example.app
                 expiration: "{{expires}}"
-                collapse_id: "c-{{cid}}{{_headers.cid}}"
+                collapse_id: "c-{{cid}}"
                 payload:
                   aps:
                     alert: "{{text}}"
                     badge: "{{badge}}"
                   extra: "{{text2}}"
+              - name: header-collapse
+                input_topic: \(Self.inputTopic)
+                match: { kind: alert }
+                device_tokens: "{{tokens}}"
+                topic: com.example.app
+                collapse_id: "{{_headers.cid}}"
+                payload:
+                  aps:
+                    alert: "from a header"
               - name: items
                 input_topic: \(Self.inputTopic)
                 match: { kind: items }

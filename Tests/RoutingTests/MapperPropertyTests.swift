@@ -68,7 +68,9 @@ enum RandomJSON {
         await propertyCheck(count: 400, input: RandomJSON.events) { bytes in
             let mappings = Self.router.map(
                 event: RoutingEvent(topic: "orders.shipped", partition: 0, offset: 1, value: bytes))
-            #expect(mappings.count == 2)
+            // Both routes match everything; an event no route can read is one dead letter that no route owns.
+            let unreadable = mappings.count == 1 && mappings[0].route.isEmpty
+            #expect(mappings.count == 2 || unreadable)
             for mapping in mappings {
                 switch mapping.outcome {
                 case .notifications(let mapped):
@@ -108,10 +110,12 @@ enum RandomJSON {
         await propertyCheck(count: 300, input: RandomJSON.events) { bytes in
             let event = RoutingEvent(topic: "orders.shipped", partition: 2, offset: 9, value: bytes)
             let mapped = Self.router.map(event: event).map(Self.summary)
-            let full = Self.router.routes(forTopic: "orders.shipped").compactMap { route -> String? in
+            var full = Self.router.routes(forTopic: "orders.shipped").compactMap { route -> String? in
                 guard case .mapped(let mapping)? = Self.router.trial(of: event, route: route) else { return nil }
                 return Self.summary(mapping)
             }
+            // Unreadable: each route's trial answers the same single dead letter.
+            if Set(full).count == 1, mapped.count == 1 { full = Array(full.prefix(1)) }
             #expect(mapped == full)
         }
     }
