@@ -12,13 +12,17 @@ import Synchronization
 /// held briefly.
 final class FlowController: Sendable {
     private struct Waiter {
+        var id: UInt64
         var bytes: Int
-        var continuation: CheckedContinuation<Void, Never>
+        var continuation: CheckedContinuation<Bool, Never>
     }
 
     private struct State {
         var flow: FlowControl
         var waiters: Deque<Waiter> = []
+        var nextWaiterID: UInt64 = 0
+        /// Set by ``stopWaiting()``: nobody waits for room any more.
+        var stopped = false
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -48,34 +52,63 @@ final class FlowController: Sendable {
     var flow: FlowControl { self.state.withLock { $0.flow } }
 
     /// Takes room for a piece holding `bytes`, waiting while the line is full. Room is handed out in FIFO order.
-    func acquire(bytes: Int) async {
-        let acquired = self.state.withLock { state in
+    ///
+    /// Returns `false` without taking room when the wait ends otherwise: the calling task was cancelled, or
+    /// ``stopWaiting()`` was called (shutdown). A full line that is also halted releases nothing until APNs
+    /// accepts again, so a wait that shutdown could not end would hang the process.
+    func acquire(bytes: Int) async -> Bool {
+        let acquired = self.state.withLock { state -> Bool? in
+            if state.stopped { return false }
             let (acquired, effect) = state.flow.acquire(bytes: bytes, queued: !state.waiters.isEmpty)
             self.apply(effect)
             if acquired { self.onChange(state.flow.inFlight) }
-            return acquired
+            return acquired ? true : nil
         }
-        if acquired { return }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let granted = self.state.withLock { state in
-                // Room may have come back between the two locks.
-                if state.waiters.isEmpty && state.flow.fits(bytes: bytes) {
-                    state.flow.take(bytes: bytes)
-                    self.onChange(state.flow.inFlight)
-                    return true
+        if let acquired { return acquired }
+        let id = self.state.withLock { state -> UInt64 in
+            state.nextWaiterID += 1
+            return state.nextWaiterID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let answer = self.state.withLock { state -> Bool? in
+                    if state.stopped || Task.isCancelled { return false }
+                    // Room may have come back between the two locks.
+                    if state.waiters.isEmpty && state.flow.fits(bytes: bytes) {
+                        state.flow.take(bytes: bytes)
+                        self.onChange(state.flow.inFlight)
+                        return true
+                    }
+                    state.waiters.append(Waiter(id: id, bytes: bytes, continuation: continuation))
+                    return nil
                 }
-                state.waiters.append(Waiter(bytes: bytes, continuation: continuation))
-                return false
+                if let answer { continuation.resume(returning: answer) }
             }
-            if granted { continuation.resume() }
+        } onCancel: {
+            let waiter = self.state.withLock { state -> Waiter? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index)
+            }
+            waiter?.continuation.resume(returning: false)
         }
+    }
+
+    /// Ends every wait for room, now and from now on (``acquire(bytes:)`` returns `false`): shutdown began.
+    func stopWaiting() {
+        let waiters = self.state.withLock { state -> Deque<Waiter> in
+            state.stopped = true
+            self.apply(state.flow.beginShutdown())
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.continuation.resume(returning: false) }
     }
 
     /// Returns a piece's room; hands it on to the oldest waiters that fit.
     func release(bytes: Int) {
         let (woken, drained) = self.state.withLock { state in
             state.flow.release(bytes: bytes)
-            var woken: [CheckedContinuation<Void, Never>] = []
+            var woken: [CheckedContinuation<Bool, Never>] = []
             while let first = state.waiters.first, state.flow.fits(bytes: first.bytes) {
                 state.waiters.removeFirst()
                 state.flow.take(bytes: first.bytes)
@@ -89,18 +122,13 @@ final class FlowController: Sendable {
             }
             return (woken, drained)
         }
-        for continuation in woken { continuation.resume() }
+        for continuation in woken { continuation.resume(returning: true) }
         for continuation in drained { continuation.resume() }
     }
 
     /// The line halted (`true`) or resumed.
     func setHalted(_ halted: Bool) {
         self.state.withLock { state in self.apply(state.flow.setHalted(halted)) }
-    }
-
-    /// Shutdown began: fetching stops for good.
-    func beginShutdown() {
-        self.state.withLock { state in self.apply(state.flow.beginShutdown()) }
     }
 
     func assigned(_ partitions: [PartitionID]) {

@@ -169,10 +169,15 @@ public final class Pipeline: Service, Sendable {
         var failure: (any Error)?
         await withDiscardingTaskGroup { group in
             do {
-                for try await batch in stream.cancelOnGracefulShutdown() {
-                    for event in batch {
-                        await self.take(event, in: &group)
+                // Shutdown also ends a wait for room: with the line full and halted nothing would free any.
+                try await withGracefulShutdownHandler {
+                    batches: for try await batch in stream.cancelOnGracefulShutdown() {
+                        for event in batch {
+                            guard await self.take(event, in: &group) else { break batches }
+                        }
                     }
+                } onGracefulShutdown: {
+                    self.flow.stopWaiting()
                 }
             } catch is CancellationError {
                 // Hard cancellation: the drain below ends at once.
@@ -181,7 +186,7 @@ public final class Pipeline: Service, Sendable {
                 self.sourceFailure.withLock { $0 = "\(error)" }
                 self.logger.error("Event source failed", metadata: ["error": "\(error)"])
             }
-            self.flow.beginShutdown()
+            self.flow.stopWaiting()
             let drained = await self.flow.waitUntilEmpty(timeout: self.configuration.drainTimeout)
             if !drained {
                 self.logger.warning(
@@ -203,7 +208,9 @@ public final class Pipeline: Service, Sendable {
 
     // MARK: Taking events
 
-    private func take(_ event: SourceEvent, in group: inout DiscardingTaskGroup) async {
+    /// Maps `event` and starts its pieces. Returns `false` when shutdown (or cancellation) ended a wait for
+    /// room: the event stays unfinished, so uncommitted, and nothing more is taken.
+    private func take(_ event: SourceEvent, in group: inout DiscardingTaskGroup) async -> Bool {
         self.metrics.eventsConsumed(topic: event.source.topic)
         let results = self.mapper.map(event)
         var pieces = 0
@@ -216,11 +223,11 @@ public final class Pipeline: Service, Sendable {
         guard let ticket = self.begin(event, pieces: pieces) else {
             // Its partition was revoked after it was fetched (and maybe assigned back): the source delivers it
             // again from the committed offset, here or to another instance.
-            return
+            return true
         }
         if results.isEmpty {
             self.metrics.eventUnmatched(topic: event.source.topic)
-            return
+            return true
         }
         // The event's bytes are shared out among its pieces, so room for all of them is released once every
         // piece is acknowledged; each piece adds what it holds itself.
@@ -230,7 +237,7 @@ public final class Pipeline: Service, Sendable {
             case .notifications(let route, let app, let notifications):
                 for routed in notifications {
                     let bytes = share.next() + routed.notification.payload.count + Self.pieceOverheadBytes
-                    await self.flow.acquire(bytes: bytes)
+                    guard await self.flow.acquire(bytes: bytes) else { return false }
                     group.addTask {
                         await self.deliver(
                             routed, route: route, app: app, event: event, ticket: ticket, bytes: bytes)
@@ -239,12 +246,13 @@ public final class Pipeline: Service, Sendable {
             case .deadLetter(let route, let reason):
                 // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
                 let bytes = share.next() + (event.value?.count ?? 0) + Self.pieceOverheadBytes
-                await self.flow.acquire(bytes: bytes)
+                guard await self.flow.acquire(bytes: bytes) else { return false }
                 group.addTask {
                     await self.deadLetter(reason: reason, route: route, event: event, ticket: ticket, bytes: bytes)
                 }
             }
         }
+        return true
     }
 
     /// What a piece of work holds besides its event and payload: its task, its records and their encoding.

@@ -132,7 +132,7 @@ struct FlowControlTests {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 for _ in 0..<2000 {
-                    await controller.acquire(bytes: 1)
+                    #expect(await controller.acquire(bytes: 1))
                     controller.release(bytes: 1)
                 }
             }
@@ -153,7 +153,7 @@ struct FlowControlTests {
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<200 {
                 group.addTask {
-                    await controller.acquire(bytes: 100)
+                    #expect(await controller.acquire(bytes: 100))
                     counts.enter()
                     await Task.yield()
                     counts.leave()
@@ -169,13 +169,43 @@ struct FlowControlTests {
     @Test("waitUntilEmpty returns true once drained and false on timeout")
     func waitUntilEmpty() async {
         let controller = FlowController(source: RecordingSource(), maxCount: 2, maxBytes: 1 << 20)
-        await controller.acquire(bytes: 1)
+        #expect(await controller.acquire(bytes: 1))
         let timedOut = await controller.waitUntilEmpty(timeout: .milliseconds(50))
         #expect(!timedOut)
         let drained = Task { await controller.waitUntilEmpty(timeout: .seconds(10)) }
         try? await Task.sleep(for: .milliseconds(20))
         controller.release(bytes: 1)
         #expect(await drained.value)
+    }
+}
+
+extension FlowControlTests {
+    @Test("shutdown ends a wait for room that nothing would end otherwise, and later waits at once")
+    func stopWaitingEndsWaits() async throws {
+        let source = RecordingSource()
+        let controller = FlowController(source: source, maxCount: 1, maxBytes: 1 << 20)
+        controller.assigned([PartitionID(topic: "in", partition: 0)])
+        #expect(await controller.acquire(bytes: 1))
+        let waiting = Task { await controller.acquire(bytes: 1) }
+        while controller.flow.full == false { await Task.yield() }
+        controller.stopWaiting()
+        #expect(await waiting.value == false)
+        #expect(await controller.acquire(bytes: 1) == false)
+        #expect(controller.inFlight.count == 1, "a wait that ended took no room")
+        #expect(source.isPaused(PartitionID(topic: "in", partition: 0)) == true)
+    }
+
+    @Test("a cancelled wait for room ends without taking room")
+    func cancelledWaitEnds() async throws {
+        let controller = FlowController(source: RecordingSource(), maxCount: 1, maxBytes: 1 << 20)
+        #expect(await controller.acquire(bytes: 1))
+        let waiting = Task { await controller.acquire(bytes: 1) }
+        while controller.flow.full == false { await Task.yield() }
+        waiting.cancel()
+        #expect(await waiting.value == false)
+        controller.release(bytes: 1)
+        #expect(controller.inFlight.count == 0)
+        #expect(await controller.acquire(bytes: 1), "the cancelled waiter left no trace in the queue")
     }
 }
 

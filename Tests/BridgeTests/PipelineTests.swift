@@ -273,6 +273,36 @@ struct PipelineTests {
         #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 12)
     }
 
+    @Test("graceful shutdown of a halted, full line ends within the drain timeout instead of hanging")
+    func shutdownWhileHaltedAndFull() async throws {
+        let events = (0..<6).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
+        var configuration = PipelineConfiguration(maxInFlight: 2)
+        configuration.drainTimeout = .milliseconds(200)
+        configuration.haltProbeBackoff = Backoff(initial: .milliseconds(5), maximum: .milliseconds(10))
+        let harness = Harness(events: events, configuration: configuration) { _ in
+            .answered(APNSResponse(status: 403, reason: .invalidProviderToken, invalidSinceEpochMilliseconds: nil))
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: harness.pipeline)], logger: Logger(label: "test"))
+        )
+        let run = Task { try await group.run() }
+        try await waitUntil { harness.pipeline.gate.current != nil && harness.pipeline.inFlight == 2 }
+        try await Task.sleep(for: .milliseconds(50))
+        let stopped = ContinuousClock.now
+        await group.triggerGracefulShutdown()
+        let finished = Flag()
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(30))
+            if !finished.isSet { run.cancel() }
+        }
+        try await run.value
+        finished.set()
+        watchdog.cancel()
+        #expect(ContinuousClock.now - stopped < .seconds(20), "shutdown hung until the watchdog cancelled it")
+        #expect(harness.source.committed.isEmpty)
+        #expect(harness.source.closed)
+    }
+
     @Test("in-flight never exceeds max_in_flight")
     func backpressure() async throws {
         let concurrency = Concurrency()
