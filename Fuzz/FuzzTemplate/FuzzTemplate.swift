@@ -26,6 +26,8 @@ let fixedEvent = Array(
     "unread_count":3}}
     """.utf8)
 
+/// The device token: the event's key, so that every variant has a token whatever the event (a route's
+/// `device_tokens` must be a template).
 let token = String(repeating: "ab", count: 32)
 
 func isVisibleASCII(_ text: String) -> Bool {
@@ -35,10 +37,10 @@ func isVisibleASCII(_ text: String) -> Bool {
 func routeVariants(_ template: String) -> [RouteSpec] {
     var variants = [
         RouteSpec(
-            name: "leaf", inputTopic: "t", deviceTokens: token, topic: "com.example.app",
+            name: "leaf", inputTopic: "t", deviceTokens: "{{_kafka.key}}", topic: "com.example.app",
             payload: ["aps": ["alert": ["body": .string("prefix " + template)]], "typed": .string(template)]),
         RouteSpec(
-            name: "collapse", inputTopic: "t", deviceTokens: token, topic: "com.example.app",
+            name: "collapse", inputTopic: "t", deviceTokens: "{{_kafka.key}}", topic: "com.example.app",
             collapseID: template, payload: ["aps": ["alert": "x"]]),
         RouteSpec(
             name: "tokens", inputTopic: "t", deviceTokens: template, topic: "com.example.app",
@@ -47,7 +49,7 @@ func routeVariants(_ template: String) -> [RouteSpec] {
     if case .object? = try? JSONValue(parsing: template) {
         variants.append(
             RouteSpec(
-                name: "structured", inputTopic: "t", deviceTokens: token, topic: "com.example.app",
+                name: "structured", inputTopic: "t", deviceTokens: "{{_kafka.key}}", topic: "com.example.app",
                 pushType: "background", payload: try? JSONValue(parsing: template)))
     }
     return variants
@@ -58,7 +60,7 @@ func fuzzOne(_ bytes: [UInt8]) {
     let template = String(decoding: bytes[..<(split ?? bytes.endIndex)], as: UTF8.self)
     let value = split.map { Array(bytes[($0 + 1)...]) } ?? fixedEvent
     let event = RoutingEvent(
-        topic: "t", partition: 0, offset: 7, key: Array("k".utf8), timestampMilliseconds: 1_700_000_000_000,
+        topic: "t", partition: 0, offset: 7, key: Array(token.utf8), timestampMilliseconds: 1_700_000_000_000,
         headers: [("h", Array("v".utf8)), ("x.y", [0xFF, 0x0A])], value: value)
 
     for spec in routeVariants(template) {
