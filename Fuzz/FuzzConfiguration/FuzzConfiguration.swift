@@ -3,7 +3,8 @@
 //
 // The loader gets a fixed environment (never the process's) and does not check credential files, so it reads no
 // file at all. A configuration either loads or fails with problems that are formatted as `pushbridge validate`
-// prints them; no problem shows the value of the secret the environment holds (issue 11, item 9).
+// prints them; no problem shows the value of the secret the environment holds (the check `secret-in-problem`,
+// issue 11, item 9).
 //
 // Nothing outlives one input: every input makes its own loader.
 
@@ -29,7 +30,9 @@ func fuzzOne(_ bytes: [UInt8]) {
     } catch {
         for problem in error.problems {
             let text = problem.description
-            precondition(!text.contains(secret), "a configuration problem shows the secret: \(text)")
+            if FuzzChecks.enabled("secret-in-problem") {
+                precondition(!text.contains(secret), "a configuration problem shows the secret: \(text)")
+            }
         }
     }
 }

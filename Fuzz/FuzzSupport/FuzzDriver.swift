@@ -77,7 +77,7 @@ public enum FuzzDriver {
     }
 
     struct Options {
-        var mutations = 2000
+        var mutations = 10000
         var seed: UInt64 = 1
         var maximumLength = 4096
         var dictionary: String?
@@ -335,4 +335,21 @@ enum CrashCapture {
         raise(signal)
     }
     #endif
+}
+
+/// Named checks of the harnesses that a run may skip: `FUZZ_SKIP_CHECKS` lists them, separated by commas or
+/// spaces. The checks of behaviour an open issue asks for but that is not built yet are skipped by
+/// `make fuzz-smoke` (so that `make test` stays green meanwhile) and never by `make fuzz` (mk/fuzz.mk).
+public enum FuzzChecks {
+    /// The names listed in `FUZZ_SKIP_CHECKS`, read once.
+    public static let skipped: Set<String> = {
+        guard let value = getenv("FUZZ_SKIP_CHECKS") else { return [] }
+        let text = String(cString: value)
+        return Set(text.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init))
+    }()
+
+    /// Whether the check `name` runs.
+    public static func enabled(_ name: String) -> Bool {
+        !self.skipped.contains(name)
+    }
 }
