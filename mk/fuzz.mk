@@ -37,15 +37,18 @@ fuzz-smoke: deps
 	@for target in $(FUZZ_TARGETS); do $(SWIFT) build --product $$target $(BUILD_FLAGS) -q || exit 1; done
 	@FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_SKIP_CHECKS="$(FUZZ_SMOKE_SKIP_CHECKS)" scripts/fuzz.sh smoke .build/debug .build/fuzz-smoke $(FUZZ_SMOKE_MUTATIONS)
 
-## make tsan: races are reported on stderr (TSAN_LOG=path/prefix writes them to files instead). The run preloads
-## scripts/tsan-interpose.c, which makes librdkafka's C11 threads and Swift's Mutex visible to ThreadSanitizer;
+## make tsan: races are reported on stderr (TSAN_LOG=path/prefix writes them to files instead). Every executable of
+## the build (the test bundle and the pushbridge the tests start) links scripts/tsan-interpose.c, which makes
+## librdkafka's C11 threads and Swift's Mutex visible to ThreadSanitizer (docs/fuzzing.md);
 ## tsan-suppressions.txt holds races inside third-party C libraries, each with its reason.
 CLANG    ?= clang
 TSAN_LOG ?=
 tsan: deps
-	$(SWIFT) build --build-tests --sanitize=thread --scratch-path $(TSAN_SCRATCH) $(BUILD_FLAGS)
-	$(CLANG) -shared -fPIC -O1 -Wall -Werror -o $(TSAN_SCRATCH)/libtsan-interpose.so scripts/tsan-interpose.c -ldl -lpthread
-	SWIFT_BACKTRACE=enable=no LD_PRELOAD=$(CURDIR)/$(TSAN_SCRATCH)/libtsan-interpose.so \
+	mkdir -p $(TSAN_SCRATCH)
+	$(CLANG) -c -fPIC -O1 -Wall -Werror -o $(TSAN_SCRATCH)/tsan-interpose.o scripts/tsan-interpose.c
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path $(TSAN_SCRATCH) \
+		-Xlinker $(CURDIR)/$(TSAN_SCRATCH)/tsan-interpose.o $(BUILD_FLAGS)
+	SWIFT_BACKTRACE=enable=no \
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tsan-suppressions.txt halt_on_error=0 second_deadlock_stack=1 \
 	$(if $(TSAN_LOG),log_path=$(TSAN_LOG)) $(TSAN_OPTIONS)" \
 		$(SWIFT) test --skip-build --sanitize=thread --scratch-path $(TSAN_SCRATCH) $(BUILD_FLAGS) $(TSAN_ARGS)

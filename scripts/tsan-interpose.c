@@ -1,4 +1,5 @@
-// Preloaded into `make tsan` test runs (mk/fuzz.mk, docs/fuzzing.md "ThreadSanitizer"): makes two kinds of
+// Linked into every executable of `make tsan`'s build (mk/fuzz.mk, docs/fuzzing.md "ThreadSanitizer"): its
+// definitions take the place of glibc's and libswiftSynchronization's for the whole process. It makes two kinds of
 // synchronisation that ThreadSanitizer cannot see on Linux visible to it, so that its reports are about races,
 // not about its blind spots. It changes no behaviour: every function forwards to what it replaces.
 //
@@ -25,7 +26,7 @@
 #include <stdlib.h>
 #include <threads.h>
 
-// Weak: processes without ThreadSanitizer (swift-test itself, children the tests start) load this library too.
+// Weak, so that the object also links (and does nothing more than forward) without ThreadSanitizer.
 void __tsan_acquire(void *address) __attribute__((weak));
 void __tsan_release(void *address) __attribute__((weak));
 
