@@ -30,12 +30,13 @@ fuzz-build: deps
 	done
 
 fuzz: fuzz-build
-	@FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_SKIP_CHECKS= scripts/fuzz.sh libfuzzer $(FUZZ_SCRATCH)/debug $(FUZZ_OUT) $(FUZZ_SECONDS) \
-		$(FUZZ_ARGS)
+	@FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_SKIP_CHECKS= \
+		scripts/fuzz.sh libfuzzer $(FUZZ_SCRATCH)/debug $(FUZZ_OUT) $(FUZZ_SECONDS) $(FUZZ_ARGS)
 
 fuzz-smoke: deps
 	@for target in $(FUZZ_TARGETS); do $(SWIFT) build --product $$target $(BUILD_FLAGS) -q || exit 1; done
-	@FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_SKIP_CHECKS="$(FUZZ_SMOKE_SKIP_CHECKS)" scripts/fuzz.sh smoke .build/debug .build/fuzz-smoke $(FUZZ_SMOKE_MUTATIONS)
+	@FUZZ_TARGETS="$(FUZZ_TARGETS)" FUZZ_SKIP_CHECKS="$(FUZZ_SMOKE_SKIP_CHECKS)" \
+		scripts/fuzz.sh smoke .build/debug .build/fuzz-smoke $(FUZZ_SMOKE_MUTATIONS)
 
 ## make tsan: races are reported on stderr (TSAN_LOG=path/prefix writes them to files instead). Every executable of
 ## the build (the test bundle and the pushbridge the tests start) links scripts/tsan-interpose.c, which makes

@@ -98,9 +98,13 @@ int mtx_unlock(mtx_t *mutex) {
 
 void mtx_destroy(mtx_t *mutex) { pthread_mutex_destroy((pthread_mutex_t *)mutex); }
 
-int cnd_init(cnd_t *condition) { return pthread_cond_init((pthread_cond_t *)condition, NULL) == 0 ? thrd_success : thrd_error; }
+int cnd_init(cnd_t *condition) {
+    return pthread_cond_init((pthread_cond_t *)condition, NULL) == 0 ? thrd_success : thrd_error;
+}
 
-int cnd_signal(cnd_t *condition) { return pthread_cond_signal((pthread_cond_t *)condition) == 0 ? thrd_success : thrd_error; }
+int cnd_signal(cnd_t *condition) {
+    return pthread_cond_signal((pthread_cond_t *)condition) == 0 ? thrd_success : thrd_error;
+}
 
 int cnd_broadcast(cnd_t *condition) {
     return pthread_cond_broadcast((pthread_cond_t *)condition) == 0 ? thrd_success : thrd_error;

@@ -24,7 +24,8 @@ public enum FuzzDriver {
         } catch {
             writeError("\(target): \(error.message)\n")
             writeError(
-                "usage: \(target) [--mutations N] [--seed S] [--max-len BYTES] [--dict FILE] [--crash-dir DIR] PATH...\n"
+                "usage: \(target) [--mutations N] [--seed S] [--max-len BYTES] [--dict FILE] [--crash-dir DIR] "
+                    + "PATH...\n"
             )
             exit(2)
         }
@@ -102,7 +103,9 @@ public enum FuzzDriver {
                     }
                     self.mutations = count
                 case "--seed":
-                    guard let seed = UInt64(try value(argument)) else { throw UsageError(message: "--seed needs a number") }
+                    guard let seed = UInt64(try value(argument)) else {
+                        throw UsageError(message: "--seed needs a number")
+                    }
                     self.seed = seed
                 case "--max-len":
                     guard let length = Int(try value(argument)), length > 0 else {
