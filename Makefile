@@ -12,10 +12,11 @@ build: deps
 	$(SWIFT) build $(BUILD_FLAGS)
 
 ## make test: the whole suite, including integration tests against librdkafka's mock cluster
-## and the APNs simulator over TLS + HTTP/2.
+## and the APNs simulator over TLS + HTTP/2, then a short run of each fuzz target (mk/fuzz.mk).
 test: deps
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(BUILD_FLAGS)
+	$(MAKE) --no-print-directory fuzz-smoke
 
 ## make run: the demo (embedded Kafka, the APNs simulator and the bridge on sample events).
 ## RUN_ARGS overrides the arguments, e.g. make run RUN_ARGS="demo --events 5000".

@@ -320,3 +320,39 @@ let package = Package(
         ),
     ]
 )
+
+// MARK: Fuzz targets (make fuzz, make fuzz-smoke: mk/fuzz.mk, docs/fuzzing.md)
+//
+// Each is an executable whose one file holds `fuzzOne(_:)`. In the normal build it is a stand-alone driver that
+// replays the committed corpus and a fixed number of seeded mutations (`make fuzz-smoke`, part of `make test`).
+// `make fuzz` builds them again in .build-fuzz with `-sanitize=fuzzer,address -DPUSHBRIDGE_LIBFUZZER`, where
+// `fuzzOne` becomes libFuzzer's `LLVMFuzzerTestOneInput` and libFuzzer's `main` drives it.
+package.targets += [
+    .target(name: "FuzzSupport", path: "Fuzz/FuzzSupport", swiftSettings: strict),
+    .executableTarget(
+        name: "FuzzEventParser",
+        dependencies: ["FuzzSupport", "Routing", "APNSCore"],
+        path: "Fuzz/FuzzEventParser",
+        swiftSettings: strict
+    ),
+    .executableTarget(
+        name: "FuzzTemplate",
+        dependencies: ["FuzzSupport", "Routing", "APNSCore"],
+        path: "Fuzz/FuzzTemplate",
+        swiftSettings: strict
+    ),
+    .executableTarget(
+        name: "FuzzConfiguration",
+        dependencies: ["FuzzSupport", "Configuration", "Routing"],
+        path: "Fuzz/FuzzConfiguration",
+        swiftSettings: strict
+    ),
+    .executableTarget(
+        name: "FuzzSimulatorRequest",
+        dependencies: [
+            "FuzzSupport", "APNSSimulator", "APNSCore", .product(name: "Crypto", package: "swift-crypto"),
+        ],
+        path: "Fuzz/FuzzSimulatorRequest",
+        swiftSettings: strict
+    ),
+]
