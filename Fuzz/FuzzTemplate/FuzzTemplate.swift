@@ -78,6 +78,14 @@ func fuzzOne(_ bytes: [UInt8]) {
             guard case .notifications(let notifications) = mapping.outcome else { continue }
             for mapped in notifications {
                 let notification = mapped.notification
+                // A payload past its limit is cut where rendering stopped (the render budget) and never sent:
+                // only a notification that could be sent must carry a JSON object.
+                if mapped.localRejection == .payloadTooLarge {
+                    precondition(
+                        notification.payload.count <= notification.pushType.maxPayloadBytes + 1,
+                        "route \(spec.name) rendered past its budget: \(notification.payload.count) bytes")
+                    continue
+                }
                 guard case .object? = try? JSONValue(parsing: notification.payload) else {
                     preconditionFailure("route \(spec.name) made a payload that is not a JSON object")
                 }

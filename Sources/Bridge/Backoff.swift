@@ -31,10 +31,13 @@ public struct Backoff: Sendable, Hashable {
         return .nanoseconds(Int64.random(in: 0...nanoseconds, using: &generator))
     }
 
-    /// A jittered wait with the system random number generator.
+    /// A jittered wait with the system random number generator. It calls `Int64.random(in:)` directly rather
+    /// than passing a local `SystemRandomNumberGenerator` by `inout`: ThreadSanitizer reported the generic
+    /// path's access to that (stateless) generator's metadata from two tasks (docs/fuzzing.md).
     public func delay(afterAttempt attempt: Int) -> Duration {
-        var generator = SystemRandomNumberGenerator()
-        return self.delay(afterAttempt: attempt, using: &generator)
+        let nanoseconds = self.ceiling(afterAttempt: attempt).saturatedNanoseconds
+        guard nanoseconds > 0 else { return .zero }
+        return .nanoseconds(Int64.random(in: 0...nanoseconds))
     }
 }
 

@@ -13,6 +13,10 @@ final class ConfigurationReader {
     private(set) var problems: [ConfigurationProblem] = []
     /// The line of every key path read, for problems found later (route compile errors).
     private(set) var lines: [String: Int] = [:]
+    /// Values substituted for `${VAR}` references so far, longest first, with the reference to show instead:
+    /// the environment is where secrets live, so no problem shows a value that came from it, whatever the key
+    /// (a route's `expiration: ${SECRET}` would otherwise quote the secret in its compile error).
+    private(set) var substitutions: [(value: String, reference: String)] = []
 
     init(file: String, environment: [String: String]) {
         self.file = file
@@ -24,8 +28,39 @@ final class ConfigurationReader {
         _ code: ConfigurationProblem.Code, at path: String, line: Int?, _ message: String, hint: String? = nil
     ) {
         self.problems.append(
-            ConfigurationProblem(code: code, file: self.file, path: path, line: line, message: message, hint: hint)
+            ConfigurationProblem(
+                code: code, file: self.file, path: path, line: line, message: self.redacted(message),
+                hint: hint.map(self.redacted)
+            )
         )
+    }
+
+    /// Remembers the variables `text` referred to, so that their values never appear in a problem.
+    func noteSubstitutions(in text: String) {
+        var rest = text[...]
+        while let start = rest.range(of: "${") {
+            let after = rest[start.upperBound...]
+            let name = after.prefix { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
+            if let value = self.expansion.environment[String(name)], value.count >= Self.minimumRedactedLength,
+                !self.substitutions.contains(where: { $0.value == value })
+            {
+                self.substitutions.append((value, "${\(name)}"))
+                self.substitutions.sort { $0.value.count > $1.value.count }
+            }
+            rest = after
+        }
+    }
+
+    /// Values shorter than this are not redacted: replacing `1` or `on` in a message would garble it, and such
+    /// values are no secrets.
+    static let minimumRedactedLength = 4
+
+    private func redacted(_ text: String) -> String {
+        var text = text
+        for substitution in self.substitutions where text.contains(substitution.value) {
+            text = text.replacingOccurrences(of: substitution.value, with: substitution.reference)
+        }
+        return text
     }
 
     /// Remembers that `path` is on `line`.
@@ -115,7 +150,10 @@ struct ConfigValue {
     /// usual `sasl.password: ${KAFKA_PASSWORD}`), since in `Hunter2${...}` the "name" is part of the secret.
     func expand(_ text: String) -> String? {
         do {
-            return try self.reader.expansion.expand(text).text
+            let expansion = try self.reader.expansion.expand(text)
+            // Paths of files (`key_file`, `ca_file`, ...) are shown: a problem must say which file is missing.
+            if expansion.expanded && !self.path.hasSuffix("_file") { self.reader.noteSubstitutions(in: text) }
+            return expansion.text
         } catch {
             switch error {
             case .unset(let variable):

@@ -128,4 +128,20 @@ import Testing
         let quoted = try #require(self.files.problems(environment).first)
         #expect(quoted.message == "\"prod\\u{d}\\u{a}x\" is not allowed", "control characters are escaped")
     }
+
+    @Test func aValueFromTheEnvironmentIsShownAsItsReferenceInAnyKeysProblem() throws {
+        let inKafka = minimalYAML.replacingOccurrences(
+            of: "  bootstrap_servers: embedded\n", with: "  bootstrap_servers: embedded\n  max_in_flight: ${LEAKED}\n")
+        let kafka = self.files.problems(inKafka, environment: ["LEAKED": "Hunter2Zq9xWv"])
+        #expect(kafka.count == 1)
+        #expect(kafka.first.map { !$0.description.contains("Hunter2") } == true, "\(kafka)")
+        #expect(kafka.first?.description.contains("${LEAKED}") == true, "\(kafka)")
+
+        let inRoute = minimalYAML.replacingOccurrences(
+            of: "    topic: com.example.app\n", with: "    topic: com.example.app\n    expiration: \"x${LEAKED}\"\n")
+        let route = self.files.problems(inRoute, environment: ["LEAKED": "Hunter2Zq9xWv"])
+        #expect(!route.isEmpty)
+        #expect(route.allSatisfy { !$0.description.contains("Hunter2") }, "\(route)")
+        #expect(route.contains { $0.description.contains("x${LEAKED}") }, "\(route)")
+    }
 }
