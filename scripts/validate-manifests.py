@@ -36,7 +36,8 @@ METRICS = {
     "pushbridge_dead_letters_total", "pushbridge_invalid_tokens_total", "pushbridge_apns_request_duration_seconds",
     "pushbridge_apns_request_duration_seconds_bucket", "pushbridge_apns_request_duration_seconds_sum",
     "pushbridge_apns_request_duration_seconds_count", "pushbridge_in_flight", "pushbridge_consumer_lag",
-    "pushbridge_apns_connections", "pushbridge_halted",
+    "pushbridge_apns_connections", "pushbridge_halted", "pushbridge_in_flight_bytes",
+    "pushbridge_oldest_unfinished_seconds", "pushbridge_unpublished_records",
 }
 
 

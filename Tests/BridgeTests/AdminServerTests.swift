@@ -56,6 +56,10 @@ struct AdminServerTests {
         metrics.consumerLag(topic: "orders", partition: 2, lag: 42)
         metrics.apnsRequestDuration.recordMilliseconds(12)
         metrics.inFlight.record(7)
+        metrics.inFlightBytes.record(7168)
+        metrics.unpublishedRecords.record(1)
+        metrics.oldestUnfinished(topic: "orders", partition: 2, age: .milliseconds(1500))
+        metrics.notification(route: "shipped", status: .rejected, reason: "MadeUpByTheServer\u{1}")
         try await self.withServer(registry: registry, readiness: { .ready }) { port in
             let (status, text) = try await self.get(port, "/metrics")
             #expect(status == 200)
@@ -68,6 +72,10 @@ struct AdminServerTests {
                 #"pushbridge_consumer_lag{topic="orders",partition="2"} 42"#,
                 "pushbridge_apns_request_duration_seconds_count 1",
                 "pushbridge_in_flight 7",
+                "pushbridge_in_flight_bytes 7168",
+                "pushbridge_unpublished_records 1",
+                #"pushbridge_oldest_unfinished_seconds{topic="orders",partition="2"} 1.5"#,
+                #"pushbridge_notifications_total{route="shipped",status="rejected",reason="Unknown"} 1"#,
                 "pushbridge_halted 0",
                 "pushbridge_apns_connections 0",
             ] {
