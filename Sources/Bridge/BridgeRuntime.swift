@@ -29,7 +29,7 @@ public struct BridgeRuntime: Sendable {
         self.configuration = loaded.configuration
         self.mapper = RouterMapper(router: loaded.router)
         self.registry = registry
-        self.metrics = BridgeMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        self.metrics = BridgeMetrics(factory: BridgeMetrics.prometheusFactory(registry: registry))
         self.logger = logger
     }
 
@@ -234,6 +234,16 @@ public struct BridgeRuntime: Sendable {
             configuration.properties[name] = value
         }
         return configuration
+    }
+}
+
+extension BridgeMetrics {
+    /// A swift-prometheus factory on `registry` whose request-duration histogram has
+    /// ``requestDurationBuckets`` (1 ms … 10 s, docs/operations.md) instead of the library's default buckets.
+    public static func prometheusFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["pushbridge_apns_request_duration_seconds"] = Self.requestDurationBuckets
+        return factory
     }
 }
 

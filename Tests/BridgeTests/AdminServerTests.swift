@@ -47,7 +47,7 @@ struct AdminServerTests {
     @Test("/metrics serves the SPEC §5 metric names in Prometheus text")
     func metricsNames() async throws {
         let registry = PrometheusCollectorRegistry()
-        let metrics = BridgeMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        let metrics = BridgeMetrics(factory: BridgeMetrics.prometheusFactory(registry: registry))
         metrics.eventsConsumed(topic: "orders", count: 3)
         metrics.eventUnmatched(topic: "orders")
         metrics.notification(route: "shipped", status: .rejected, reason: "Unregistered")
@@ -71,6 +71,10 @@ struct AdminServerTests {
                 #"pushbridge_invalid_tokens_total{reason="Unregistered"} 1"#,
                 #"pushbridge_consumer_lag{topic="orders",partition="2"} 42"#,
                 "pushbridge_apns_request_duration_seconds_count 1",
+                // The buckets docs/operations.md promises (1 ms … 10 s), not swift-prometheus's defaults.
+                #"pushbridge_apns_request_duration_seconds_bucket{le="0.001"} 0"#,
+                #"pushbridge_apns_request_duration_seconds_bucket{le="0.025"} 1"#,
+                #"pushbridge_apns_request_duration_seconds_bucket{le="10.0"} 1"#,
                 "pushbridge_in_flight 7",
                 "pushbridge_in_flight_bytes 7168",
                 "pushbridge_unpublished_records 1",
