@@ -117,7 +117,7 @@ struct HostileServerTests {
     @Test func serverSendingGoAwayAtOnceGetsBackoffNotAReconnectStorm() async throws {
         let server = try await HostileHTTP2Server.start(tls: Self.tls, behaviour: .goAwayAtOnce)
         let client = self.client(
-            server, requestTimeout: .seconds(1), reconnectInitialDelay: .milliseconds(100),
+            server, requestTimeout: .seconds(3), reconnectInitialDelay: .milliseconds(100),
             reconnectMaximumDelay: .seconds(4))
         let result = await client.send(Fixtures.notification())
         await client.shutdown()
@@ -127,9 +127,10 @@ struct HostileServerTests {
             return
         }
         #expect(failure.reason == "Unreachable" || failure.reason == "ConnectionLost", "\(failure)")
-        // 100 ms doubling with jitter reaches the 1 s request timeout after about five attempts.
+        // 100 ms doubling with jitter reaches the 3 s request timeout after about six attempts (a storm makes
+        // hundreds); 3 s leaves a loaded machine time for a second TLS handshake.
         #expect(server.connectionsAccepted >= 2)
-        #expect(server.connectionsAccepted <= 12, "\(server.connectionsAccepted) connections")
+        #expect(server.connectionsAccepted <= 16, "\(server.connectionsAccepted) connections")
     }
 }
 

@@ -79,8 +79,10 @@ import Testing
     @Test func aThreeMegabyteArrayOfEmptyObjectsTakesTensOfMegabytesNotHundreds() throws {
         let bytes = Self.array(of: "{}", size: 3_000_000)
         let heap = Self.heapBytes(try JSONValue(parsing: bytes))
-        // 1 million elements of 24 bytes, one allocation: empty objects allocate nothing.
-        #expect(heap < 30_000_000, "\(heap)")
+        // 1 048 577 elements of 24 bytes in one array whose capacity doubling may leave up to twice that (seen:
+        // 25 MB and 50 MB depending on how the allocator grew it); empty objects allocate nothing. Before the
+        // parser was bounded, the same event took 407 MB.
+        #expect(heap < 64_000_000, "\(heap)")
     }
 
     @Test func containersHoldAtMostTwiceTheirElementsAndEmptyOnesNothing() throws {
