@@ -12,6 +12,9 @@ packages=(
     nghttp2-client   # h2load: the reference HTTP/2 client for benchmarks
     nghttp2-server   # nghttpd: the reference HTTP/2 server for benchmarks
     openssl          # test certificates
+    ca-certificates  # TLS to PyPI for the project's Python tools
+    python3          # record schema checks, deployment linters
+    python3-venv     # their virtual environment, .build-lint/venv (Debian 12 refuses system-wide pip: PEP 668)
 )
 
 missing=()
@@ -20,13 +23,6 @@ for package in "${packages[@]}"; do
         missing+=("$package")
     fi
 done
-python_ok=1
-python3 -c "import jsonschema, referencing, rfc3339_validator" 2>/dev/null || python_ok=0
-if [[ $python_ok -eq 0 ]]; then
-    # The record schemas in schemas/ are checked by the tests with Python's jsonschema (PyPI).
-    echo "Installing Python package jsonschema (record schema checks)"
-    python3 -m pip install --quiet jsonschema rfc3339-validator
-fi
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 echo "Installing missing Debian packages: ${missing[*]}"

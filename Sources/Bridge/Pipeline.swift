@@ -433,6 +433,24 @@ public final class Pipeline: Service, Sendable {
 
     struct PartitionTable {
         var partitions: [PartitionID: PartitionState] = [:]
+        /// The newest generation revoked per partition: events of it, or older, are stale.
+        var revoked: [PartitionID: UInt64] = [:]
+
+        /// The state an event of `generation` belongs to, `nil` when the event is stale. An event of a newer
+        /// generation than any known starts that assignment's state: the source announces an assignment
+        /// before its events, but the announcement reaches the pipeline through a task that a busy machine may
+        /// run late, and dropping such an event would lose it (the source never delivers it again).
+        mutating func state(for partition: PartitionID, generation: UInt64) -> PartitionState? {
+            if let state = self.partitions[partition] {
+                if state.generation == generation { return state }
+                if generation < state.generation { return nil }
+            } else if generation == 0 || generation <= self.revoked[partition, default: 0] {
+                return nil
+            }
+            let state = PartitionState(generation: generation)
+            self.partitions[partition] = state
+            return state
+        }
     }
 
     /// Registers `event` with `pieces` pieces of work; `nil` when it is stale: its partition is not assigned
@@ -442,7 +460,7 @@ public final class Pipeline: Service, Sendable {
         let offset = event.source.offset
         let now = ContinuousClock.now
         return self.table.withLock { table -> Ticket? in
-            guard var state = table.partitions[partition], state.generation == event.assignmentGeneration else {
+            guard var state = table.state(for: partition, generation: event.assignmentGeneration) else {
                 return nil
             }
             guard state.progress.begin(offset: offset, at: now) else {
@@ -501,9 +519,7 @@ public final class Pipeline: Service, Sendable {
 
     fileprivate func assigned(_ partitions: [PartitionID], generation: UInt64) {
         self.table.withLock { table in
-            for partition in partitions where table.partitions[partition]?.generation != generation {
-                table.partitions[partition] = PartitionState(generation: generation)
-            }
+            for partition in partitions { _ = table.state(for: partition, generation: generation) }
         }
         self.flow.assigned(partitions)
         self.logger.info("Partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])
@@ -529,6 +545,7 @@ public final class Pipeline: Service, Sendable {
         let abandoned = self.table.withLock { table in
             revoking.reduce(0) { sum, entry in
                 let (partition, generation) = entry
+                table.revoked[partition] = max(table.revoked[partition, default: 0], generation)
                 guard let state = table.partitions[partition], state.generation == generation else { return sum }
                 table.partitions[partition] = nil
                 return sum + state.progress.unfinishedCount

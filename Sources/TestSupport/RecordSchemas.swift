@@ -20,8 +20,17 @@ public enum RecordSchemas {
     /// Validates `records` (each a JSON document) against their schemas.
     public static func validate(_ records: [(Schema, [UInt8])]) throws -> Report {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", RepositoryPaths.root.appendingPathComponent("scripts/validate-records.py").path]
+        // The project's virtual environment (scripts/lint-deploy.sh, which `make test` runs first) has jsonschema;
+        // the system Python need not.
+        let venvPython = RepositoryPaths.root.appendingPathComponent(".build-lint/venv/bin/python")
+        let script = RepositoryPaths.root.appendingPathComponent("scripts/validate-records.py").path
+        if FileManager.default.isExecutableFile(atPath: venvPython.path) {
+            process.executableURL = venvPython
+            process.arguments = [script]
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", script]
+        }
         let input = Pipe()
         let output = Pipe()
         process.standardInput = input

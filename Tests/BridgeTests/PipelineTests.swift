@@ -273,6 +273,32 @@ struct PipelineTests {
         #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 12)
     }
 
+    @Test("an event of an assignment announced late is processed, not dropped; one of a revoked assignment is dropped")
+    func eventBeforeItsAssignmentIsAnnounced() async throws {
+        // The source announces an assignment through a task the pipeline may run late on a busy machine;
+        // events stamped with that assignment can arrive first, and the source never delivers them again.
+        let partition = PartitionID(topic: "in", partition: 0)
+        let harness = Harness(events: [TestEvent.json(offset: 0, #"{"tokens":["aa00"]}"#)]) { _ in
+            .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+        }
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.source.committed[partition] == 1 }
+        let listener = try #require(harness.source.listener)
+        await listener.partitionsRevoked([partition])
+        // Generation 2 was assigned, but the pipeline has not heard of it yet.
+        harness.source.deliver([
+            TestEvent.json(offset: 0, #"{"tokens":["bb00"]}"#, generation: 1),
+            TestEvent.json(offset: 1, #"{"tokens":["aa01"]}"#, generation: 2),
+        ])
+        try await waitUntil { harness.sink.values(topic: "pushbridge.outcomes").count == 2 }
+        await listener.partitionsAssigned([partition], generation: 2)
+        try await waitUntil { harness.source.committed[partition] == 2 && harness.pipeline.inFlight == 0 }
+        let tokens = harness.sink.values(topic: "pushbridge.outcomes").compactMap { $0["device_token"] as? String }
+        #expect(tokens.sorted() == ["aa00", "aa01"], "the revoked generation's event is dropped")
+        harness.source.finish()
+        try await run.value
+    }
+
     @Test("graceful shutdown of a halted, full line ends within the drain timeout instead of hanging")
     func shutdownWhileHaltedAndFull() async throws {
         let events = (0..<6).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
