@@ -179,7 +179,7 @@ struct KafkaGroupPipelineTests {
                 topic: "orders", key: nil, value: Array(#"{"tokens":["aa\#(index)"]}"#.utf8), partition: Int32(index % 4)
             )
         }
-        func instance(_ sink: CountingSink) -> (Pipeline, ServiceGroup) {
+        func instance(_ sink: CountingSink) -> (Pipeline, ServiceGroup, KafkaEventSource) {
             let source = KafkaEventSource(
                 configuration: consumerConfiguration(cluster, group: "pushbridge"), topics: ["orders"],
                 logger: quietLogger()
@@ -196,12 +196,12 @@ struct KafkaGroupPipelineTests {
             let group = ServiceGroup(
                 configuration: .init(services: [.init(service: pipeline)], logger: quietLogger())
             )
-            return (pipeline, group)
+            return (pipeline, group, source)
         }
         let sinkA = CountingSink(base: KafkaRecordSink(producer: producer))
         let sinkB = CountingSink(base: KafkaRecordSink(producer: producer))
-        let (_, groupA) = instance(sinkA)
-        let (_, groupB) = instance(sinkB)
+        let (_, groupA, _) = instance(sinkA)
+        let (pipelineB, groupB, sourceB) = instance(sinkB)
         let runA = Task { try await groupA.run() }
         try await waitUntil(timeout: .seconds(30)) { sinkA.acknowledged > 0 }
         let runB = Task { try await groupB.run() }
@@ -211,6 +211,15 @@ struct KafkaGroupPipelineTests {
         await groupA.triggerGracefulShutdown()
         try await runA.value
         try await waitUntil(timeout: .seconds(60)) { sinkA.keys.union(sinkB.keys).count == eventCount }
+        // Every outcome exists, but A's last commit may have been refused during the rebalance (the mock answers
+        // REBALANCE_IN_PROGRESS), so B must also have fetched and finished what A processed after its last
+        // commit, before it stops and commits.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            let lags = await sourceB.lag()
+            if lags.count == 4, lags.allSatisfy({ $0.lagMessageCount == 0 }), pipelineB.inFlight == 0 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
         await groupB.triggerGracefulShutdown()
         try await runB.value
 
