@@ -138,9 +138,7 @@ final class UnpublishedRecords: Sendable {
     }
 
     private static func bounded(_ text: String) -> String {
-        let utf8 = text.utf8
-        guard utf8.count > Self.maximumErrorBytes else { return text }
-        return String(decoding: utf8.prefix(Self.maximumErrorBytes), as: UTF8.self) + "…"
+        RecordText.bounded(text, maxBytes: Self.maximumErrorBytes)
     }
 }
 
