@@ -15,13 +15,21 @@ public enum NotificationValidation {
     public static let maximumCollapseIDBytes = 64
 
     /// Checks every field of `notification`; `nil` when APNs would accept it.
-    public static func validate(_ notification: Notification) -> Reason? {
+    ///
+    /// - Parameter payloadIsJSONObject: the caller made the payload as a JSON object itself (the router writes
+    ///   every payload from an object template or a parsed object), so only its size is checked; otherwise it is
+    ///   parsed, which costs more than every other check together.
+    public static func validate(_ notification: Notification, payloadIsJSONObject: Bool = false) -> Reason? {
         if let reason = self.validateDeviceToken(notification.deviceToken) { return reason }
         if let reason = self.validateTopic(notification.topic, pushType: notification.pushType) { return reason }
         if !notification.pushType.allows(notification.priority) { return .badPriority }
         if let expiration = notification.expirationEpochSeconds, expiration < 0 { return .badExpirationDate }
         if let collapseID = notification.collapseID, let reason = self.validateCollapseID(collapseID) {
             return reason
+        }
+        if payloadIsJSONObject {
+            if notification.payload.isEmpty { return .payloadEmpty }
+            return notification.payload.count > notification.pushType.maxPayloadBytes ? .payloadTooLarge : nil
         }
         return self.validatePayload(notification.payload, pushType: notification.pushType)
     }

@@ -82,8 +82,8 @@ public final class APNSSender: ManagedSender {
         self.appClients.values.reduce(self.defaultClient.openConnections) { $0 + $1.openConnections }
     }
 
-    public func validate(_ notification: Notification) -> Reason? {
-        NotificationValidation.validate(notification)
+    public func validate(_ notification: Notification, payloadIsJSONObject: Bool) -> Reason? {
+        NotificationValidation.validate(notification, payloadIsJSONObject: payloadIsJSONObject)
     }
 
     public func shutdown() async {

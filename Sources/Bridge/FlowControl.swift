@@ -52,6 +52,16 @@ struct FlowControl: Sendable, Hashable {
         return self.inFlight.count < self.limits.count && bytes <= self.limits.bytes - self.inFlight.bytes
     }
 
+    /// Whether the first waiting piece, holding `bytes`, gets room now: it fits, and in flight has fallen to
+    /// the ``resumeLevels`` (or nothing is in flight). Handing room to the waiting consumer on every single
+    /// acknowledgement of a full line would cost it a wake-up per piece; from the resume levels it takes a
+    /// quarter of the bound in one go.
+    func admitsWaiter(bytes: Int) -> Bool {
+        guard self.fits(bytes: bytes) else { return false }
+        return self.inFlight.count == 0
+            || (self.inFlight.count <= self.resumeLevels.count && self.inFlight.bytes <= self.resumeLevels.bytes)
+    }
+
     /// Takes room for a piece holding `bytes` when it fits and nobody waits before it (`queued`); otherwise
     /// marks the line full. Returns whether room was taken.
     mutating func acquire(bytes: Int, queued: Bool) -> (acquired: Bool, effect: Effect) {

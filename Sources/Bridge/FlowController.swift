@@ -104,12 +104,15 @@ final class FlowController: Sendable {
         for waiter in waiters { waiter.continuation.resume(returning: false) }
     }
 
-    /// Returns a piece's room; hands it on to the oldest waiters that fit.
+    /// Returns a piece's room; once in flight is down to the resume levels, hands room on to the oldest waiters
+    /// that fit (see ``FlowControl/admitsWaiter(bytes:)``).
     func release(bytes: Int) {
         let (woken, drained) = self.state.withLock { state in
             state.flow.release(bytes: bytes)
             var woken: [CheckedContinuation<Bool, Never>] = []
-            while let first = state.waiters.first, state.flow.fits(bytes: first.bytes) {
+            while let first = state.waiters.first,
+                woken.isEmpty ? state.flow.admitsWaiter(bytes: first.bytes) : state.flow.fits(bytes: first.bytes)
+            {
                 state.waiters.removeFirst()
                 state.flow.take(bytes: first.bytes)
                 woken.append(first.continuation)

@@ -58,7 +58,7 @@ public struct JSONLogHandler: LogHandler {
         var json = JSONWriter(reservingCapacity: 256)
         json.beginObject()
         json.key("ts")
-        json.string(Timestamp.rfc3339(epochMilliseconds: epochMilliseconds))
+        json.timestamp(epochMilliseconds: epochMilliseconds)
         json.key("level")
         json.string(level.rawValue)
         json.key("label")

@@ -144,11 +144,15 @@ public struct RoutedNotification: Sendable {
     /// A fault the mapper found that APNs would reject the notification for (e.g. `PayloadTooLarge`): the
     /// notification is not sent and its outcome is `rejected` with this reason.
     public var localFault: Reason?
+    /// Whether the mapper wrote the payload as a JSON object itself, so the check before sending need not
+    /// parse it again (see ``APNSCore/NotificationValidation/validate(_:payloadIsJSONObject:)``).
+    public var payloadIsJSONObject: Bool
 
     /// Creates a routed notification.
-    public init(_ notification: Notification, localFault: Reason? = nil) {
+    public init(_ notification: Notification, localFault: Reason? = nil, payloadIsJSONObject: Bool = false) {
         self.notification = notification
         self.localFault = localFault
+        self.payloadIsJSONObject = payloadIsJSONObject
     }
 }
 

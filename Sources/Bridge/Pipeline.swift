@@ -77,7 +77,7 @@ public final class Pipeline: Service, Sendable {
     let configuration: PipelineConfiguration
     let metrics: BridgeMetrics
     let logger: Logger
-    private let validate: @Sendable (Notification) -> Reason?
+    private let validate: @Sendable (Notification, _ payloadIsJSONObject: Bool) -> Reason?
     private let epochMilliseconds: @Sendable () -> Int64
 
     /// The halt gate: closed while a systemic fault stops the line.
@@ -105,7 +105,7 @@ public final class Pipeline: Service, Sendable {
         configuration: PipelineConfiguration,
         metrics: BridgeMetrics,
         logger: Logger,
-        validate: @escaping @Sendable (Notification) -> Reason? = { _ in nil },
+        validate: @escaping @Sendable (Notification, _ payloadIsJSONObject: Bool) -> Reason? = { _, _ in nil },
         epochMilliseconds: @escaping @Sendable () -> Int64 = Pipeline.systemEpochMilliseconds
     ) {
         self.source = source
@@ -266,7 +266,7 @@ public final class Pipeline: Service, Sendable {
         let notification = routed.notification
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: notification.expirationEpochSeconds,
-            localFault: routed.localFault ?? self.validate(notification),
+            localFault: routed.localFault ?? self.validate(notification, routed.payloadIsJSONObject),
             maxAttempts: self.configuration.maxAttempts,
             backoff: self.configuration.retryBackoff
         )
@@ -436,20 +436,31 @@ public final class Pipeline: Service, Sendable {
         /// The newest generation revoked per partition: events of it, or older, are stale.
         var revoked: [PartitionID: UInt64] = [:]
 
-        /// The state an event of `generation` belongs to, `nil` when the event is stale. An event of a newer
+        /// Runs `body` on the state an event of `generation` belongs to, in place (a copy would copy its
+        /// offsets too, once per event); `nil` without running it when the event is stale. An event of a newer
         /// generation than any known starts that assignment's state: the source announces an assignment
         /// before its events, but the announcement reaches the pipeline through a task that a busy machine may
         /// run late, and dropping such an event would lose it (the source never delivers it again).
-        mutating func state(for partition: PartitionID, generation: UInt64) -> PartitionState? {
-            if let state = self.partitions[partition] {
-                if state.generation == generation { return state }
-                if generation < state.generation { return nil }
+        mutating func withState<Result>(
+            for partition: PartitionID, generation: UInt64, _ body: (inout PartitionState) -> Result
+        ) -> Result? {
+            if let known = self.partitions[partition]?.generation {
+                if generation < known { return nil }
+                if generation > known { self.partitions[partition] = PartitionState(generation: generation) }
             } else if generation == 0 || generation <= self.revoked[partition, default: 0] {
                 return nil
+            } else {
+                self.partitions[partition] = PartitionState(generation: generation)
             }
-            let state = PartitionState(generation: generation)
-            self.partitions[partition] = state
-            return state
+            return body(&self.partitions[partition]!)
+        }
+
+        /// Runs `body` on the state of `partition` in place when it is still of `generation`.
+        mutating func withCurrentState<Result>(
+            of partition: PartitionID, generation: UInt64, _ body: (inout PartitionState) -> Result
+        ) -> Result? {
+            guard self.partitions[partition]?.generation == generation else { return nil }
+            return body(&self.partitions[partition]!)
         }
     }
 
@@ -460,27 +471,25 @@ public final class Pipeline: Service, Sendable {
         let offset = event.source.offset
         let now = ContinuousClock.now
         return self.table.withLock { table -> Ticket? in
-            guard var state = table.state(for: partition, generation: event.assignmentGeneration) else {
-                return nil
-            }
-            guard state.progress.begin(offset: offset, at: now) else {
-                // Cannot happen while the source keeps its contract (offsets increase within a generation);
-                // dropping the event is safe only because the source would deliver it again.
-                self.logger.error(
-                    "Event offset does not increase within its assignment; skipped",
-                    metadata: ["kafka.partition": "\(partition)", "kafka.offset": "\(offset)"]
-                )
-                return nil
-            }
-            if pieces == 0 {
-                if state.progress.finish(offset: offset), let commit = state.progress.commitOffset {
-                    self.source.markFinished(partition, nextOffset: commit)
+            let begun = table.withState(for: partition, generation: event.assignmentGeneration) { state -> Ticket? in
+                guard state.progress.begin(offset: offset, at: now) else { return nil }
+                if pieces == 0 {
+                    if state.progress.finish(offset: offset), let commit = state.progress.commitOffset {
+                        self.source.markFinished(partition, nextOffset: commit)
+                    }
+                } else {
+                    state.outstanding[offset] = pieces
                 }
-            } else {
-                state.outstanding[offset] = pieces
+                return Ticket(partition: partition, offset: offset, generation: state.generation)
             }
-            table.partitions[partition] = state
-            return Ticket(partition: partition, offset: offset, generation: state.generation)
+            guard case .some(nil) = begun else { return begun ?? nil }  // a ticket, or nil when stale
+            // Cannot happen while the source keeps its contract (offsets increase within a generation);
+            // dropping the event is safe only because the source would deliver it again.
+            self.logger.error(
+                "Event offset does not increase within its assignment; skipped",
+                metadata: ["kafka.partition": "\(partition)", "kafka.offset": "\(offset)"]
+            )
+            return nil
         }
     }
 
@@ -491,18 +500,17 @@ public final class Pipeline: Service, Sendable {
     /// (librdkafka stores whatever it is given).
     func pieceFinished(_ ticket: Ticket) {
         self.table.withLock { table in
-            guard var state = table.partitions[ticket.partition], state.generation == ticket.generation,
-                let left = state.outstanding[ticket.offset]
-            else { return }
-            if left > 1 {
-                state.outstanding[ticket.offset] = left - 1
-            } else {
+            _ = table.withCurrentState(of: ticket.partition, generation: ticket.generation) { state in
+                guard let left = state.outstanding[ticket.offset] else { return }
+                if left > 1 {
+                    state.outstanding[ticket.offset] = left - 1
+                    return
+                }
                 state.outstanding[ticket.offset] = nil
                 if state.progress.finish(offset: ticket.offset), let commit = state.progress.commitOffset {
                     self.source.markFinished(ticket.partition, nextOffset: commit)
                 }
             }
-            table.partitions[ticket.partition] = state
         }
     }
 
@@ -519,7 +527,7 @@ public final class Pipeline: Service, Sendable {
 
     fileprivate func assigned(_ partitions: [PartitionID], generation: UInt64) {
         self.table.withLock { table in
-            for partition in partitions { _ = table.state(for: partition, generation: generation) }
+            for partition in partitions { _ = table.withState(for: partition, generation: generation) { _ in } }
         }
         self.flow.assigned(partitions)
         self.logger.info("Partitions assigned", metadata: ["kafka.partitions": "\(partitions)"])

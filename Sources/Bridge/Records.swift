@@ -124,9 +124,9 @@ public struct OutcomeRecord: Sendable, Hashable {
         json.key("latency_ms")
         json.milliseconds(self.latencyMilliseconds)
         json.key("sent_at")
-        json.string(self.sentAtEpochMilliseconds.map { Timestamp.rfc3339(epochMilliseconds: $0) })
+        json.timestamp(epochMilliseconds: self.sentAtEpochMilliseconds)
         json.key("completed_at")
-        json.string(Timestamp.rfc3339(epochMilliseconds: self.completedAtEpochMilliseconds))
+        json.timestamp(epochMilliseconds: self.completedAtEpochMilliseconds)
         json.endObject()
         return json.bytes
     }
@@ -177,7 +177,7 @@ public struct InvalidTokenRecord: Sendable, Hashable {
         json.key("reason")
         json.string(RecordText.bounded(self.reason))
         json.key("invalid_since")
-        json.string(self.invalidSinceEpochMilliseconds.map { Timestamp.rfc3339(epochMilliseconds: $0) })
+        json.timestamp(epochMilliseconds: self.invalidSinceEpochMilliseconds)
         json.key("notification_id")
         json.string(self.notificationID)
         json.key("route")

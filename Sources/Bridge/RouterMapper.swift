@@ -27,7 +27,11 @@ public struct RouterMapper: EventMapper {
                 .notifications(
                     route: mapping.route,
                     app: mapping.app,
-                    notifications.map { RoutedNotification($0.notification, localFault: $0.localRejection) }
+                    notifications.map {
+                        // Every payload the router writes is a JSON object: the route's payload template is an
+                        // object (checked when it compiles) and `payload_from` takes only an object.
+                        RoutedNotification($0.notification, localFault: $0.localRejection, payloadIsJSONObject: true)
+                    }
                 )
             case .deadLetter(let reason):
                 .deadLetter(route: mapping.route, reason: reason.description)

@@ -78,6 +78,21 @@ struct NotificationValidationTests {
         #expect(NotificationValidation.validatePayload(Array("{nope".utf8), pushType: .alert) == .payloadEmpty)
     }
 
+    @Test("a payload the caller wrote as an object is checked for size only; other checks still apply")
+    func payloadKnownToBeAnObject() {
+        var notification = Fixtures.notification(pushType: .alert)
+        notification.payload = Array("{nope".utf8)
+        #expect(NotificationValidation.validate(notification) == .payloadEmpty)
+        #expect(NotificationValidation.validate(notification, payloadIsJSONObject: true) == nil)
+        notification.payload = []
+        #expect(NotificationValidation.validate(notification, payloadIsJSONObject: true) == .payloadEmpty)
+        notification.payload = Array(repeating: UInt8(ascii: " "), count: 4097)
+        #expect(NotificationValidation.validate(notification, payloadIsJSONObject: true) == .payloadTooLarge)
+        notification.payload = Array("{}".utf8)
+        notification.deviceToken = "zz"
+        #expect(NotificationValidation.validate(notification, payloadIsJSONObject: true) == .badDeviceToken)
+    }
+
     @Test("a payload nested as deep as its size allows is answered, not a crash")
     func deeplyNestedPayload() {
         let depth = 2_500

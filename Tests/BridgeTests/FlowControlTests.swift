@@ -195,6 +195,32 @@ extension FlowControlTests {
         #expect(source.isPaused(PartitionID(topic: "in", partition: 0)) == true)
     }
 
+    @Test("a full line wakes its waiting consumer once in flight is down to the resume levels, not per release")
+    func waiterWokenAtResumeLevels() async throws {
+        let controller = FlowController(source: RecordingSource(), maxCount: 8, maxBytes: 1 << 20)
+        for _ in 0..<8 { #expect(await controller.acquire(bytes: 1)) }
+        let waiting = Task { await controller.acquire(bytes: 1) }
+        while controller.flow.full == false { await Task.yield() }
+        controller.release(bytes: 1)
+        // 7 in flight, above the resume level of 8 * 3 / 4: nothing is handed to the waiter yet (it would take
+        // room, back to 8).
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(controller.inFlight.count == 7)
+        controller.release(bytes: 1)
+        #expect(await waiting.value)
+        #expect(controller.inFlight.count == 7, "6 after the release, 7 with the waiter's room")
+        var flow = FlowControl(maxCount: 8, maxBytes: 100)
+        for _ in 0..<6 { flow.take(bytes: 10) }
+        #expect(flow.fits(bytes: 10) && flow.admitsWaiter(bytes: 10))
+        #expect(!flow.admitsWaiter(bytes: 50), "fits the count but not the bytes")
+        flow.take(bytes: 10)
+        #expect(flow.fits(bytes: 10) && !flow.admitsWaiter(bytes: 10))
+        var oversized = FlowControl(maxCount: 8, maxBytes: 100)
+        #expect(oversized.admitsWaiter(bytes: 1000), "an oversized piece goes through on an empty line")
+        oversized.take(bytes: 1000)
+        #expect(!oversized.admitsWaiter(bytes: 1))
+    }
+
     @Test("a cancelled wait for room ends without taking room")
     func cancelledWaitEnds() async throws {
         let controller = FlowController(source: RecordingSource(), maxCount: 1, maxBytes: 1 << 20)

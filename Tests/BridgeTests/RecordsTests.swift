@@ -70,4 +70,55 @@ struct RecordsTests {
         #expect(letter.headers[5].1 == Array("1234".utf8))
         #expect(letter.key == Array("customer-42".utf8))
     }
+
+    @Test("the writer's numbers match Swift's own formatting at every magnitude", arguments: [
+        Int64(0), 7, -7, 10, 99, 100, -100, 1_234_567_890, Int64.max, Int64.min, Int64.max - 9, 999_999_999_999,
+    ])
+    func writerIntegers(value: Int64) {
+        var json = JSONWriter()
+        json.int(value)
+        #expect(String(decoding: json.bytes, as: UTF8.self) == String(value))
+    }
+
+    @Test("milliseconds keep up to three decimals without trailing zeros", arguments: [
+        (12.4, "12.4"), (0.125, "0.125"), (-0.5, "-0.5"), (3.0, "3"), (1.05, "1.05"), (-12.001, "-12.001"),
+        (Double.nan, "null"), (1e300, "null"),
+    ])
+    func writerMilliseconds(value: Double, expected: String) {
+        var json = JSONWriter()
+        json.milliseconds(value)
+        #expect(String(decoding: json.bytes, as: UTF8.self) == expected)
+    }
+
+    @Test("strings are escaped around unescaped runs, nested objects get their commas")
+    func writerStringsAndNesting() throws {
+        var json = JSONWriter()
+        json.beginObject()
+        json.key("a")
+        json.string("plain")
+        json.key("b")
+        json.string("q\"uo\\te\n\r\t\u{01}\u{7F}é end")
+        json.key("c")
+        json.beginObject()
+        json.key("d")
+        json.null()
+        json.key("e")
+        json.timestamp(epochMilliseconds: 0)
+        json.endObject()
+        json.key("f")
+        json.timestamp(epochMilliseconds: nil)
+        json.endObject()
+        let text = String(decoding: json.bytes, as: UTF8.self)
+        #expect(
+            text == #"{"a":"plain","b":"q\"uo\\te\n\r\t\u0001\u007fé end","c":{"d":null,"e":"1970-01-01T00:00:00.000Z"},"f":null}"#
+        )
+        let object = try #require(JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String: Any])
+        #expect(object["b"] as? String == "q\"uo\\te\n\r\t\u{01}\u{7F}é end")
+    }
+
+    @Test("years outside four digits are written in full")
+    func timestampYearsOutsideRFC3339() {
+        #expect(Timestamp.rfc3339(epochMilliseconds: 253_402_300_800_000) == "10000-01-01T00:00:00.000Z")
+        #expect(Timestamp.rfc3339(epochMilliseconds: -62_167_219_200_001) == "-1-12-31T23:59:59.999Z")
+    }
 }
