@@ -3,6 +3,7 @@ import HTTP2
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// Sends notifications to APNs over a pool of HTTP/2 connections.
 ///
@@ -16,6 +17,7 @@ public final class APNSClient: Sendable {
     public let configuration: APNSClientConfiguration
     private let pool: ConnectionPool
     private let logger: Logger
+    private let bearerCache = Mutex<(compact: String, header: String)?>(nil)
 
     /// Creates a client. Connections are opened on the first send.
     public init(
@@ -60,8 +62,52 @@ public final class APNSClient: Sendable {
     /// A notification that breaks Apple's rules is answered locally with the reason APNs would give
     /// (when ``APNSClientConfiguration/validatesLocally``), without a request.
     public func send(_ notification: Notification) async -> APNSResult {
+        let sending: Sending
+        switch self.prepare(notification) {
+        case .success(let prepared): sending = prepared
+        case .failure(let prepared): return prepared.result
+        }
+        return await self.finishSending(sending, after: await self.attempt(sending.request))
+    }
+
+    /// Sends `notification` and calls `completion` once with what ``send(_:)`` would return, from any thread.
+    ///
+    /// When a connection is open, the request goes out without a task, and a final answer comes back on the
+    /// connection's event loop; what needs waiting (opening a connection, resending, renewing the provider
+    /// token) continues in a task, with the same rules as ``send(_:)``.
+    public func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
+        let sending: Sending
+        switch self.prepare(notification) {
+        case .success(let prepared): sending = prepared
+        case .failure(let prepared): return completion(prepared.result)
+        }
+        guard let connection = self.pool.leaseNow() else {
+            Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
+            return
+        }
+        connection.send(sending.request) { result in
+            self.pool.release(connection)
+            let attempt = Self.attempt(result)
+            if case .done(let final) = attempt, !Self.isExpiredProviderToken(final) {
+                return completion(final)
+            }
+            Task { completion(await self.finishSending(sending, after: attempt)) }
+        }
+    }
+
+    /// A request on its way and what its retries need.
+    private struct Sending: Sendable {
+        var notification: Notification
+        var request: HTTP2Request
+        var token: ProviderTokenJWT?
+    }
+
+    /// The request for `notification`, or the result to return at once (a local rejection, no token).
+    private func prepare(_ notification: Notification) -> Result<Sending, PreparedResult> {
         if self.configuration.validatesLocally, let reason = NotificationValidation.validate(notification) {
-            return .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason))
+            return .failure(
+                PreparedResult(
+                    .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason))))
         }
         var request = HTTP2Request(
             method: "POST",
@@ -74,16 +120,45 @@ public final class APNSClient: Sendable {
             do {
                 token = try source.currentToken()
             } catch {
-                return .failed(.unreachable("cannot sign the provider token: \(error)"))
+                return .failure(PreparedResult(.failed(.unreachable("cannot sign the provider token: \(error)"))))
             }
-            request.headers.append(HTTP2Header("authorization", "bearer \(token!.compact)", indexing: .never))
+            request.headers.append(HTTP2Header("authorization", self.bearer(token!), indexing: .never))
         }
+        return .success(Sending(notification: notification, request: request, token: token))
+    }
 
+    /// A result decided before any request (`Result` needs an `Error`).
+    private struct PreparedResult: Error {
+        var result: APNSResult
+
+        init(_ result: APNSResult) {
+            self.result = result
+        }
+    }
+
+    /// The `authorization` value for `token`, made once per token rather than once per request.
+    private func bearer(_ token: ProviderTokenJWT) -> String {
+        if let cached = self.bearerCache.withLock({ $0 }), cached.compact == token.compact { return cached.header }
+        let header = "bearer \(token.compact)"
+        self.bearerCache.withLock { $0 = (token.compact, header) }
+        return header
+    }
+
+    private static func isExpiredProviderToken(_ result: APNSResult) -> Bool {
+        if case .answered(let response) = result { return response.reason == .expiredProviderToken }
+        return false
+    }
+
+    /// Goes on from the first attempt's result: resends what the server did not process (or lost with its
+    /// connection, up to ``APNSClientConfiguration/maxResends``), renews an expired provider token once.
+    private func finishSending(_ sending: Sending, after first: Attempt) async -> APNSResult {
+        var request = sending.request
+        var token = sending.token
         var renewedToken = false
         var lostResends = 0
         var unprocessedResends = 0
+        var result = first
         while true {
-            let result = await self.attempt(request)
             switch result {
             case .resend(let code):
                 // A request the server did not process is always safe to send again; one lost with its connection
@@ -94,10 +169,11 @@ public final class APNSClient: Sendable {
                     lostResends += 1
                 }
                 if lostResends > self.configuration.maxResends || unprocessedResends > Self.maximumUnprocessedResends {
-                    self.logger.debug("apns resends exhausted", metadata: self.metadata(notification, code.rawValue))
+                    self.logger.debug(
+                        "apns resends exhausted", metadata: self.metadata(sending.notification, code.rawValue))
                     return .failed(.connectionLost)
                 }
-                self.logger.debug("apns request re-sent", metadata: self.metadata(notification, code.rawValue))
+                self.logger.debug("apns request re-sent", metadata: self.metadata(sending.notification, code.rawValue))
             case .done(.answered(let response)) where response.reason == .expiredProviderToken && !renewedToken:
                 guard case .token(let source) = self.configuration.authentication, let used = token,
                     let fresh = try? source.tokenAfterExpiry(of: used)
@@ -105,11 +181,12 @@ public final class APNSClient: Sendable {
                 renewedToken = true
                 token = fresh
                 request.headers.removeAll { $0.name == "authorization" }
-                request.headers.append(HTTP2Header("authorization", "bearer \(fresh.compact)", indexing: .never))
+                request.headers.append(HTTP2Header("authorization", self.bearer(fresh), indexing: .never))
                 self.logger.info("apns provider token renewed after ExpiredProviderToken")
             case .done(let final):
                 return final
             }
+            result = await self.attempt(request)
         }
     }
 
@@ -192,14 +269,25 @@ public final class APNSClient: Sendable {
         }
         defer { self.pool.release(connection) }
         do {
-            let response = try await connection.send(request)
+            return Self.attempt(.success(try await connection.send(request)))
+        } catch let error as HTTP2Error {
+            return Self.attempt(.failure(error))
+        } catch {
+            return .done(.failed(.connectionLost))
+        }
+    }
+
+    /// What one request's response or error means.
+    private static func attempt(_ result: Result<HTTP2Response, HTTP2Error>) -> Attempt {
+        switch result {
+        case .success(let response):
             let answer = APNSResponse(
                 status: response.status,
                 headers: response.headers.map { (name: $0.name, value: $0.value) },
                 body: response.body
             )
             return .done(.answered(Self.bounded(answer)))
-        } catch let error as HTTP2Error {
+        case .failure(let error):
             switch error.code {
             case .notProcessed, .closed:
                 return .resend(.notProcessed)
@@ -216,8 +304,6 @@ public final class APNSClient: Sendable {
             case .connectFailed, .serverStartFailed:
                 return .done(.failed(.unreachable(error.message)))
             }
-        } catch {
-            return .done(.failed(.connectionLost))
         }
     }
 

@@ -95,6 +95,22 @@ final class ConnectionPool: Sendable {
         }
     }
 
+    /// A live connection when one is open now, without waiting; `nil` when one would first have to be opened or
+    /// waited for (then ``lease(deadline:)`` does that).
+    func leaseNow() -> HTTP2ClientConnection? {
+        switch self.choose() {
+        case .use(let connection, let background):
+            self.connectInBackground(background)
+            return connection
+        case .connect(let index, let background):
+            // The slots are marked connecting: someone must connect them.
+            self.connectInBackground([index] + background)
+            return nil
+        case .wait, .shutDown:
+            return nil
+        }
+    }
+
     /// Returns a connection from ``lease(deadline:)`` once its request finished.
     func release(_ connection: HTTP2ClientConnection) {
         self.state.withLock { state in

@@ -46,5 +46,28 @@ public struct Notification: Sendable, Hashable {
     }
 
     /// `apns-id` as APNs wants it: the canonical UUID form, lowercase.
-    public var apnsID: String { self.id.uuidString.lowercased() }
+    public var apnsID: String { self.id.lowercasedString }
+}
+
+extension UUID {
+    /// The canonical form in lowercase hex (`8b4c2a1e-…`), written directly: `uuidString` formats through
+    /// `sprintf` and `lowercased()` copies it again, on every notification.
+    public var lowercasedString: String {
+        withUnsafeBytes(of: self.uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { buffer in
+                let digits: StaticString = "0123456789abcdef"
+                var position = 0
+                for (index, byte) in bytes.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        buffer[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    buffer[position] = digits.utf8Start[Int(byte >> 4)]
+                    buffer[position + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                    position += 2
+                }
+                return position
+            }
+        }
+    }
 }

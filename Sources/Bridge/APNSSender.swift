@@ -78,6 +78,11 @@ public final class APNSSender: ManagedSender {
         await (app.flatMap { self.appClients[$0] } ?? self.defaultClient).send(notification)
     }
 
+    public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
+    {
+        (app.flatMap { self.appClients[$0] } ?? self.defaultClient).send(notification, completion: completion)
+    }
+
     public var openConnections: Int {
         self.appClients.values.reduce(self.defaultClient.openConnections) { $0 + $1.openConnections }
     }

@@ -155,8 +155,26 @@ public struct KafkaRecordSink: RecordSink {
             topic: record.topic,
             key: record.key,
             value: record.value,
-            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) }
-        ) { result in
+            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
+            completion: Self.report(to: acknowledged)
+        )
+    }
+
+    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
+    {
+        self.producer.sendNow(
+            topic: record.topic,
+            key: record.key,
+            value: record.value,
+            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
+            completion: Self.report(to: acknowledged)
+        )
+    }
+
+    private static func report(
+        to acknowledged: @escaping @Sendable ((any Error)?) -> Void
+    ) -> @Sendable (Result<KafkaDelivery, KafkaError>) -> Void {
+        { result in
             switch result {
             case .success: acknowledged(nil)
             case .failure(let error) where error.code == .messageSizeTooLarge:

@@ -125,6 +125,10 @@ public protocol RecordSink: Sendable {
     /// record durably, or with why it could not (``RecordTooLargeError`` when its size is the reason). Nothing is kept per record on the caller's side meanwhile,
     /// which is what lets `max_in_flight` records wait for Kafka without a task each.
     func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async
+    /// ``publish(_:acknowledged:)`` for a caller that must not wait (the pipeline finishing a notification on the
+    /// thread its answer came in on): returns `false`, without publishing and without calling `acknowledged`,
+    /// when the record could only be taken after a wait; the caller then uses ``publish(_:acknowledged:)``.
+    func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
     /// Waits until everything published so far is acknowledged, at most `timeout`.
     func flush(timeout: Duration) async throws
 }
@@ -135,6 +139,25 @@ public protocol NotificationSender: Sendable {
     /// Sends `notification` with the credentials of `app` (`nil`: the default `apns` block) and returns
     /// APNs' answer. It never throws: every fault is an `APNSResult` (`.failed` when APNs gave no answer).
     func send(_ notification: Notification, app: String?) async -> APNSResult
+    /// Sends `notification` and calls `completion` once with what ``send(_:app:)`` would return, from any thread,
+    /// without a task per notification where the sender can.
+    func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
+}
+
+extension NotificationSender {
+    /// Runs ``send(_:app:)`` in a task.
+    public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
+    {
+        Task { completion(await self.send(notification, app: app)) }
+    }
+}
+
+extension RecordSink {
+    /// Takes nothing without a wait: every record goes through ``publish(_:acknowledged:)``.
+    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
+    {
+        false
+    }
 }
 
 /// A notification to send, and a fault already known against it.

@@ -9,20 +9,45 @@ extension Pipeline {
     /// A record the sink fails is published again after a backoff, until acknowledged: an unacknowledged
     /// record must never let its event be committed. Retries stop once the drain timed out.
     func publish(_ records: [OutgoingRecord], bytes: Int, acknowledged: @escaping @Sendable () -> Void) async {
+        let each = self.acknowledgement(of: records.count, bytes: bytes, acknowledged: acknowledged)
+        for record in records {
+            await self.publish(record, attempt: 0, refit: nil, failing: nil, acknowledged: each)
+        }
+    }
+
+    /// ``publish(_:bytes:acknowledged:)`` without waiting, for the thread a notification's answer came in on:
+    /// a record the sink cannot take at once goes to `later` with its acknowledgement, for
+    /// ``publishLater(_:acknowledged:)`` in a task.
+    func publishNow(
+        _ records: [OutgoingRecord], bytes: Int, acknowledged: @escaping @Sendable () -> Void,
+        later: (OutgoingRecord, _ acknowledged: @escaping @Sendable () -> Void) -> Void
+    ) {
+        let each = self.acknowledgement(of: records.count, bytes: bytes, acknowledged: acknowledged)
+        for record in records {
+            let handler = self.answerHandler(record, attempt: 0, refit: nil, failing: nil, acknowledged: each)
+            if !self.sink.publishNow(record, acknowledged: handler) {
+                later(record, each)
+            }
+        }
+    }
+
+    /// Publishes a record ``publishNow(_:bytes:acknowledged:later:)`` could not hand over at once.
+    func publishLater(_ record: OutgoingRecord, acknowledged: @escaping @Sendable () -> Void) async {
+        await self.publish(record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)
+    }
+
+    /// What each of `count` records calls once acknowledged: the last one runs `acknowledged`, then returns the
+    /// piece's room.
+    private func acknowledgement(
+        of count: Int, bytes: Int, acknowledged: @escaping @Sendable () -> Void
+    ) -> @Sendable () -> Void {
         let acknowledgedAll: @Sendable () -> Void = { [self] in
             acknowledged()
             self.releaseRoom(bytes: bytes)
         }
-        if records.count == 1 {
-            await self.publish(records[0], attempt: 0, refit: nil, failing: nil, acknowledged: acknowledgedAll)
-            return
-        }
-        let countdown = Countdown(records.count)
-        for record in records {
-            await self.publish(record, attempt: 0, refit: nil, failing: nil) {
-                if countdown.countDown() { acknowledgedAll() }
-            }
-        }
+        guard count > 1 else { return acknowledgedAll }
+        let countdown = Countdown(count)
+        return { if countdown.countDown() { acknowledgedAll() } }
     }
 
     /// Publishes one record that can be made smaller (a dead letter): when the sink answers that it is too
@@ -45,7 +70,18 @@ extension Pipeline {
         _ record: OutgoingRecord, attempt: Int, refit: RefitBudget?, failing: UInt64?,
         acknowledged: @escaping @Sendable () -> Void
     ) async {
-        await self.sink.publish(record) { [self] error in
+        await self.sink.publish(
+            record, acknowledged: self.answerHandler(record, attempt: attempt, refit: refit, failing: failing,
+                acknowledged: acknowledged))
+    }
+
+    /// Handles the sink's answer for `record`: acknowledged, or published again after a backoff (cut down first
+    /// when too large and `refit` allows).
+    private func answerHandler(
+        _ record: OutgoingRecord, attempt: Int, refit: RefitBudget?, failing: UInt64?,
+        acknowledged: @escaping @Sendable () -> Void
+    ) -> @Sendable ((any Error)?) -> Void {
+        { [self] error in
             guard let error else {
                 if let failing { self.unpublished.remove(failing) }
                 return acknowledged()

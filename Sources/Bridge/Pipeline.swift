@@ -90,6 +90,10 @@ public final class Pipeline: Service, Sendable {
     /// Set when the drain timed out: in-flight work is abandoned (and stays uncommitted), so failed records
     /// are no longer published again.
     private let abandoned = Atomic<Bool>(false)
+    /// Work that began without a task (a notification sent from the consuming task, answered on the sender's
+    /// thread) and must now wait for something: a retry's backoff, the halt gate, room in the producer.
+    /// ``run()`` gives each a task in its task group, so the drain's cancellation reaches them.
+    private let resumptions = AsyncStream<Resumption>.makeStream()
 
     /// Creates the pipeline; nothing runs until ``run()``.
     ///
@@ -168,6 +172,7 @@ public final class Pipeline: Service, Sendable {
         let stream = try await self.source.start(listener: Listener(pipeline: self))
         var failure: (any Error)?
         await withDiscardingTaskGroup { group in
+            group.addTask { await self.runResumptions() }
             do {
                 // Shutdown also ends a wait for room: with the line full and halted nothing would free any.
                 try await withGracefulShutdownHandler {
@@ -196,6 +201,8 @@ public final class Pipeline: Service, Sendable {
                 self.abandoned.store(true, ordering: .relaxed)
                 group.cancelAll()
             }
+            // Drained (nothing in flight can resume any more) or abandoned.
+            self.resumptions.continuation.finish()
         }
         do {
             try await self.sink.flush(timeout: self.configuration.drainTimeout)
@@ -238,10 +245,9 @@ public final class Pipeline: Service, Sendable {
                 for routed in notifications {
                     let bytes = share.next() + routed.notification.payload.count + Self.pieceOverheadBytes
                     guard await self.flow.acquire(bytes: bytes) else { return false }
-                    group.addTask {
-                        await self.deliver(
-                            routed, route: route, app: app, event: event, ticket: ticket, bytes: bytes)
-                    }
+                    self.start(
+                        Delivery(routed: routed, route: route, app: app, event: event, ticket: ticket, bytes: bytes),
+                        in: &group)
                 }
             case .deadLetter(let route, let reason):
                 // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
@@ -260,17 +266,86 @@ public final class Pipeline: Service, Sendable {
 
     // MARK: Delivering one notification
 
-    private func deliver(
-        _ routed: RoutedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int
-    ) async {
-        let notification = routed.notification
+    /// One notification on its way, and what its outcome needs.
+    struct Delivery: Sendable {
+        var routed: RoutedNotification
+        var route: String
+        var app: String?
+        var event: SourceEvent
+        var ticket: Ticket
+        /// The room it holds in the line.
+        var bytes: Int
+
+        var notification: Notification { self.routed.notification }
+    }
+
+    /// Work to go on with in a task (see ``resumptions``).
+    enum Resumption: Sendable {
+        /// A delivery whose state machine asked for more than a send and a final answer.
+        case deliver(Delivery, DeliveryStateMachine, DeliveryStateMachine.Action)
+        /// A record the producer could not take without waiting.
+        case publish(OutgoingRecord, acknowledged: @Sendable () -> Void)
+    }
+
+    /// Starts a delivery. The common case, the line open and the first answer final, runs without a task: the
+    /// request goes out from here, and the answer's thread publishes the outcome; a local fault is published at
+    /// once. Anything else (a retry, a halt, a closed gate) goes on in ``deliver(_:machine:action:)`` in a task.
+    private func start(_ delivery: Delivery, in group: inout DiscardingTaskGroup) {
+        let notification = delivery.notification
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: notification.expirationEpochSeconds,
-            localFault: routed.localFault ?? self.validate(notification, routed.payloadIsJSONObject),
+            localFault: delivery.routed.localFault
+                ?? self.validate(notification, delivery.routed.payloadIsJSONObject),
             maxAttempts: self.configuration.maxAttempts,
             backoff: self.configuration.retryBackoff
         )
-        var action = machine.start(nowEpochMilliseconds: self.epochMilliseconds())
+        let action = machine.start(nowEpochMilliseconds: self.epochMilliseconds())
+        if case .finish(let outcome) = action {
+            // A local fault, or expired before sending: nothing to wait for.
+            return self.finishNow(delivery, outcome: outcome)
+        }
+        guard case .send = action, self.gate.current == nil else {
+            group.addTask { await self.deliver(delivery, machine: machine, action: action) }
+            return
+        }
+        machine.sending(nowEpochMilliseconds: self.epochMilliseconds())
+        let started = ContinuousClock.now
+        self.sender.send(notification, app: delivery.app) { [self, machine] result in
+            if case .answered = result {
+                self.metrics.apnsRequestDuration.recordInterval(since: started)
+            }
+            var machine = machine
+            let action = machine.received(result, nowEpochMilliseconds: self.epochMilliseconds())
+            if case .finish(let outcome) = action {
+                self.finishNow(delivery, outcome: outcome)
+            } else {
+                self.resumptions.continuation.yield(.deliver(delivery, machine, action))
+            }
+        }
+    }
+
+    /// Gives each ``Resumption`` a task, until ``run()`` finishes the stream (or cancels this task).
+    private func runResumptions() async {
+        await withDiscardingTaskGroup { group in
+            for await resumption in self.resumptions.stream {
+                switch resumption {
+                case .deliver(let delivery, let machine, let action):
+                    group.addTask { await self.deliver(delivery, machine: machine, action: action) }
+                case .publish(let record, let acknowledged):
+                    group.addTask { await self.publishLater(record, acknowledged: acknowledged) }
+                }
+            }
+        }
+    }
+
+    /// Drives a delivery's state machine from `action` to its outcome, waiting where it says.
+    private func deliver(
+        _ delivery: Delivery, machine: DeliveryStateMachine, action: DeliveryStateMachine.Action
+    ) async {
+        let notification = delivery.notification
+        let app = delivery.app
+        var machine = machine
+        var action = action
         // The task that closed the gate probes APNs with its own notification and reopens the gate.
         var probing = false
         var probes = 0
@@ -326,23 +401,23 @@ public final class Pipeline: Service, Sendable {
                     self.gate.resume()
                 }
                 // The task ends here; the permit stays taken until Kafka acknowledged the records.
-                await self.finish(
-                    notification, outcome: outcome, route: route, event: event, ticket: ticket, bytes: bytes)
+                self.finishNow(delivery, outcome: outcome)
                 return
             }
         }
     }
 
-    /// Publishes the notification's outcome (and invalid-token record); when Kafka acknowledged them, counts
-    /// it and finishes its piece of `ticket`.
-    private func finish(
-        _ notification: Notification, outcome: DeliveryOutcome, route: String, event: SourceEvent, ticket: Ticket,
-        bytes: Int
-    ) async {
+    /// Publishes the notification's outcome (and invalid-token record) without waiting; when Kafka
+    /// acknowledged them, counts it and finishes its piece. A record the producer cannot take at once is
+    /// published from a task (see ``Resumption``).
+    private func finishNow(_ delivery: Delivery, outcome: DeliveryOutcome) {
+        let notification = delivery.notification
+        let route = delivery.route
+        let source = delivery.event.source
         let record = OutcomeRecord(
             notificationID: notification.apnsID,
             route: route,
-            source: event.source,
+            source: source,
             deviceToken: notification.deviceToken,
             apnsTopic: notification.topic,
             pushType: notification.pushType.rawValue,
@@ -365,20 +440,23 @@ public final class Pipeline: Service, Sendable {
                 apnsTopic: notification.topic,
                 reason: reason,
                 invalidSinceEpochMilliseconds: outcome.invalidSinceEpochMilliseconds,
-                notificationID: notification.apnsID,
+                notificationID: record.notificationID,
                 route: route,
-                source: event.source
+                source: source
             )
             records.append(
                 OutgoingRecord(topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
             )
         }
-        await self.publish(records, bytes: bytes) { [self] in
+        let ticket = delivery.ticket
+        self.publishNow(records, bytes: delivery.bytes) { [self] in
             if let reason = outcome.invalidTokenReason {
                 self.metrics.invalidToken(reason: reason)
             }
             self.metrics.notification(route: route, status: outcome.status, reason: outcome.reason)
             self.pieceFinished(ticket)
+        } later: { record, acknowledged in
+            self.resumptions.continuation.yield(.publish(record, acknowledged: acknowledged))
         }
         if outcome.status != .delivered {
             self.logger.debug(

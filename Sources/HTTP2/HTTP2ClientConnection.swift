@@ -96,6 +96,26 @@ public final class HTTP2ClientConnection: Sendable {
         }
     }
 
+    /// Sends `request` and calls `completion` once with the response or the ``HTTP2Error`` (the same ones as
+    /// ``send(_:)``): on the connection's event loop, or on the calling thread when the connection refuses the
+    /// request at once. No task waits meanwhile, and there is no cancellation: the request's timeout ends it.
+    ///
+    /// This is the path of a caller with thousands of requests in flight (the bridge): a task and a
+    /// continuation per request cost more than the HTTP/2 work itself.
+    public func send(
+        _ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+    ) {
+        if let problem = Self.validate(request) {
+            return completion(.failure(HTTP2Error(.invalidRequest, problem)))
+        }
+        let pending = PendingRequest(request: request)
+        pending.completion = completion
+        if let error = self.shared.enqueue(pending) {
+            pending.completion = nil
+            completion(.failure(error))
+        }
+    }
+
     /// A snapshot of the connection's state (stream counts, limit, whether it accepts requests).
     public var state: HTTP2ConnectionState {
         let (accepting, goAway) = self.shared.inbox.withLock { ($0.accepting, $0.goAway) }
@@ -192,8 +212,9 @@ extension TimeAmount {
 
 /// One request on its way: created by `send`, then owned by the event loop. Also the DATA source of its body.
 ///
-/// `@unchecked Sendable`: the sending task writes `continuation` before handing the object to the event loop
-/// through the inbox lock (which orders those writes); after that only the event loop reads or writes its fields.
+/// `@unchecked Sendable`: the sender writes `continuation` or `completion` before handing the object to the event
+/// loop through the inbox lock (which orders those writes); after that only the event loop reads or writes its
+/// fields.
 final class PendingRequest: OutgoingBody, @unchecked Sendable {
     enum Phase {
         /// In the inbox, not yet seen by the event loop.
@@ -207,7 +228,10 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     }
 
     let request: HTTP2Request
+    /// Resumed when the request ends; or, for ``HTTP2ClientConnection/send(_:completion:)``, `completion` is
+    /// called.
     var continuation: UnsafeContinuation<HTTP2Response, any Error>?
+    var completion: (@Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)?
     var phase = Phase.inbox
     var cancelRequested = false
     var streamID: Int32 = 0
@@ -229,6 +253,10 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     func finish(_ result: Result<HTTP2Response, HTTP2Error>) {
         guard self.phase != .done else { return }
         self.phase = .done
+        if let completion = self.completion {
+            self.completion = nil
+            return completion(result)
+        }
         let continuation = self.continuation
         self.continuation = nil
         switch result {

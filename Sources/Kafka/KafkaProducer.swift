@@ -146,6 +146,31 @@ public final class KafkaProducer: Sendable {
         }
     }
 
+    /// ``send(topic:key:value:headers:partition:completion:)`` for a caller that must not wait (an event loop):
+    /// returns `false` without producing, and without calling `completion`, when librdkafka's local queue is
+    /// full; otherwise as that method.
+    public func sendNow(
+        topic: String,
+        key: [UInt8]?,
+        value: [UInt8]?,
+        headers: [KafkaHeader] = [],
+        partition: Int32? = nil,
+        completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void
+    ) -> Bool {
+        let box = Unmanaged.passRetained(DeliveryBox(completion))
+        do {
+            try self.produce(topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
+            return true
+        } catch let error as KafkaError where error.code == .queueFull {
+            box.release()
+            return false
+        } catch {
+            box.release()
+            completion(.failure(error as? KafkaError ?? KafkaError(code: .state, message: "\(error)")))
+            return true
+        }
+    }
+
     private func produce(
         topic: String,
         partition: Int32?,
