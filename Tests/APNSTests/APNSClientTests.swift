@@ -143,6 +143,49 @@ struct APNSClientTests {
         #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
     }
 
+    @Test(
+        "callback sends complete each request exactly once, through GOAWAY every 100 streams and dropped connections",
+        arguments: ["goaway", "drop"])
+    func callbackSends(fault: String) async throws {
+        let harness = try await SimulatorHarness.start {
+            if fault == "goaway" {
+                $0.goawayAfterStreams = 100
+            } else {
+                $0.dropAfterStreams = 500
+                $0.maxConcurrentStreams = 100
+            }
+        }
+        let client = harness.client(connections: 2, maxResends: 20)
+        // The first send finds no connection open and goes on in a task; once one is open, sends need none.
+        #expect(await sendManyWithCallbacks(client, count: 1, firstToken: 5000).values.first?.first?.status == 200)
+        let results = await sendManyWithCallbacks(client, count: 2000)
+        await client.shutdown()
+        let statistics = harness.simulator.statistics
+        await harness.stop()
+        #expect(results.count == 2000)
+        let failures = results.values.filter { $0.count != 1 || $0[0].status != 200 }
+        #expect(failures.isEmpty, "\(failures.count) not delivered, e.g. \(failures.prefix(3))")
+        #expect(statistics.byStatus[200] == 2001)
+        #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
+        if fault == "drop" { #expect(statistics.connectionsDropped >= 1) }
+    }
+
+    @Test("a callback send with no server ends unreachable, not silent")
+    func callbackUnreachable() async throws {
+        let harness = try await SimulatorHarness.start()
+        let client = harness.client()
+        await harness.stop()
+        let results = await sendManyWithCallbacks(client, count: 3)
+        await client.shutdown()
+        #expect(results.values.flatMap { $0 }.count == 3)
+        for result in results.values.flatMap({ $0 }) {
+            guard case .failed(.unreachable) = result else {
+                Issue.record("expected unreachable, got \(result)")
+                continue
+            }
+        }
+    }
+
     @Test("a request times out when the simulator answers later than the timeout")
     func requestTimeout() async throws {
         // The answer would take 30 s; connecting on a loaded machine may take a few seconds (6 s was once

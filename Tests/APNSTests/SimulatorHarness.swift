@@ -81,6 +81,24 @@ func sendMany(_ client: APNSClient, count: Int) async -> [String: [APNSResult]] 
     }
 }
 
+/// ``sendMany(_:count:)`` through ``APNSClient/send(_:completion:)``: all requests are started from one task
+/// without waiting, as the bridge starts them, and the callbacks are collected.
+func sendManyWithCallbacks(_ client: APNSClient, count: Int, firstToken: Int = 0) async -> [String: [APNSResult]] {
+    let (results, input) = AsyncStream.makeStream(of: (String, APNSResult).self)
+    for index in firstToken..<firstToken + count {
+        let notification = Fixtures.notification(token: Fixtures.deviceToken(index))
+        client.send(notification) { input.yield((notification.deviceToken, $0)) }
+    }
+    var collected: [String: [APNSResult]] = [:]
+    var received = 0
+    for await (token, result) in results {
+        collected[token, default: []].append(result)
+        received += 1
+        if received == count { break }
+    }
+    return collected
+}
+
 extension APNSResult {
     /// The status when APNs answered.
     var status: Int? {
