@@ -109,12 +109,14 @@ public final class APNSClient: Sendable {
                 PreparedResult(
                     .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason))))
         }
-        var request = HTTP2Request(
-            method: "POST",
-            path: notification.path,
-            headers: notification.apnsHeaders.map { HTTP2Header($0.name, $0.value) },
-            body: notification.payload
-        )
+        var headers: [HTTP2Header] = []
+        headers.reserveCapacity(7)
+        notification.forEachAPNSHeader { name, value in
+            // apns-id differs in every request: adding it to the HPACK tables (ours and APNs') would only evict
+            // entries that repeat, and costs the encoder an insertion per request.
+            headers.append(HTTP2Header(name, value, indexing: name == "apns-id" ? .never : .incremental))
+        }
+        var request = HTTP2Request(method: "POST", path: notification.path, headers: headers, body: notification.payload)
         var token: ProviderTokenJWT?
         if case .token(let source) = self.configuration.authentication {
             do {

@@ -8,18 +8,24 @@ extension Notification {
     ///
     /// `authorization` is not among them: it belongs to the connection's credentials, not the notification.
     public var apnsHeaders: [(name: String, value: String)] {
-        var headers: [(name: String, value: String)] = [
-            ("apns-push-type", self.pushType.rawValue),
-            ("apns-topic", self.topic),
-            ("apns-priority", String(self.priority.rawValue)),
-            ("apns-id", self.apnsID),
-        ]
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(6)
+        self.forEachAPNSHeader { headers.append((name: $0, value: $1)) }
+        return headers
+    }
+
+    /// Calls `body` with each header of ``apnsHeaders``, in order, without making the array (the client
+    /// builds its request's header list straight from here, once per notification).
+    public func forEachAPNSHeader(_ body: (_ name: String, _ value: String) -> Void) {
+        body("apns-push-type", self.pushType.rawValue)
+        body("apns-topic", self.topic)
+        body("apns-priority", String(self.priority.rawValue))
+        body("apns-id", self.apnsID)
         if let expiration = self.expirationEpochSeconds {
-            headers.append(("apns-expiration", String(expiration)))
+            body("apns-expiration", String(expiration))
         }
         if let collapseID = self.collapseID {
-            headers.append(("apns-collapse-id", collapseID))
+            body("apns-collapse-id", collapseID)
         }
-        return headers
     }
 }

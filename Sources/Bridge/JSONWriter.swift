@@ -126,16 +126,19 @@ struct JSONWriter {
         Self.appendDigits(magnitude, width: digits, to: &bytes)
     }
 
-    /// Appends the lowest `width` decimal digits of `value`, zero-padded.
+    /// Appends the lowest `width` (at most 20) decimal digits of `value`, zero-padded.
     static func appendDigits<T: BinaryInteger>(_ value: T, width: Int, to bytes: inout [UInt8]) {
-        var value = UInt64(truncatingIfNeeded: value)
-        let start = bytes.count
-        bytes.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: width))
-        var index = start + width - 1
-        while index >= start {
-            bytes[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value % 10)
-            value /= 10
-            index -= 1
+        let value = UInt64(truncatingIfNeeded: value)
+        // Digits are written from the right into a fixed buffer, then appended in one go.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var rest = value
+            var index = width
+            while index > 0 {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[0..<width]))
         }
     }
 

@@ -278,6 +278,8 @@ final class ClientShared: Sendable {
 
     let eventLoop: any EventLoop
     let configuration: HTTP2ClientConfiguration
+    /// `:authority` for requests that name none: `host`, with `:port` unless it is 443.
+    let defaultAuthority: String
     let logger: Logger
     let handler: NIOLoopBoundBox<HTTP2ClientHandler?>
     let inbox = Mutex(Inbox())
@@ -293,6 +295,8 @@ final class ClientShared: Sendable {
     init(eventLoop: any EventLoop, configuration: HTTP2ClientConfiguration, logger: Logger) {
         self.eventLoop = eventLoop
         self.configuration = configuration
+        self.defaultAuthority =
+            configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
         self.logger = logger
         self.handler = NIOLoopBoundBox.makeEmptyBox(valueType: HTTP2ClientHandler.self, eventLoop: eventLoop)
         self.ready = eventLoop.makePromise()

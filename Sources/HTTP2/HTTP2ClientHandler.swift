@@ -161,15 +161,10 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     private func submit(_ pending: PendingRequest, session: NGHTTP2Session) {
         let request = pending.request
-        let configuration = self.shared.configuration
         session.headerBlock.reset()
         session.headerBlock.add(":method", request.method)
         session.headerBlock.add(":scheme", "https")
-        session.headerBlock.add(
-            ":authority",
-            request.authority
-                ?? (configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)")
-        )
+        session.headerBlock.add(":authority", request.authority ?? self.shared.defaultAuthority)
         session.headerBlock.add(":path", request.path, indexing: request.pathIndexing)
         for header in request.headers {
             session.headerBlock.add(header.name, header.value, indexing: header.indexing)
