@@ -85,7 +85,43 @@ public final class APNSClient: Sendable {
             Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
             return
         }
-        connection.send(sending.request) { result in
+        connection.send(sending.request, completion: self.answer(sending, on: connection, completion: completion))
+    }
+
+    /// ``send(_:completion:)`` for several notifications at once: those going to the same connection are
+    /// handed to it together, so a burst wakes the connection's event loop once rather than per notification.
+    public func send(contentsOf notifications: [(notification: Notification, completion: @Sendable (APNSResult) -> Void)]) {
+        var batches: [ObjectIdentifier: (connection: HTTP2ClientConnection, requests: [Request])] = [:]
+        for (notification, completion) in notifications {
+            let sending: Sending
+            switch self.prepare(notification) {
+            case .success(let prepared): sending = prepared
+            case .failure(let prepared):
+                completion(prepared.result)
+                continue
+            }
+            guard let connection = self.pool.leaseNow() else {
+                Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
+                continue
+            }
+            batches[ObjectIdentifier(connection), default: (connection, [])].requests.append(
+                (sending.request, self.answer(sending, on: connection, completion: completion)))
+        }
+        for (connection, requests) in batches.values {
+            connection.send(contentsOf: requests)
+        }
+    }
+
+    private typealias Request = (
+        request: HTTP2Request, completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+    )
+
+    /// What a request sent without a task does with its answer: a final one goes to `completion` at once, the
+    /// rest (resend, renewal) goes on in a task.
+    private func answer(
+        _ sending: Sending, on connection: HTTP2ClientConnection, completion: @escaping @Sendable (APNSResult) -> Void
+    ) -> @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void {
+        { result in
             self.pool.release(connection)
             let attempt = Self.attempt(result)
             if case .done(let final) = attempt, !Self.isExpiredProviderToken(final) {

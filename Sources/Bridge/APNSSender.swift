@@ -83,6 +83,22 @@ public final class APNSSender: ManagedSender {
         (app.flatMap { self.appClients[$0] } ?? self.defaultClient).send(notification, completion: completion)
     }
 
+    public func send(contentsOf batch: [SendRequest]) {
+        guard !self.appClients.isEmpty else {
+            return self.defaultClient.send(contentsOf: batch.map { ($0.notification, $0.completion) })
+        }
+        var byClient: [ObjectIdentifier: (client: APNSClient, items: [(Notification, @Sendable (APNSResult) -> Void)])] =
+            [:]
+        for request in batch {
+            let client = request.app.flatMap { self.appClients[$0] } ?? self.defaultClient
+            byClient[ObjectIdentifier(client), default: (client, [])].items.append(
+                (request.notification, request.completion))
+        }
+        for (client, items) in byClient.values {
+            client.send(contentsOf: items)
+        }
+    }
+
     public var openConnections: Int {
         self.appClients.values.reduce(self.defaultClient.openConnections) { $0 + $1.openConnections }
     }

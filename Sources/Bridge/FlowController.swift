@@ -57,14 +57,7 @@ final class FlowController: Sendable {
     /// ``stopWaiting()`` was called (shutdown). A full line that is also halted releases nothing until APNs
     /// accepts again, so a wait that shutdown could not end would hang the process.
     func acquire(bytes: Int) async -> Bool {
-        let acquired = self.state.withLock { state -> Bool? in
-            if state.stopped { return false }
-            let (acquired, effect) = state.flow.acquire(bytes: bytes, queued: !state.waiters.isEmpty)
-            self.apply(effect)
-            if acquired { self.onChange(state.flow.inFlight) }
-            return acquired ? true : nil
-        }
-        if let acquired { return acquired }
+        if let acquired = self.acquireNow(bytes: bytes) { return acquired }
         let id = self.state.withLock { state -> UInt64 in
             state.nextWaiterID += 1
             return state.nextWaiterID
@@ -90,6 +83,18 @@ final class FlowController: Sendable {
                 return state.waiters.remove(at: index)
             }
             waiter?.continuation.resume(returning: false)
+        }
+    }
+
+    /// Takes room for a piece holding `bytes` when there is room now: `true`; `false` after ``stopWaiting()``;
+    /// `nil` when ``acquire(bytes:)`` would wait (the line is marked full).
+    func acquireNow(bytes: Int) -> Bool? {
+        self.state.withLock { state -> Bool? in
+            if state.stopped { return false }
+            let (acquired, effect) = state.flow.acquire(bytes: bytes, queued: !state.waiters.isEmpty)
+            self.apply(effect)
+            if acquired { self.onChange(state.flow.inFlight) }
+            return acquired ? true : nil
         }
     }
 

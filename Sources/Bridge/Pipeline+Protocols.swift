@@ -142,6 +142,21 @@ public protocol NotificationSender: Sendable {
     /// Sends `notification` and calls `completion` once with what ``send(_:app:)`` would return, from any thread,
     /// without a task per notification where the sender can.
     func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
+    /// ``send(_:app:completion:)`` for several notifications at once, so a sender can hand them over together.
+    func send(contentsOf batch: [SendRequest])
+}
+
+/// One notification for ``NotificationSender/send(contentsOf:)``.
+public struct SendRequest: Sendable {
+    public var notification: Notification
+    public var app: String?
+    public var completion: @Sendable (APNSResult) -> Void
+
+    public init(notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void) {
+        self.notification = notification
+        self.app = app
+        self.completion = completion
+    }
 }
 
 extension NotificationSender {
@@ -149,6 +164,13 @@ extension NotificationSender {
     public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
     {
         Task { completion(await self.send(notification, app: app)) }
+    }
+
+    /// Sends them one by one.
+    public func send(contentsOf batch: [SendRequest]) {
+        for request in batch {
+            self.send(request.notification, app: request.app, completion: request.completion)
+        }
     }
 }
 

@@ -176,10 +176,14 @@ public final class Pipeline: Service, Sendable {
             do {
                 // Shutdown also ends a wait for room: with the line full and halted nothing would free any.
                 try await withGracefulShutdownHandler {
+                    // Notifications to send, handed to the sender together (see `take`).
+                    var sends: [SendRequest] = []
+                    defer { self.send(&sends) }
                     batches: for try await batch in stream.cancelOnGracefulShutdown() {
                         for event in batch {
-                            guard await self.take(event, in: &group) else { break batches }
+                            guard await self.take(event, in: &group, sends: &sends) else { break batches }
                         }
+                        self.send(&sends)
                     }
                 } onGracefulShutdown: {
                     self.flow.stopWaiting()
@@ -217,7 +221,13 @@ public final class Pipeline: Service, Sendable {
 
     /// Maps `event` and starts its pieces. Returns `false` when shutdown (or cancellation) ended a wait for
     /// room: the event stays unfinished, so uncommitted, and nothing more is taken.
-    private func take(_ event: SourceEvent, in group: inout DiscardingTaskGroup) async -> Bool {
+    ///
+    /// Notifications that can be sent at once are collected in `sends` and handed to the sender together, at
+    /// most ``sendBatchSize`` at a time, at the end of each batch of events and before any wait for room: one
+    /// hand-over to a connection wakes its event loop once for all of them.
+    private func take(
+        _ event: SourceEvent, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
+    ) async -> Bool {
         self.metrics.eventsConsumed(topic: event.source.topic)
         let results = self.mapper.map(event)
         var pieces = 0
@@ -244,10 +254,15 @@ public final class Pipeline: Service, Sendable {
             case .notifications(let route, let app, let notifications):
                 for routed in notifications {
                     let bytes = share.next() + routed.notification.payload.count + Self.pieceOverheadBytes
-                    guard await self.flow.acquire(bytes: bytes) else { return false }
+                    if self.flow.acquireNow(bytes: bytes) != true {
+                        // About to wait for room: what is collected must go out first, or nothing frees room.
+                        self.send(&sends)
+                        guard await self.flow.acquire(bytes: bytes) else { return false }
+                    }
                     self.start(
                         Delivery(routed: routed, route: route, app: app, event: event, ticket: ticket, bytes: bytes),
-                        in: &group)
+                        in: &group, sends: &sends)
+                    if sends.count >= Self.sendBatchSize { self.send(&sends) }
                 }
             case .deadLetter(let route, let reason):
                 // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
@@ -263,6 +278,17 @@ public final class Pipeline: Service, Sendable {
 
     /// What a piece of work holds besides its event and payload: its task, its records and their encoding.
     static let pieceOverheadBytes = 1024
+
+    /// The most notifications collected before they are handed to the sender: enough to wake a connection's
+    /// event loop once for many, few enough that the first waits only microseconds for the last to be mapped.
+    static let sendBatchSize = 64
+
+    /// Hands the collected notifications to the sender.
+    private func send(_ sends: inout [SendRequest]) {
+        guard !sends.isEmpty else { return }
+        self.sender.send(contentsOf: sends)
+        sends.removeAll(keepingCapacity: true)
+    }
 
     // MARK: Delivering one notification
 
@@ -288,9 +314,9 @@ public final class Pipeline: Service, Sendable {
     }
 
     /// Starts a delivery. The common case, the line open and the first answer final, runs without a task: the
-    /// request goes out from here, and the answer's thread publishes the outcome; a local fault is published at
+    /// request joins `sends`, and the answer's thread publishes the outcome; a local fault is published at
     /// once. Anything else (a retry, a halt, a closed gate) goes on in ``deliver(_:machine:action:)`` in a task.
-    private func start(_ delivery: Delivery, in group: inout DiscardingTaskGroup) {
+    private func start(_ delivery: Delivery, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]) {
         let notification = delivery.notification
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: notification.expirationEpochSeconds,
@@ -310,7 +336,7 @@ public final class Pipeline: Service, Sendable {
         }
         machine.sending(nowEpochMilliseconds: self.epochMilliseconds())
         let started = ContinuousClock.now
-        self.sender.send(notification, app: delivery.app) { [self, machine] result in
+        sends.append(SendRequest(notification: notification, app: delivery.app) { [self, machine] result in
             if case .answered = result {
                 self.metrics.apnsRequestDuration.recordInterval(since: started)
             }
@@ -321,7 +347,7 @@ public final class Pipeline: Service, Sendable {
             } else {
                 self.resumptions.continuation.yield(.deliver(delivery, machine, action))
             }
-        }
+        })
     }
 
     /// Gives each ``Resumption`` a task, until ``run()`` finishes the stream (or cancels this task).

@@ -116,6 +116,30 @@ public final class HTTP2ClientConnection: Sendable {
         }
     }
 
+    /// ``send(_:completion:)`` for several requests at once: one hand-over to the event loop (one wake-up) for
+    /// all of them.
+    public func send(
+        contentsOf requests: [(request: HTTP2Request, completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)]
+    ) {
+        var accepted: [PendingRequest] = []
+        accepted.reserveCapacity(requests.count)
+        for (request, completion) in requests {
+            if let problem = Self.validate(request) {
+                completion(.failure(HTTP2Error(.invalidRequest, problem)))
+                continue
+            }
+            let pending = PendingRequest(request: request)
+            pending.completion = completion
+            accepted.append(pending)
+        }
+        guard !accepted.isEmpty, let error = self.shared.enqueue(contentsOf: accepted) else { return }
+        for pending in accepted {
+            let completion = pending.completion
+            pending.completion = nil
+            completion?(.failure(error))
+        }
+    }
+
     /// A snapshot of the connection's state (stream counts, limit, whether it accepts requests).
     public var state: HTTP2ConnectionState {
         let (accepting, goAway) = self.shared.inbox.withLock { ($0.accepting, $0.goAway) }
@@ -306,11 +330,16 @@ final class ClientShared: Sendable {
     /// Hands a request to the event loop; returns the error to throw when the connection accepts no requests.
     /// One wake-up of the event loop serves every request enqueued before it runs.
     func enqueue(_ pending: PendingRequest) -> HTTP2Error? {
+        self.enqueue(contentsOf: CollectionOfOne(pending))
+    }
+
+    /// Hands requests to the event loop together (all or none); returns the error when it accepts none.
+    func enqueue(contentsOf requests: some Collection<PendingRequest>) -> HTTP2Error? {
         let (refusal, wake): (HTTP2Error?, Bool) = self.inbox.withLock { inbox in
             guard inbox.accepting else {
                 return (inbox.refusal ?? HTTP2Error(.closed, "the connection accepts no new requests"), false)
             }
-            inbox.requests.append(pending)
+            inbox.requests.append(contentsOf: requests)
             if inbox.drainScheduled { return (nil, false) }
             inbox.drainScheduled = true
             return (nil, true)

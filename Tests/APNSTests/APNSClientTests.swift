@@ -144,9 +144,9 @@ struct APNSClientTests {
     }
 
     @Test(
-        "callback sends complete each request exactly once, through GOAWAY every 100 streams and dropped connections",
-        arguments: ["goaway", "drop"])
-    func callbackSends(fault: String) async throws {
+        "callback sends, alone and in batches of 64, complete each request once through GOAWAYs and dropped connections",
+        arguments: ["goaway", "drop"], [1, 64])
+    func callbackSends(fault: String, batch: Int) async throws {
         let harness = try await SimulatorHarness.start {
             if fault == "goaway" {
                 $0.goawayAfterStreams = 100
@@ -158,7 +158,7 @@ struct APNSClientTests {
         let client = harness.client(connections: 2, maxResends: 20)
         // The first send finds no connection open and goes on in a task; once one is open, sends need none.
         #expect(await sendManyWithCallbacks(client, count: 1, firstToken: 5000).values.first?.first?.status == 200)
-        let results = await sendManyWithCallbacks(client, count: 2000)
+        let results = await sendManyWithCallbacks(client, count: 2000, batch: batch)
         await client.shutdown()
         let statistics = harness.simulator.statistics
         await harness.stop()

@@ -83,11 +83,24 @@ func sendMany(_ client: APNSClient, count: Int) async -> [String: [APNSResult]] 
 
 /// ``sendMany(_:count:)`` through ``APNSClient/send(_:completion:)``: all requests are started from one task
 /// without waiting, as the bridge starts them, and the callbacks are collected.
-func sendManyWithCallbacks(_ client: APNSClient, count: Int, firstToken: Int = 0) async -> [String: [APNSResult]] {
+/// With `batch` > 1, in groups through ``APNSClient/send(contentsOf:)``.
+func sendManyWithCallbacks(
+    _ client: APNSClient, count: Int, firstToken: Int = 0, batch: Int = 1
+) async -> [String: [APNSResult]] {
     let (results, input) = AsyncStream.makeStream(of: (String, APNSResult).self)
+    var group: [(notification: APNSCore.Notification, completion: @Sendable (APNSResult) -> Void)] = []
     for index in firstToken..<firstToken + count {
         let notification = Fixtures.notification(token: Fixtures.deviceToken(index))
-        client.send(notification) { input.yield((notification.deviceToken, $0)) }
+        let completion: @Sendable (APNSResult) -> Void = { input.yield((notification.deviceToken, $0)) }
+        if batch <= 1 {
+            client.send(notification, completion: completion)
+            continue
+        }
+        group.append((notification, completion))
+        if group.count == batch || index == firstToken + count - 1 {
+            client.send(contentsOf: group)
+            group.removeAll()
+        }
     }
     var collected: [String: [APNSResult]] = [:]
     var received = 0
