@@ -42,7 +42,9 @@ public final class APNSClient: Sendable {
             maxConcurrentStreams: configuration.maxConcurrentStreamsPerConnection,
             requestTimeout: configuration.requestTimeout,
             connectTimeout: configuration.connectTimeout,
-            maxResponseBodyBytes: Self.maximumResponseBodyBytes
+            maxResponseBodyBytes: Self.maximumResponseBodyBytes,
+            // What APNSResponse reads; the rest of a response's headers are never copied.
+            keptResponseHeaders: ["apns-id", "apns-unique-id"]
         )
         self.pool = ConnectionPool(
             size: configuration.connectionCount,

@@ -272,6 +272,10 @@ public struct HTTP2ClientConfiguration: Sendable {
     /// counts (name + value + 32 per field, after HPACK decoding, so a server cannot amplify a few bytes of
     /// indexed fields into megabytes), and announced to the server in that setting.
     public var maxResponseHeaderListBytes: Int
+    /// The only response header fields kept in ``HTTP2Response/headers`` (lower-case names); `nil` keeps every
+    /// field. The others still count against the bounds above but cost no strings: a client that reads two
+    /// headers need not copy a server's `date` and `server` for every response.
+    public var keptResponseHeaders: [String]?
 
     /// Settings with APNs-friendly defaults: 1000 streams, 30 s request timeout, 10 s connect timeout,
     /// PING after 60 s idle with a 10 s timeout, 64 KiB response bodies, 100 header fields and 16 KiB of
@@ -287,7 +291,8 @@ public struct HTTP2ClientConfiguration: Sendable {
         pingTimeout: Duration = .seconds(10),
         maxResponseBodyBytes: Int = 64 * 1024,
         maxResponseHeaderFields: Int = 100,
-        maxResponseHeaderListBytes: Int = 16 * 1024
+        maxResponseHeaderListBytes: Int = 16 * 1024,
+        keptResponseHeaders: [String]? = nil
     ) {
         self.host = host
         self.port = port
@@ -300,6 +305,7 @@ public struct HTTP2ClientConfiguration: Sendable {
         self.maxResponseBodyBytes = maxResponseBodyBytes
         self.maxResponseHeaderFields = maxResponseHeaderFields
         self.maxResponseHeaderListBytes = maxResponseHeaderListBytes
+        self.keptResponseHeaders = keptResponseHeaders
     }
 }
 

@@ -346,14 +346,32 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
                         "the response headers exceed \(configuration.maxResponseHeaderListBytes) bytes")))
             return false
         }
-        let name = headerString(name.baseAddress, name.count)
-        let value = headerString(value.baseAddress, value.count)
-        if name == ":status" {
-            pending.status = Int(value) ?? -2
-        } else if !name.hasPrefix(":") {
-            pending.responseHeaders.append(HTTP2Header(name, value))
+        if name.first == UInt8(ascii: ":") {
+            if name.elementsEqual(":status".utf8) { pending.status = Self.status(value) }
+            return true
         }
+        if let kept = self.keptResponseHeaders, !kept.contains(where: { $0.elementsEqual(name) }) {
+            return true
+        }
+        pending.responseHeaders.append(
+            HTTP2Header(headerString(name.baseAddress, name.count), headerString(value.baseAddress, value.count)))
         return true
+    }
+
+    /// The names of ``HTTP2ClientConfiguration/keptResponseHeaders``, as bytes to compare with.
+    private lazy var keptResponseHeaders: [[UInt8]]? = self.shared.configuration.keptResponseHeaders?.map {
+        Array($0.utf8)
+    }
+
+    /// A `:status` value: three digits, else -2 (which fails the response as malformed).
+    private static func status(_ value: UnsafeBufferPointer<UInt8>) -> Int {
+        guard value.count == 3 else { return -2 }
+        var status = 0
+        for byte in value {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return -2 }
+            status = status * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return status
     }
 
     fileprivate func responseData(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {

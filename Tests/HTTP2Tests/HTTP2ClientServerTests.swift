@@ -35,6 +35,20 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    @Test("keptResponseHeaders keeps only the named response fields")
+    func keptResponseHeadersAndStatusDigits() async throws {
+        let server = try await startServer(handler: echoHandler)
+        var configuration = try clientConfiguration(server)
+        configuration.keptResponseHeaders = ["x-echo-path", "x-absent"]
+        let connection = try await HTTP2ClientConnection.connect(configuration: configuration)
+        let response = try await connection.send(HTTP2Request(path: "/kept", headers: [HTTP2Header("x-a", "b")]))
+        #expect(response.status == 200)
+        #expect(response.headers.map(\.name) == ["x-echo-path"])
+        #expect(response.headers.first("x-echo-path") == "/kept")
+        await connection.close()
+        await server.shutdown()
+    }
+
     @Test func manyConcurrentRequestsAllComplete() async throws {
         let server = try await startServer(handler: echoHandler)
         let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))
