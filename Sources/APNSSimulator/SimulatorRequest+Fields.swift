@@ -15,7 +15,8 @@ struct SimulatorRequestFields {
     init(_ headers: [(name: String, value: String)]) {
         // `apns-*` names the simulator does not read still count as duplicates; they are rare, so a small list.
         var otherAPNSNames: [String] = []
-        for (name, value) in headers {
+        // Every name read here starts with "a" (HTTP/2 names are lower case); the others are passed by one byte.
+        for (name, value) in headers where name.utf8.first == UInt8(ascii: "a") {
             switch name {
             case "authorization": Self.take(value, into: &self.authorization, duplicates: &self.hasDuplicates)
             case "apns-push-type": Self.take(value, into: &self.pushType, duplicates: &self.hasDuplicates)

@@ -151,6 +151,20 @@ struct SimulatorEngineTests {
         #expect(reason(self.request(voip, authorization: auth)) == "200 -")
     }
 
+    @Test("a repeated authorization or apns-* header is DuplicateHeaders, also one the simulator does not read")
+    func duplicateHeaders() {
+        let engine = SimulatorEngine(scenario: self.scenario(), clock: self.clock)
+        let auth = self.token()
+        func status(_ extra: [(name: String, value: String)]) -> String {
+            let answer = self.answer(engine.handle(self.request(authorization: auth) { $0 += extra }))
+            return "\(answer?.status ?? 0) \(answer?.reason?.rawValue ?? "-")"
+        }
+        #expect(status([("authorization", auth)]) == "400 DuplicateHeaders")
+        #expect(status([("apns-unknown", "1"), ("apns-unknown", "2")]) == "400 DuplicateHeaders")
+        #expect(status([("apns-unknown", "1")]) == "200 -")
+        #expect(status([("accept", "*/*"), ("accept", "*/*"), ("x-trace", "1"), ("x-trace", "2")]) == "200 -")
+    }
+
     @Test("path and method faults: BadPath, MissingDeviceToken, BadDeviceToken, MethodNotAllowed")
     func pathFaults() throws {
         let engine = SimulatorEngine(scenario: self.scenario(), clock: self.clock)
