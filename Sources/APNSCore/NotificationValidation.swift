@@ -107,11 +107,17 @@ public enum NotificationValidation {
 
     /// The device token in `/3/device/<token>`: hex digits, an even count, 64 to 200 of them.
     public static func validateDeviceToken(_ token: some StringProtocol) -> Reason? {
+        // The bytes in place: a generic walk over `utf8` from another module was a tenth of the simulator's time.
+        if let answer = token.utf8.withContiguousStorageIfAvailable(Self.validateDeviceToken(utf8:)) { return answer }
+        return Array(token.utf8).withUnsafeBufferPointer(Self.validateDeviceToken(utf8:))
+    }
+
+    private static func validateDeviceToken(utf8 token: UnsafeBufferPointer<UInt8>) -> Reason? {
         if token.isEmpty { return .missingDeviceToken }
-        let count = token.utf8.count
-        guard count % 2 == 0, count >= self.minimumDeviceTokenCharacters, count <= self.maximumDeviceTokenCharacters
+        guard token.count % 2 == 0, token.count >= self.minimumDeviceTokenCharacters,
+            token.count <= self.maximumDeviceTokenCharacters
         else { return .badDeviceToken }
-        for byte in token.utf8 where !Self.isHexDigit(byte) {
+        for byte in token where !Self.isHexDigit(byte) {
             return .badDeviceToken
         }
         return nil
@@ -156,7 +162,11 @@ public enum NotificationValidation {
 
     /// A raw `apns-id` header value: a canonical UUID, 8-4-4-4-12 hex digits, lowercase.
     public static func validateMessageID(_ value: String) -> Reason? {
-        let bytes = Array(value.utf8)
+        var value = value
+        return value.withUTF8(Self.validateMessageID(utf8:))
+    }
+
+    private static func validateMessageID(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Reason? {
         guard bytes.count == 36 else { return .badMessageId }
         for (index, byte) in bytes.enumerated() {
             switch index {
@@ -184,6 +194,8 @@ public enum NotificationValidation {
     public static func validatePayload(_ payload: [UInt8], pushType: PushType) -> Reason? {
         if payload.isEmpty { return .payloadEmpty }
         if payload.count > pushType.maxPayloadBytes { return .payloadTooLarge }
+        // The common case without building Foundation objects; the rest gets JSONSerialization's own verdict.
+        if payload.withUnsafeBufferPointer(PayloadSyntax.isPlainObject) { return nil }
         guard let object = try? JSONSerialization.jsonObject(with: Data(payload)), object is [String: Any] else {
             return .payloadEmpty
         }

@@ -58,7 +58,7 @@ public final class APNSSimulatorServer: Sendable {
         ) { request, context, responder in
             Self.handle(
                 request, context: context, responder: responder, engine: engine, server: serverBox,
-                eventLoop: eventLoopGroup.any()
+                eventLoopGroup: eventLoopGroup
             )
         }
         serverBox.value = server
@@ -123,7 +123,7 @@ public final class APNSSimulatorServer: Sendable {
         responder: HTTP2ServerResponder,
         engine: SimulatorEngine,
         server: ServerReference,
-        eventLoop: any EventLoop
+        eventLoopGroup: any EventLoopGroup
     ) {
         if request.method == "GET" && request.path == Self.statisticsPath {
             responder.respond(
@@ -156,23 +156,31 @@ public final class APNSSimulatorServer: Sendable {
         case .respond(let answer, let delay):
             let response = HTTP2ServerResponse(
                 status: answer.status,
-                headers: answer.headers.map { HTTP2Header($0.name, $0.value) },
+                headers: answer.headers.map { HTTP2Header($0.name, $0.value, indexing: Self.indexing(of: $0.name)) },
                 body: answer.body
             )
             if delay == .zero {
                 responder.respond(response)
             } else {
-                eventLoop.scheduleTask(in: TimeAmount(delay)) { responder.respond(response) }
+                eventLoopGroup.any().scheduleTask(in: TimeAmount(delay)) { responder.respond(response) }
             }
         case .ignore:
             break
         case .dropConnection(let delay):
             let connectionID = context.connectionID
-            eventLoop.scheduleTask(in: TimeAmount(delay)) {
+            eventLoopGroup.any().scheduleTask(in: TimeAmount(delay)) {
                 server.value?.dropConnections(connectionID: connectionID)
                 engine.connectionClosed(connectionID)
             }
         }
+    }
+}
+
+extension APNSSimulatorServer {
+    /// HPACK indexing of an answer's header: `apns-id` and `apns-unique-id` differ in every answer, so adding them
+    /// to the dynamic table would only evict the fields that repeat (`date`, `content-type`).
+    fileprivate static func indexing(of name: String) -> HTTP2HeaderIndexing {
+        name == "apns-id" || name == "apns-unique-id" ? .never : .incremental
     }
 }
 

@@ -84,10 +84,12 @@ public final class SimulatorEngine: Sendable {
     /// How long a dropped connection's earlier answers get to reach the client before the drop.
     public static let dropGracePeriod: Duration = .milliseconds(50)
 
-    private struct ConnectionState {
+    struct ConnectionState {
+        /// The `authorization` value taken into use, and its key: later tokens must use the same key.
         var acceptedToken: String?
         var acceptedKeyID: String?
         var tokenAdoptedAt: Date?
+        var verifiedTokens = VerifiedProviderTokens()
         var dropping = false
         var scheduledUpToStream = 0
     }
@@ -97,12 +99,18 @@ public final class SimulatorEngine: Sendable {
         var adoptedTokens: Set<String> = []
         var statistics = SimulatorStatistics()
         var random: SplitMix64
+        /// `apns-unique-id` values: random, and apart from `random` so that they leave the seeded faults alone.
+        var uniqueIDs: SplitMix64
+        /// The `date` header of the current second (answers within one second share it).
+        var date: (second: Double, value: String) = (.nan, "")
     }
 
     /// The scenario in force.
     public let scenario: SimulatorScenario
     private let clock: any WallClock
-    private let keysByID: [String: SimulatorScenario.JWTKey]
+    let keysByID: [String: SimulatorScenario.JWTKey]
+    let maximumTokenAgeSeconds: Double
+    let minimumTokenUpdateIntervalSeconds: Double
     private let state: Mutex<State>
 
     /// Creates an engine for `scenario`, reading the time from `clock`.
@@ -110,7 +118,10 @@ public final class SimulatorEngine: Sendable {
         self.scenario = scenario
         self.clock = clock
         self.keysByID = Dictionary(scenario.jwtKeys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })
-        self.state = Mutex(State(random: SplitMix64(seed: scenario.seed)))
+        self.maximumTokenAgeSeconds = Self.seconds(scenario.maximumTokenAge)
+        self.minimumTokenUpdateIntervalSeconds = Self.seconds(scenario.minimumTokenUpdateInterval)
+        self.state = Mutex(
+            State(random: SplitMix64(seed: scenario.seed), uniqueIDs: SplitMix64(seed: .random(in: .min ... .max))))
     }
 
     /// A snapshot of the counts so far.
@@ -143,51 +154,63 @@ public final class SimulatorEngine: Sendable {
     /// Decides what to do with `request` and counts it.
     public func handle(_ request: SimulatorRequest) -> SimulatorDecision {
         let token = Self.deviceToken(inPath: request.path)
+        let fields = SimulatorRequestFields(request.headers)
         let now = self.clock.now()
         return self.state.withLock { state in
             state.statistics.requestsReceived += 1
-            if let token { state.statistics.byToken[token, default: .init()].received += 1 }
-
-            var connection = state.connections[request.connectionID] ?? ConnectionState()
+            // Taken out and put back, so its token list is mutated in place rather than copied.
+            var connection = state.connections.removeValue(forKey: request.connectionID) ?? ConnectionState()
             defer { state.connections[request.connectionID] = connection }
-            if connection.dropping {
-                state.statistics.requestsUnanswered += 1
-                return .ignore
-            }
-            if let dropAfter = self.scenario.dropAfterStreams, request.streamNumber >= dropAfter {
-                connection.dropping = true
-                state.statistics.requestsUnanswered += 1
-                state.statistics.connectionsDropped += 1
-                return .dropConnection(delay: Self.dropGracePeriod)
-            }
-
-            let requestID = Self.header("apns-id", in: request.headers)
-            var answer: SimulatorAnswer
-            let tokenBefore = connection.acceptedToken
-            let fault = self.validate(request, token: token, connection: &connection, now: now)
-            if let adopted = connection.acceptedToken, adopted != tokenBefore {
-                state.statistics.providerTokenAdoptions += 1
-                if state.adoptedTokens.insert(adopted).inserted { state.statistics.distinctProviderTokens += 1 }
-            }
-            if let fault {
-                answer = Self.answer(
-                    status: fault.reason.status ?? 400, body: fault, requestID: requestID, now: now)
-            } else if let injected = self.injectedFault(&state.random) {
-                answer = Self.answer(
-                    status: injected.status ?? 500, body: ErrorBody(reason: injected), requestID: requestID,
-                    now: now)
-            } else {
-                answer = Self.answer(status: 200, body: nil, requestID: requestID, now: now)
-            }
-            state.statistics.requestsAnswered += 1
-            state.statistics.byStatus[answer.status, default: 0] += 1
-            if let reason = answer.reason { state.statistics.byReason[reason.rawValue, default: 0] += 1 }
+            let decision = self.decide(request, token: token, fields: fields, connection: &connection, now: now, &state)
             if let token {
-                state.statistics.byToken[token, default: .init()].answered += 1
-                if answer.status == 200 { state.statistics.byToken[token, default: .init()].delivered += 1 }
+                var status: Int?
+                if case .respond(let answer, _) = decision { status = answer.status }
+                state.statistics.byToken[token, default: .init()].count(answeredWith: status)
             }
-            return .respond(answer, delay: self.scenario.latency)
+            return decision
         }
+    }
+
+    private func decide(
+        _ request: SimulatorRequest,
+        token: String?,
+        fields: SimulatorRequestFields,
+        connection: inout ConnectionState,
+        now: Date,
+        _ state: inout State
+    ) -> SimulatorDecision {
+        if connection.dropping {
+            state.statistics.requestsUnanswered += 1
+            return .ignore
+        }
+        if let dropAfter = self.scenario.dropAfterStreams, request.streamNumber >= dropAfter {
+            connection.dropping = true
+            state.statistics.requestsUnanswered += 1
+            state.statistics.connectionsDropped += 1
+            return .dropConnection(delay: Self.dropGracePeriod)
+        }
+
+        let tokenBefore = connection.acceptedToken
+        let fault = self.validate(
+            request, token: token, fields: fields, connection: &connection, statistics: &state.statistics, now: now)
+        if let adopted = connection.acceptedToken, adopted != tokenBefore {
+            state.statistics.providerTokenAdoptions += 1
+            if state.adoptedTokens.insert(adopted).inserted { state.statistics.distinctProviderTokens += 1 }
+        }
+        let status: Int
+        let body: ErrorBody?
+        if let fault {
+            (status, body) = (fault.reason.status ?? 400, fault)
+        } else if let injected = self.injectedFault(&state.random) {
+            (status, body) = (injected.status ?? 500, ErrorBody(reason: injected))
+        } else {
+            (status, body) = (200, nil)
+        }
+        state.statistics.requestsAnswered += 1
+        state.statistics.byStatus[status, default: 0] += 1
+        if let reason = body?.reason { state.statistics.byReason[reason.rawValue, default: 0] += 1 }
+        let answer = self.answer(status: status, body: body, requestID: fields.messageID, now: now, &state)
+        return .respond(answer, delay: self.scenario.latency)
     }
 
     // MARK: Validation, in the order APNs reports faults
@@ -195,97 +218,62 @@ public final class SimulatorEngine: Sendable {
     private func validate(
         _ request: SimulatorRequest,
         token: String?,
+        fields: SimulatorRequestFields,
         connection: inout ConnectionState,
+        statistics: inout SimulatorStatistics,
         now: Date
     ) -> ErrorBody? {
         guard request.path.hasPrefix("/3/device/") || request.path == "/3/device" else {
             return ErrorBody(reason: .badPath)
         }
         guard request.method == "POST" else { return ErrorBody(reason: .methodNotAllowed) }
-        let names = request.headers.map(\.name).filter { $0.hasPrefix("apns-") || $0 == "authorization" }
-        if Set(names).count != names.count { return ErrorBody(reason: .duplicateHeaders) }
+        if fields.hasDuplicates { return ErrorBody(reason: .duplicateHeaders) }
 
-        if !request.certificateAuthenticated, let fault = self.validateProviderToken(request, &connection, now) {
+        if !request.certificateAuthenticated,
+            let fault = self.validateProviderToken(fields.authorization, &connection, &statistics, now)
+        {
             return fault
         }
 
-        let pushTypeValue = Self.header("apns-push-type", in: request.headers) ?? PushType.alert.rawValue
-        guard let pushType = PushType(rawValue: pushTypeValue) else { return ErrorBody(reason: .invalidPushType) }
-        guard let topic = Self.header("apns-topic", in: request.headers) else {
-            return ErrorBody(reason: .missingTopic)
+        guard let pushType = PushType(rawValue: fields.pushType ?? PushType.alert.rawValue) else {
+            return ErrorBody(reason: .invalidPushType)
         }
+        guard let topic = fields.topic else { return ErrorBody(reason: .missingTopic) }
         if let reason = NotificationValidation.validateTopic(topic, pushType: pushType) {
             return ErrorBody(reason: reason)
         }
-        let bundleID = String(topic.dropLast(pushType.topicSuffix.utf8.count))
-        if !self.scenario.topics.isEmpty && !self.scenario.topics.contains(bundleID) {
+        if !self.scenario.topics.isEmpty
+            && !self.scenario.topics.contains(String(topic.dropLast(pushType.topicSuffix.utf8.count)))
+        {
             return ErrorBody(reason: .topicDisallowed)
         }
-        if let priority = Self.header("apns-priority", in: request.headers),
+        if let priority = fields.priority,
             let reason = NotificationValidation.validatePriority(priority, pushType: pushType)
         {
             return ErrorBody(reason: reason)
         }
-        if let expiration = Self.header("apns-expiration", in: request.headers),
-            let reason = NotificationValidation.validateExpiration(expiration)
-        {
+        if let expiration = fields.expiration, let reason = NotificationValidation.validateExpiration(expiration) {
             return ErrorBody(reason: reason)
         }
-        if let messageID = Self.header("apns-id", in: request.headers),
-            let reason = NotificationValidation.validateMessageID(messageID)
-        {
+        if let messageID = fields.messageID, let reason = NotificationValidation.validateMessageID(messageID) {
             return ErrorBody(reason: reason)
         }
-        if let collapseID = Self.header("apns-collapse-id", in: request.headers),
-            let reason = NotificationValidation.validateCollapseID(collapseID)
-        {
+        if let collapseID = fields.collapseID, let reason = NotificationValidation.validateCollapseID(collapseID) {
             return ErrorBody(reason: reason)
         }
         guard let token else { return ErrorBody(reason: .missingDeviceToken) }
         if let reason = NotificationValidation.validateDeviceToken(token) { return ErrorBody(reason: reason) }
-        if self.scenario.badTokens.contains(token.lowercased()) { return ErrorBody(reason: .badDeviceToken) }
+        // The lists hold lower-case tokens; most scenarios have none, and then no lower-cased copy is made.
+        let listed =
+            self.scenario.badTokens.isEmpty && self.scenario.unregisteredTokens.isEmpty ? nil : token.lowercased()
+        if let listed, self.scenario.badTokens.contains(listed) { return ErrorBody(reason: .badDeviceToken) }
         if let reason = NotificationValidation.validatePayload(request.body, pushType: pushType) {
             return ErrorBody(reason: reason)
         }
-        if let since = self.scenario.unregisteredTokens[token.lowercased()] {
+        if let listed, let since = self.scenario.unregisteredTokens[listed] {
             let timestamp = since > 0 ? since : Int64(now.timeIntervalSince1970 * 1000) - 86_400_000
             return ErrorBody(reason: .unregistered, timestampMilliseconds: timestamp)
         }
-        return nil
-    }
-
-    private func validateProviderToken(
-        _ request: SimulatorRequest,
-        _ connection: inout ConnectionState,
-        _ now: Date
-    ) -> ErrorBody? {
-        guard let authorization = Self.header("authorization", in: request.headers) else {
-            return ErrorBody(reason: .missingProviderToken)
-        }
-        guard authorization.hasPrefix("bearer "), let jwt = ProviderTokenJWT.parse(String(authorization.dropFirst(7)))
-        else { return ErrorBody(reason: .invalidProviderToken) }
-        guard let key = self.keysByID[jwt.keyID] else { return ErrorBody(reason: .invalidProviderToken) }
-        if let team = key.teamID, team != jwt.teamID { return ErrorBody(reason: .invalidProviderToken) }
-        if let boundKey = connection.acceptedKeyID, boundKey != jwt.keyID {
-            return ErrorBody(reason: .unrelatedKeyIdInToken)
-        }
-        let isConnectionToken = connection.acceptedToken == jwt.compact
-        if !isConnectionToken && !jwt.hasValidSignature(publicKey: key.publicKey) {
-            return ErrorBody(reason: .invalidProviderToken)
-        }
-        let ageSeconds = now.timeIntervalSince1970 - Double(jwt.issuedAtEpochSeconds)
-        if ageSeconds > Self.seconds(self.scenario.maximumTokenAge) {
-            return ErrorBody(reason: .expiredProviderToken)
-        }
-        if isConnectionToken { return nil }
-        if let adoptedAt = connection.tokenAdoptedAt,
-            now.timeIntervalSince(adoptedAt) < Self.seconds(self.scenario.minimumTokenUpdateInterval)
-        {
-            return ErrorBody(reason: .tooManyProviderTokenUpdates)
-        }
-        connection.acceptedToken = jwt.compact
-        connection.acceptedKeyID = jwt.keyID
-        connection.tokenAdoptedAt = now
         return nil
     }
 
@@ -305,14 +293,18 @@ public final class SimulatorEngine: Sendable {
 
     // MARK: Helpers
 
-    private static func answer(status: Int, body: ErrorBody?, requestID: String?, now: Date) -> SimulatorAnswer {
+    private func answer(
+        status: Int, body: ErrorBody?, requestID: String?, now: Date, _ state: inout State
+    ) -> SimulatorAnswer {
         let apnsID = requestID.flatMap { NotificationValidation.validateMessageID($0) == nil ? $0 : nil }
         // `date` (RFC 9110 §6.6.1: a server with a clock sends it) from the engine's clock, so `pushbridge doctor`
         // can measure clock skew against the simulator as it does against any HTTP server.
+        let second = now.timeIntervalSince1970.rounded(.down)
+        if state.date.second != second { state.date = (second, HTTPDate.format(now)) }
         var headers = [
-            SimulatorAnswer.HTTPField(name: "apns-id", value: apnsID ?? UUID().uuidString.lowercased()),
-            SimulatorAnswer.HTTPField(name: "apns-unique-id", value: UUID().uuidString.lowercased()),
-            SimulatorAnswer.HTTPField(name: "date", value: HTTPDate.format(now)),
+            SimulatorAnswer.HTTPField(name: "apns-id", value: apnsID ?? Self.uuid(&state.uniqueIDs)),
+            SimulatorAnswer.HTTPField(name: "apns-unique-id", value: Self.uuid(&state.uniqueIDs)),
+            SimulatorAnswer.HTTPField(name: "date", value: state.date.value),
         ]
         if body != nil {
             headers.append(SimulatorAnswer.HTTPField(name: "content-type", value: "application/json"))
@@ -320,14 +312,25 @@ public final class SimulatorEngine: Sendable {
         return SimulatorAnswer(status: status, headers: headers, body: body?.jsonBytes ?? [])
     }
 
+    /// A random (version 4) UUID in lower case, from `generator`: Foundation's `UUID()` reads the system's random
+    /// source on every call, which showed in the simulator's profile.
+    static func uuid(_ generator: inout SplitMix64) -> String {
+        let (high, low) = (generator.next(), generator.next())
+        var bytes: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &bytes) { buffer in
+            buffer.storeBytes(of: high, toByteOffset: 0, as: UInt64.self)
+            buffer.storeBytes(of: low, toByteOffset: 8, as: UInt64.self)
+            buffer[6] = buffer[6] & 0x0F | 0x40  // version 4
+            buffer[8] = buffer[8] & 0x3F | 0x80  // RFC 4122 variant
+        }
+        return UUID(uuid: bytes).lowercasedString
+    }
+
     static func deviceToken(inPath path: String) -> String? {
         let prefix = "/3/device/"
         guard path.hasPrefix(prefix), path.utf8.count > prefix.utf8.count else { return nil }
-        return String(path.dropFirst(prefix.count))
-    }
-
-    static func header(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        headers.first { $0.name == name }?.value
+        // After an ASCII prefix, by UTF-8 offset (dropping Characters would run grapheme breaking on each).
+        return String(path[path.utf8.index(path.startIndex, offsetBy: prefix.utf8.count)...])
     }
 
     private static func seconds(_ duration: Duration) -> Double {

@@ -11,6 +11,14 @@ public struct SimulatorStatistics: Sendable, Hashable {
 
         /// Zero counts.
         public init() {}
+
+        /// Counts one request received, answered with `status` (`nil`: left unanswered).
+        mutating func count(answeredWith status: Int?) {
+            self.received += 1
+            guard let status else { return }
+            self.answered += 1
+            if status == 200 { self.delivered += 1 }
+        }
     }
 
     /// Requests received (including those never answered).
@@ -33,6 +41,10 @@ public struct SimulatorStatistics: Sendable, Hashable {
     public var providerTokenAdoptions = 0
     /// Different provider tokens taken into use, over all connections.
     public var distinctProviderTokens = 0
+    /// Provider-token signatures checked. A connection checks each token once and then trusts the same token
+    /// string while it is young enough, so this grows with tokens and connections, not with requests; forged
+    /// tokens are checked (and refused) every time.
+    public var providerTokenVerifications = 0
 
     /// Empty statistics.
     public init() {}
@@ -50,7 +62,7 @@ public struct SimulatorStatistics: Sendable, Hashable {
             "connections dropped: \(self.connectionsDropped), stream-limit changes: \(self.streamLimitChanges), "
                 + "device tokens: \(self.byToken.count)",
             "provider tokens taken into use: \(self.providerTokenAdoptions) "
-                + "(\(self.distinctProviderTokens) different)",
+                + "(\(self.distinctProviderTokens) different), signatures verified: \(self.providerTokenVerifications)",
         ]
         for (status, count) in self.byStatus.sorted(by: { $0.key < $1.key }) {
             lines.append("  status \(status): \(count)")
@@ -70,6 +82,7 @@ public struct SimulatorStatistics: Sendable, Hashable {
             + "\"stream_limit_changes\":\(self.streamLimitChanges),\"device_tokens\":\(self.byToken.count),"
             + "\"provider_token_adoptions\":\(self.providerTokenAdoptions),"
             + "\"distinct_provider_tokens\":\(self.distinctProviderTokens),"
+            + "\"provider_token_verifications\":\(self.providerTokenVerifications),"
             + "\"by_status\":{\(statuses.joined(separator: ","))},\"by_reason\":{\(reasons.joined(separator: ","))}}"
     }
 }

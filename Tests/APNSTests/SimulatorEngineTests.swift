@@ -9,14 +9,14 @@ struct SimulatorEngineTests {
     let key = P256.Signing.PrivateKey()
     let clock = ManualClock()
 
-    private func scenario() -> SimulatorScenario {
+    func scenario() -> SimulatorScenario {
         var scenario = SimulatorScenario()
         scenario.topics = [Fixtures.topic]
         scenario.jwtKeys = [.init(keyID: Fixtures.keyID, teamID: Fixtures.teamID, publicKey: self.key.publicKey)]
         return scenario
     }
 
-    private func token(
+    func token(
         issuedAt: Date? = nil, keyID: String = Fixtures.keyID, team: String = Fixtures.teamID,
         key: P256.Signing.PrivateKey? = nil
     ) -> String {
@@ -27,7 +27,7 @@ struct SimulatorEngineTests {
         return "bearer \(jwt.compact)"
     }
 
-    private func request(
+    func request(
         _ notification: APNSCore.Notification = Fixtures.notification(),
         authorization: String?,
         connection: Int = 1,
@@ -43,7 +43,7 @@ struct SimulatorEngineTests {
         )
     }
 
-    private func answer(_ decision: SimulatorDecision) -> SimulatorAnswer? {
+    func answer(_ decision: SimulatorDecision) -> SimulatorAnswer? {
         if case .respond(let answer, _) = decision { return answer }
         return nil
     }
@@ -69,6 +69,39 @@ struct SimulatorEngineTests {
         let answer = try #require(self.answer(engine.handle(request)))
         let id = try #require(answer.headers.first { $0.name == "apns-id" }?.value)
         #expect(NotificationValidation.validateMessageID(id) == nil)
+    }
+
+    @Test("apns-unique-id is a version 4 UUID in lowercase, different in every answer")
+    func uniqueIDs() throws {
+        let engine = SimulatorEngine(scenario: self.scenario(), clock: self.clock)
+        let auth = self.token()
+        let ids = try (0..<100).map { _ in
+            try #require(
+                self.answer(engine.handle(self.request(authorization: auth)))?.headers.first {
+                    $0.name == "apns-unique-id"
+                }?.value)
+        }
+        #expect(Set(ids).count == ids.count)
+        for id in ids {
+            #expect(NotificationValidation.validateMessageID(id) == nil)
+            #expect(UUID(uuidString: id)?.uuidString.lowercased() == id)
+            #expect(Array(id)[14] == "4")
+            #expect("89ab".contains(Array(id)[19]))
+        }
+    }
+
+    @Test("the date header follows the engine's clock from one second to the next")
+    func dateHeader() throws {
+        let engine = SimulatorEngine(scenario: self.scenario(), clock: self.clock)
+        let auth = self.token()
+        func date() -> String? {
+            self.answer(engine.handle(self.request(authorization: auth)))?.headers.first { $0.name == "date" }?.value
+        }
+        #expect(date() == HTTPDate.format(self.clock.now()))
+        self.clock.advance(by: .seconds(1))
+        #expect(date() == HTTPDate.format(self.clock.now()))
+        self.clock.advance(by: .seconds(86_400))
+        #expect(date() == HTTPDate.format(self.clock.now()))
     }
 
     @Test("header and payload faults get Apple's status and reason")
@@ -116,6 +149,20 @@ struct SimulatorEngineTests {
         var voip = Fixtures.notification(pushType: .voip)
         voip.payload = large.payload
         #expect(reason(self.request(voip, authorization: auth)) == "200 -")
+    }
+
+    @Test("a repeated authorization or apns-* header is DuplicateHeaders, also one the simulator does not read")
+    func duplicateHeaders() {
+        let engine = SimulatorEngine(scenario: self.scenario(), clock: self.clock)
+        let auth = self.token()
+        func status(_ extra: [(name: String, value: String)]) -> String {
+            let answer = self.answer(engine.handle(self.request(authorization: auth) { $0 += extra }))
+            return "\(answer?.status ?? 0) \(answer?.reason?.rawValue ?? "-")"
+        }
+        #expect(status([("authorization", auth)]) == "400 DuplicateHeaders")
+        #expect(status([("apns-unknown", "1"), ("apns-unknown", "2")]) == "400 DuplicateHeaders")
+        #expect(status([("apns-unknown", "1")]) == "200 -")
+        #expect(status([("accept", "*/*"), ("accept", "*/*"), ("x-trace", "1"), ("x-trace", "2")]) == "200 -")
     }
 
     @Test("path and method faults: BadPath, MissingDeviceToken, BadDeviceToken, MethodNotAllowed")
