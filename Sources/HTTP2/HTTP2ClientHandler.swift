@@ -31,6 +31,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     private var active: [Int32: PendingRequest] = [:]
     /// Requests in the order their deadlines fall (all share one timeout, so arrival order).
     private var deadlines = CircularBuffer<PendingRequest>()
+    /// Responses complete in the current read, handed over by ``deliverAnswered()``.
+    private var answered: [(PendingRequest, HTTP2Response)] = []
     private var timeoutTimer: Scheduled<Void>?
     private var pingTimer: Scheduled<Void>?
     private var pingTimeoutTimer: Scheduled<Void>?
@@ -100,8 +102,24 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         self.trimDeadlines()
         self.flush()
+        self.deliverAnswered()
         self.closeIfFinished()
         context.fireChannelReadComplete()
+    }
+
+    /// Hands the responses that completed during this read to their senders, after ``flush()`` wrote the
+    /// requests their streams made room for: the server works on those while the senders' callbacks (the
+    /// bridge publishes each outcome there) run on this thread. Handing them over inside the read instead made
+    /// the server wait for all of that before it saw a new request.
+    private func deliverAnswered() {
+        guard !self.answered.isEmpty else { return }
+        var answered: [(PendingRequest, HTTP2Response)] = []
+        swap(&answered, &self.answered)
+        for (pending, response) in answered {
+            pending.finish(.success(response))
+        }
+        answered.removeAll(keepingCapacity: true)
+        if self.answered.isEmpty { swap(&answered, &self.answered) }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -391,12 +409,12 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         if errorCode == .noError {
             if pending.status >= 100 {
                 self.shared.responsesReceived.add(1, ordering: .relaxed)
-                pending.finish(
-                    .success(
+                self.answered.append(
+                    (
+                        pending,
                         HTTP2Response(
                             status: pending.status, headers: pending.responseHeaders, body: pending.responseBody)
-                    )
-                )
+                    ))
             } else {
                 pending.finish(.failure(HTTP2Error(.malformedResponse, "the response has no valid :status")))
             }
@@ -488,6 +506,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     /// Fails everything still waiting and reports the close (once).
     private func finalize(_ reason: HTTP2CloseReason) {
         guard self.state != .closed else { return }
+        // Complete responses still count, however the connection ends.
+        self.deliverAnswered()
         let wasEstablished = self.state == .ready || self.state == .draining
         self.state = .closed
         self.timeoutTimer?.cancel()
