@@ -220,10 +220,13 @@ let package = Package(
             path: "Benchmarks/KafkaConsume",
             swiftSettings: strict
         ),
+        // MARK: Benchmarks: nghttpd and h2load (nghttp2's server and load client) as references, shared
+        .target(name: "BenchSupport", path: "Benchmarks/BenchSupport", swiftSettings: strict),
         // MARK: Benchmarks (make bench-apns, mk/http2.mk)
         .executableTarget(
             name: "APNSBench",
             dependencies: [
+                "BenchSupport",
                 "HTTP2",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
@@ -237,6 +240,7 @@ let package = Package(
             dependencies: [
                 "APNSCore",
                 "APNSSimulator",
+                "BenchSupport",
                 "Configuration",
                 "Kafka",
                 "Routing",

@@ -1,4 +1,5 @@
 import APNSCore
+import BenchSupport
 import Configuration
 import Foundation
 import Routing
@@ -84,53 +85,16 @@ struct SimulatorProcess {
     }
 }
 
-/// h2load (nghttp2's load client) with one connection and 100 streams, sending `request` with the JWT.
-enum H2Load {
-    struct Result {
-        var rate: Double
-        var succeeded: Int
-        var cpuMicrosecondsPerRequest: Double
-    }
-
+/// h2load with one connection and 100 streams, sending the bridge's request for event 0 with the JWT.
+enum H2LoadReference {
     static func run(
         request: APNSCore.Notification, jwt: String, port: Int, requestCount: Int, directory: String
-    ) async throws -> Result {
+    ) throws -> H2Load.Result {
         let bodyPath = (directory as NSString).appendingPathComponent("h2load-body.json")
         try Data(request.payload).write(to: URL(fileURLWithPath: bodyPath))
-        var arguments = ["-n", "\(requestCount)", "-c", "1", "-m", "100", "-d", bodyPath]
-        for header in request.apnsHeaders { arguments += ["-H", "\(header.name): \(header.value)"] }
-        arguments += ["-H", "authorization: bearer \(jwt)"]
-        arguments.append("https://127.0.0.1:\(port)\(request.path)")
-        print(
-            "  h2load \(arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " "))"
-                .replacingOccurrences(of: jwt, with: "<jwt>"))
-
-        let before = Self.childrenCPUSeconds()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["h2load"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = try output.fileHandleForReading.readToEnd() ?? Data()
-        process.waitUntilExit()
-        let cpu = Self.childrenCPUSeconds() - before
-        let text = String(decoding: data, as: UTF8.self)
-        // "finished in 2.34s, 85470.09 req/s, 10.2MB/s" and "status codes: 200000 2xx, 0 3xx, ..."
-        guard let finished = text.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
-            let rate = finished.split(separator: ",").dropFirst().first
-                .flatMap({ Double($0.trimmingCharacters(in: .whitespaces).split(separator: " ")[0]) }),
-            let statuses = text.split(separator: "\n").first(where: { $0.hasPrefix("status codes:") }),
-            let succeeded = Int(statuses.dropFirst("status codes: ".count).split(separator: " ")[0])
-        else { throw BenchError("unexpected h2load output:\n\(text)") }
-        return Result(rate: rate, succeeded: succeeded, cpuMicrosecondsPerRequest: cpu / Double(requestCount) * 1e6)
-    }
-
-    private static func childrenCPUSeconds() -> Double {
-        var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
-        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
-        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+        return try H2Load.run(
+            requests: requestCount, streams: 100, bodyFile: bodyPath,
+            headers: request.apnsHeaders.map { ($0.name, $0.value) } + [("authorization", "bearer \(jwt)")],
+            target: .url("https://127.0.0.1:\(port)\(request.path)"), printCommand: true, redacting: jwt)
     }
 }

@@ -11,6 +11,7 @@
 
 import APNSCore
 import APNSSimulator
+import BenchSupport
 import Configuration
 import Crypto
 import Foundation
@@ -137,7 +138,7 @@ struct BridgeBench {
             }
             if cpuAtFirstOutcome == nil, tally.count > 0 {
                 cpuAtFirstOutcome = bridge.cpuSecondsSoFar()
-                simulatorCPUAtFirstOutcome = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
+                simulatorCPUAtFirstOutcome = ProcessCPU.seconds(pid: simulator.process.processIdentifier)
             }
             if ContinuousClock.now - lastProgress > .seconds(5) {
                 lastProgress = ContinuousClock.now
@@ -146,7 +147,7 @@ struct BridgeBench {
             try await Task.sleep(for: .milliseconds(5))
         }
         let cpuAtBacklogDone = bridge.cpuSecondsSoFar()
-        let simulatorCPUAtBacklogDone = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
+        let simulatorCPUAtBacklogDone = ProcessCPU.seconds(pid: simulator.process.processIdentifier)
         let backlogRead = tally.lastReadAt ?? ContinuousClock.now
         let firstRead = tally.firstReadAt ?? bridgeStarted
         let window = backlogRead - firstRead
@@ -169,8 +170,8 @@ struct BridgeBench {
 
         // h2load: the same request over one connection to the same simulator.
         let h2loadCount = options.h2loadRequestCount > 0 ? options.h2loadRequestCount : min(options.eventCount, 200_000)
-        let simulatorCPUBeforeH2Load = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
-        let h2load = try await H2Load.run(
+        let simulatorCPUBeforeH2Load = ProcessCPU.seconds(pid: simulator.process.processIdentifier)
+        let h2load = try H2LoadReference.run(
             request: try events.sampleRequest(configurationPath: configurationPath),
             jwt: try ProviderTokenJWT.sign(
                 keyID: Self.keyID, teamID: Self.teamID,
@@ -180,7 +181,7 @@ struct BridgeBench {
         )
 
         let simulatorCPUDuringH2Load =
-            ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier) - simulatorCPUBeforeH2Load
+            ProcessCPU.seconds(pid: simulator.process.processIdentifier) - simulatorCPUBeforeH2Load
         let simulatorCPUDuringBacklog = simulatorCPUAtBacklogDone - (simulatorCPUAtFirstOutcome ?? 0)
         let rate = Double(options.eventCount) / Self.secondsValue(window)
         let latencies = tally.liveLatenciesMilliseconds.sorted()

@@ -6,60 +6,71 @@ import Foundation
 
 /// A child process started with `posix_spawn`, measured alone: CPU time from `/proc` and `wait4`, peak RSS from
 /// `/proc/PID/status` (`VmHWM`). Standard output and error go to a file.
-struct ChildProcess {
-    let pid: pid_t
-    let name: String
+public struct ChildProcess: Sendable {
+    /// The process id.
+    public let pid: pid_t
+    /// The executable's file name, for messages.
+    public let name: String
 
     /// CPU time and peak memory of a process.
-    struct Usage {
-        var cpuSeconds: Double
-        var peakRSSMebibytes: Double
+    public struct Usage: Sendable {
+        /// User + system CPU seconds.
+        public var cpuSeconds: Double
+        /// Peak resident set size, in MiB.
+        public var peakRSSMebibytes: Double
     }
 
-    static func spawn(_ executable: String, _ arguments: [String], logFile: String) throws(BenchError) -> ChildProcess {
+    /// Starts `executable` (a path) with `arguments`, its standard output and error appended to `logFile`.
+    ///
+    /// The child starts with no signal blocked and default signal handlers. Threads of a Swift process (the
+    /// cooperative pool, Foundation's) block most signals, and `posix_spawn` otherwise hands the spawning thread's
+    /// mask on: nghttpd started that way ignored SIGTERM and SIGINT and outlived the benchmark.
+    public static func spawn(
+        _ executable: String, _ arguments: [String], logFile: String
+    ) throws(BenchSupportError) -> ChildProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, logFile, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGPIPE, SIGHUP] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         guard status == 0 else {
-            throw BenchError("cannot start \(executable): \(String(cString: strerror(status)))")
+            throw BenchSupportError("cannot start \(executable): \(String(cString: strerror(status)))")
         }
         return ChildProcess(pid: pid, name: (executable as NSString).lastPathComponent)
     }
 
     /// The exit status when the process has exited (it is reaped then), `nil` while it runs.
-    func exitStatusIfExited() -> Int32? {
+    public func exitStatusIfExited() -> Int32? {
         var status: Int32 = 0
         guard waitpid(self.pid, &status, WNOHANG) == self.pid else { return nil }
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
     /// CPU seconds (user + system) used so far, from `/proc/PID/stat`.
-    func cpuSecondsSoFar() -> Double {
-        Self.cpuSeconds(pid: self.pid)
-    }
-
-    /// CPU seconds (user + system) process `pid` used so far, from `/proc/PID/stat`; 0 when it is gone.
-    static func cpuSeconds(pid: pid_t) -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return 0 }
-        // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    public func cpuSecondsSoFar() -> Double {
+        ProcessCPU.seconds(pid: self.pid)
     }
 
     /// The process's peak resident set size so far (`VmHWM` in `/proc/PID/status`), in MiB; `nil` once it exited.
     ///
     /// Not `wait4`'s `ru_maxrss`: Linux carries that across `execve`, and `posix_spawn` starts the child in the
     /// parent's memory, so it would report the benchmark's own peak (which holds the whole Kafka backlog).
-    func peakRSSMebibytesSoFar() -> Double? {
+    public func peakRSSMebibytesSoFar() -> Double? {
         guard let text = try? String(contentsOfFile: "/proc/\(self.pid)/status", encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
             let kibibytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
@@ -67,12 +78,13 @@ struct ChildProcess {
         return kibibytes / 1024
     }
 
-    func signal(_ number: Int32) {
+    /// Sends signal `number` to the process.
+    public func signal(_ number: Int32) {
         kill(self.pid, number)
     }
 
     /// Waits for the process to exit (polling, so no thread blocks), then returns its exit status and usage.
-    func wait(timeout: Duration) async throws(BenchError) -> (exitStatus: Int32, usage: Usage) {
+    public func wait(timeout: Duration) async throws(BenchSupportError) -> (exitStatus: Int32, usage: Usage) {
         let deadline = ContinuousClock.now + timeout
         var status: Int32 = 0
         var usage = rusage()
@@ -81,10 +93,12 @@ struct ChildProcess {
             peakRSS = max(peakRSS, self.peakRSSMebibytesSoFar() ?? 0)
             let result = wait4(self.pid, &status, WNOHANG, &usage)
             if result == self.pid { break }
-            if result < 0 { throw BenchError("wait4 on \(self.name) failed: \(String(cString: strerror(errno)))") }
+            if result < 0 {
+                throw BenchSupportError("wait4 on \(self.name) failed: \(String(cString: strerror(errno)))")
+            }
             if ContinuousClock.now > deadline {
                 kill(self.pid, SIGKILL)
-                throw BenchError("\(self.name) did not exit within \(timeout)")
+                throw BenchSupportError("\(self.name) did not exit within \(timeout)")
             }
             try? await Task.sleep(for: .milliseconds(5))
         }
