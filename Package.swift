@@ -234,7 +234,8 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: Benchmarks (make bench, mk/bench.mk): the bridge end to end, `pushbridge run` against the simulator
+        // MARK: Benchmarks (make bench, mk/bench.mk): the bridge end to end, `pushbridge run` against nghttpd or the
+        // simulator
         .executableTarget(
             name: "BridgeBench",
             dependencies: [
