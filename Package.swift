@@ -310,6 +310,18 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "BenchTests",
+            dependencies: [
+                "BenchSupport",
+                "Bridge",
+                "HTTP2",
+                "Kafka",
+                "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "DoctorTests",
             dependencies: [
                 "DoctorChecks",
