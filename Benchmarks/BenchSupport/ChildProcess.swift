@@ -25,6 +25,10 @@ public struct ChildProcess: Sendable {
     /// The child starts with no signal blocked and default signal handlers. Threads of a Swift process (the
     /// cooperative pool, Foundation's) block most signals, and `posix_spawn` otherwise hands the spawning thread's
     /// mask on: nghttpd started that way ignored SIGTERM and SIGINT and outlived the benchmark.
+    ///
+    /// It also inherits no file descriptor but 0, 1 and 2. Sockets without close-on-exec would otherwise stay open
+    /// in the child: a listening socket its owner closed would go on accepting connections, and a test that
+    /// connects to a port it just closed got a connection, reset when the child exited.
     public static func spawn(
         _ executable: String, _ arguments: [String], logFile: String
     ) throws(BenchSupportError) -> ChildProcess {
@@ -33,6 +37,7 @@ public struct ChildProcess: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, logFile, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        Self.closeInheritedDescriptors(&actions)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -52,6 +57,22 @@ public struct ChildProcess: Sendable {
             throw BenchSupportError("cannot start \(executable): \(String(cString: strerror(status)))")
         }
         return ChildProcess(pid: pid, name: (executable as NSString).lastPathComponent)
+    }
+
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34 and later), looked up at run time: Swift's Glibc
+    /// module is built without `_GNU_SOURCE`, which its declaration needs.
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = dlsym(
+        UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np"
+    ).map { unsafeBitCast($0, to: AddCloseFrom.self) }
+
+    /// Makes the spawn close every descriptor from 3 up; without `addclosefrom_np`, those open now.
+    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
+        if let addCloseFrom = Self.addCloseFrom, addCloseFrom(&actions, 3) == 0 { return }
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for descriptor in open.compactMap({ Int32($0) }) where descriptor > 2 {
+            posix_spawn_file_actions_addclose(&actions, descriptor)
+        }
     }
 
     /// The exit status when the process has exited (it is reaped then), `nil` while it runs.

@@ -27,6 +27,19 @@ struct BenchProcessTests {
         #expect(exitStatus == 128 + SIGTERM)
     }
 
+    /// A descriptor without close-on-exec, such as a listening socket, would stay open in the child after its owner
+    /// closed it: another test's closed port went on accepting connections while a child of this suite ran.
+    @Test func childProcessesInheritNoFileDescriptorButTheStandardOnes() async throws {
+        let inheritable = open("/dev/null", O_RDONLY)
+        #expect(inheritable > 2)
+        defer { close(inheritable) }
+        let child = try ChildProcess.spawn("/bin/sleep", ["60"], logFile: "/dev/null")
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/fd")
+        child.signal(SIGKILL)
+        _ = try await child.wait(timeout: .seconds(10))
+        #expect(descriptors.sorted() == ["0", "1", "2"])
+    }
+
     @Test func nghttpdAnswers200ForTheDevicePathsOfItsDocumentRootAnd404ForOthers() async throws {
         let root = Self.tls.directory.appendingPathComponent("nghttpd-\(UUID())").path
         let tokens = EventFactory.deviceTokens(eventCount: 3)
