@@ -220,10 +220,13 @@ let package = Package(
             path: "Benchmarks/KafkaConsume",
             swiftSettings: strict
         ),
+        // MARK: Benchmarks: nghttpd and h2load (nghttp2's server and load client) as references, shared
+        .target(name: "BenchSupport", path: "Benchmarks/BenchSupport", swiftSettings: strict),
         // MARK: Benchmarks (make bench-apns, mk/http2.mk)
         .executableTarget(
             name: "APNSBench",
             dependencies: [
+                "BenchSupport",
                 "HTTP2",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
@@ -231,12 +234,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: Benchmarks (make bench, mk/bench.mk): the bridge end to end, `pushbridge run` against the simulator
+        // MARK: Benchmarks (make bench, mk/bench.mk): the bridge end to end, `pushbridge run` against nghttpd or the
+        // simulator
         .executableTarget(
             name: "BridgeBench",
             dependencies: [
                 "APNSCore",
                 "APNSSimulator",
+                "BenchSupport",
                 "Configuration",
                 "Kafka",
                 "Routing",
@@ -301,6 +306,18 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BenchTests",
+            dependencies: [
+                "BenchSupport",
+                "Bridge",
+                "HTTP2",
+                "Kafka",
+                "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

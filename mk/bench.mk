@@ -1,7 +1,8 @@
 # The bridge end to end: `make bench` pre-loads BENCH_EVENTS events into the embedded Kafka cluster, runs
-# `pushbridge run` (its own process) against `pushbridge simulator` (another process) until every outcome is
-# read back, then h2load against the same simulator over one connection. Results: docs/benchmarks.md,
-# "## Bridge end to end". BENCH_ARGS adds options, e.g. BENCH_ARGS=--log-sender (Kafka side alone).
+# `pushbridge run` (its own process) against an APNs server (another process: nghttpd by default, or
+# `pushbridge simulator` with BENCH_ARGS="--server simulator") until every outcome is read back, then h2load against
+# the same server over one connection. Results: docs/benchmarks.md, "## Bridge end to end". BENCH_ARGS adds options,
+# e.g. BENCH_ARGS="--connections 4" or BENCH_ARGS=--log-sender (Kafka side alone).
 BENCH_EVENTS ?= 200000
 BENCH_ARGS   ?=
 

@@ -9,6 +9,7 @@
 // The request sender is one `@Sendable () async throws -> Int` closure (see `makeSender`), so the APNs client can
 // take the HTTP/2 connection's place without touching the measurement.
 
+import BenchSupport
 import Foundation
 import HTTP2
 import NIOSSL
@@ -22,7 +23,8 @@ struct Options {
     var requests = 200_000
     var workers = 300
     var streams = 100
-    var port = 18_443
+    /// nghttpd's port; `nil`: a free one.
+    var port: Int?
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -41,14 +43,6 @@ struct Options {
             }
         }
     }
-}
-
-/// CPU seconds (user + system) of this process or of its waited-for children.
-func cpuSeconds(_ who: Int32) -> Double {
-    var usage = rusage()
-    getrusage(__rusage_who_t(who), &usage)
-    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
-    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// Peak resident set size of this process, in MiB.
@@ -82,25 +76,13 @@ struct BenchmarkError: Error, CustomStringConvertible {
 func h2load(requests: Int, streams: Int, bodyFile: String, headers: [HTTP2Header], url: String) throws
     -> (Double, Double)
 {
-    let output = Pipe()
-    let cpuBefore = cpuSeconds(RUSAGE_CHILDREN.rawValue)
-    var arguments = ["-n", String(requests), "-c", "1", "-m", String(streams), "-d", bodyFile]
-    for header in headers {
-        arguments += ["-H", "\(header.name): \(header.value)"]
+    let result = try H2Load.run(
+        requests: requests, streams: streams, bodyFile: bodyFile, headers: headers.map { ($0.name, $0.value) },
+        target: .url(url))
+    guard result.succeeded == requests else {
+        throw BenchmarkError("h2load got \(result.succeeded) 2xx of \(requests) against \(url)")
     }
-    arguments.append(url)
-    let process = try run("h2load", arguments, output: output)
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    let cpu = cpuSeconds(RUSAGE_CHILDREN.rawValue) - cpuBefore
-    guard let finished = text.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
-        let rateField = finished.split(separator: ",").dropFirst().first,
-        let rate = Double(rateField.trimmingCharacters(in: .whitespaces).split(separator: " ")[0]),
-        text.contains("\(requests) succeeded")
-    else {
-        throw BenchmarkError("h2load did not finish cleanly against \(url):\n\(text)")
-    }
-    return (rate, cpu)
+    return (result.rate, result.cpuSeconds)
 }
 
 /// The sender under test: one HTTP/2 connection to nghttpd (retrying while nghttpd starts).
@@ -173,11 +155,8 @@ enum APNSBench {
         ]
 
         // 1. A self-signed certificate (openssl) and a document root where the device path is an empty file (200).
-        try FileManager.default.createDirectory(
-            at: workDirectory.appendingPathComponent("docs/3/device"), withIntermediateDirectories: true
-        )
-        _ = FileManager.default.createFile(
-            atPath: workDirectory.appendingPathComponent("docs\(path)").path, contents: Data())
+        try NghttpdServer.createEmptyFiles(
+            in: workDirectory.appendingPathComponent("docs/3/device").path, names: [token])
         let bodyFile = workDirectory.appendingPathComponent("body.json").path
         _ = FileManager.default.createFile(atPath: bodyFile, contents: Data(bodyText.utf8))
         let keyFile = workDirectory.appendingPathComponent("key.pem").path
@@ -197,16 +176,13 @@ enum APNSBench {
         }
 
         // 2. nghttpd on 127.0.0.1, one worker, the stream limit both clients use.
-        let nghttpd = try run(
-            "nghttpd",
-            [
-                "-a", "127.0.0.1", "-d", workDirectory.appendingPathComponent("docs").path, "-m",
-                String(options.streams),
-                String(options.port), keyFile, certificateFile,
-            ]
+        let nghttpd = try await NghttpdServer.start(
+            documentRoot: workDirectory.appendingPathComponent("docs").path, certificatePath: certificateFile,
+            privateKeyPath: keyFile, logFile: workDirectory.appendingPathComponent("nghttpd.log").path,
+            maxConcurrentStreams: options.streams, port: options.port
         )
         defer {
-            nghttpd.terminate()
+            nghttpd.stop()
             try? FileManager.default.removeItem(at: workDirectory)
         }
 
@@ -214,13 +190,13 @@ enum APNSBench {
         let request = HTTP2Request(
             method: "POST", path: path, authority: "127.0.0.1", headers: headers, body: Array(bodyText.utf8)
         )
-        let sender = try await makeSender(port: options.port, certificateFile: certificateFile, request: request)
+        let sender = try await makeSender(port: nghttpd.port, certificateFile: certificateFile, request: request)
         _ = try await measure(count: 2_000, workers: options.workers, send: sender.send)
-        let cpuBefore = cpuSeconds(RUSAGE_SELF.rawValue)
+        let cpuBefore = ProcessCPU.seconds(ProcessCPU.ownProcess)
         let (clientSeconds, clientFailures) = try await measure(
             count: options.requests, workers: options.workers, send: sender.send
         )
-        let clientCPU = cpuSeconds(RUSAGE_SELF.rawValue) - cpuBefore
+        let clientCPU = ProcessCPU.seconds(ProcessCPU.ownProcess) - cpuBefore
         await sender.close()
         guard clientFailures == 0 else {
             throw BenchmarkError("\(clientFailures) requests did not get 200 from nghttpd")
@@ -229,7 +205,7 @@ enum APNSBench {
         // 4. h2load with the same headers and body, same server, same stream limit.
         let (h2loadRate, h2loadCPU) = try h2load(
             requests: options.requests, streams: options.streams, bodyFile: bodyFile, headers: headers,
-            url: "https://127.0.0.1:\(options.port)\(path)"
+            url: "https://127.0.0.1:\(nghttpd.port)\(path)"
         )
 
         // 5. h2load against PushBridge's HTTP2Server (the APNs simulator's engine) answering 200 at once.
@@ -242,12 +218,12 @@ enum APNSBench {
         ) { _, _, responder in
             responder.respond(HTTP2ServerResponse(status: 200))
         }
-        let serverCPUBefore = cpuSeconds(RUSAGE_SELF.rawValue)
+        let serverCPUBefore = ProcessCPU.seconds(ProcessCPU.ownProcess)
         let (serverRate, _) = try h2load(
             requests: options.requests, streams: options.streams, bodyFile: bodyFile, headers: headers,
             url: "https://127.0.0.1:\(server.port)\(path)"
         )
-        let serverCPU = cpuSeconds(RUSAGE_SELF.rawValue) - serverCPUBefore
+        let serverCPU = ProcessCPU.seconds(ProcessCPU.ownProcess) - serverCPUBefore
         await server.shutdown()
 
         let clientRate = Double(options.requests) / clientSeconds

@@ -1,7 +1,20 @@
 import Foundation
 
-/// The benchmark's command line: `BridgeBench [--events N] [--live-events N] [--live-rate N] ...`.
+/// The benchmark's command line: `BridgeBench [--events N] [--server nghttpd|simulator] ...`.
 struct BenchOptions {
+    /// The APNs server the bridge and h2load send to.
+    enum Server: String {
+        /// nghttp2's C server: answers 200 at once with a few µs of CPU and checks nothing (no JWT, no headers).
+        /// Every event then carries one device token, whose path is an empty file in nghttpd's document root.
+        /// The bridge's own cost dominates the pair.
+        case nghttpd
+        /// `pushbridge simulator`: checks every request like APNs (JWT, topic, token, headers); it spends more CPU
+        /// per request than the bridge, so the ratio to h2load measures the simulator.
+        case simulator
+    }
+
+    /// The APNs server (`--server`).
+    var server = Server.nghttpd
     /// Events pre-loaded into the input topic before the bridge starts (one notification each).
     var eventCount = 200_000
     /// Events produced at a steady rate once the backlog is done, for the event-to-outcome latency.
@@ -10,9 +23,10 @@ struct BenchOptions {
     var liveRatePerSecond = 2_000
     /// Requests h2load sends (0: as many as the backlog, at most 200,000).
     var h2loadRequestCount = 0
-    /// APNs connections the bridge keeps (`apns.connections`); h2load always uses one.
+    /// APNs connections the bridge keeps (`apns.connections`); h2load always uses one (the reference).
     var connectionCount = 1
-    /// The simulator's delay before every answer (its scenario's `latency_ms`), to model APNs' round trip.
+    /// The simulator's delay before every answer (its scenario's `latency_ms`), to model APNs' round trip; only
+    /// with `--server simulator`.
     var simulatorLatencyMilliseconds = 0
     /// `kafka.max_in_flight`.
     var maxInFlightCount = 10_000
@@ -26,9 +40,9 @@ struct BenchOptions {
     var logSender = false
 
     static let usage = """
-        usage: BridgeBench [--events N] [--live-events N] [--live-rate N] [--h2load-requests N] [--connections N]
-                           [--max-in-flight N] [--simulator-latency-ms N] [--pushbridge PATH] [--directory DIR]
-                           [--consumer-property K=V]... [--log-sender]
+        usage: BridgeBench [--events N] [--server nghttpd|simulator] [--live-events N] [--live-rate N]
+                           [--h2load-requests N] [--connections N] [--max-in-flight N] [--simulator-latency-ms N]
+                           [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--log-sender]
         """
 
     init(arguments: [String]) throws(BenchError) {
@@ -44,6 +58,11 @@ struct BenchOptions {
             switch argument {
             case "--pushbridge": self.pushbridgePath = value
             case "--directory": self.directory = value
+            case "--server":
+                guard let server = Server(rawValue: value) else {
+                    throw BenchError("--server is nghttpd or simulator, got \(value)\n\(Self.usage)")
+                }
+                self.server = server
             case "--consumer-property":
                 guard let equals = value.firstIndex(of: "=") else {
                     throw BenchError("--consumer-property needs K=V, got \(value)\n\(Self.usage)")
@@ -65,6 +84,9 @@ struct BenchOptions {
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
             }
+        }
+        if self.server == .nghttpd, self.simulatorLatencyMilliseconds > 0 {
+            throw BenchError("--simulator-latency-ms needs --server simulator (nghttpd answers at once)")
         }
     }
 }

@@ -1,4 +1,5 @@
 import APNSCore
+import BenchSupport
 import Configuration
 import Foundation
 import Routing
@@ -7,34 +8,7 @@ import Routing
     import Glibc
 #endif
 
-/// The benchmark's events: the SPEC §2 `order-shipped` shape, one distinct device token each.
-struct EventFactory: Sendable {
-    /// `expires_at`: a day after the run starts, so nothing expires.
-    let expiresAtEpochSeconds = Int64(Date().timeIntervalSince1970) + 86_400
-
-    func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
-        let value =
-            #"{"type":"shipped","order":{"id":\#(100_000 + index),"carrier":"Demo Express","eta":"tomorrow"},"#
-            + #""customer":{"apns_tokens":["\#(Self.token(index))"],"unread_count":\#(index % 5)},"#
-            + #""expires_at":\#(self.expiresAtEpochSeconds)}"#
-        // Distinct keys spread the events evenly over the partitions (the mock drops the oldest data of a full one).
-        return (Array("customer-\(index)".utf8), Array(value.utf8))
-    }
-
-    var sampleByteCount: Int { self.event(0).value.count }
-
-    /// 64 hex digits, distinct per index.
-    static func token(_ index: Int) -> String {
-        var state = UInt64(index) &* 0x9E37_79B9_7F4A_7C15
-        return (0..<4).map { _ in
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return String(format: "%016llx", z ^ (z >> 31))
-        }.joined()
-    }
-
+extension EventFactory {
     /// The request the bridge sends for event 0, mapped through the benchmark's own configuration file.
     func sampleRequest(configurationPath: String) throws -> APNSCore.Notification {
         let loaded = try ConfigurationLoader().load(file: configurationPath)
@@ -49,12 +23,39 @@ struct EventFactory: Sendable {
     }
 }
 
-/// `pushbridge simulator` in a child process; its port is read from its first line of output.
-struct SimulatorProcess {
-    let process: Process
+/// The APNs server the bridge and h2load send to, in its own process: nghttpd or `pushbridge simulator`.
+struct BenchServer {
+    let server: BenchOptions.Server
+    let pid: pid_t
     let port: Int
+    /// How it was started, for the report.
+    let description: String
+    private let stopProcess: () -> Void
 
-    static func start(pushbridge: String, arguments: [String]) throws -> SimulatorProcess {
+    /// CPU seconds (user + system) the server used so far.
+    var cpuSeconds: Double { ProcessCPU.seconds(pid: self.pid) }
+
+    func stop() {
+        self.stopProcess()
+    }
+
+    /// nghttpd (one worker, 100 streams) answering 200 with an empty body for the device path of each of
+    /// `tokens`.
+    static func nghttpd(tokens: [String], certificatePath: String, keyPath: String, directory: String) async throws
+        -> BenchServer
+    {
+        let documents = (directory as NSString).appendingPathComponent("nghttpd")
+        try NghttpdServer.createEmptyFiles(in: documents + "/3/device", names: tokens)
+        let nghttpd = try await NghttpdServer.start(
+            documentRoot: documents, certificatePath: certificatePath, privateKeyPath: keyPath,
+            logFile: (directory as NSString).appendingPathComponent("nghttpd.log"), maxConcurrentStreams: 100)
+        return BenchServer(
+            server: .nghttpd, pid: nghttpd.pid, port: nghttpd.port, description: nghttpd.commandLine,
+            stopProcess: nghttpd.stop)
+    }
+
+    /// `pushbridge simulator`; its port is read from its first line of output.
+    static func simulator(pushbridge: String, arguments: [String]) throws -> BenchServer {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: pushbridge)
         process.arguments = arguments
@@ -73,64 +74,32 @@ struct SimulatorProcess {
             else { continue }
             let address = line.dropFirst("APNs simulator listening on ".count).prefix { $0 != " " }
             guard let port = address.split(separator: ":").last.flatMap({ Int($0) }) else { break }
-            return SimulatorProcess(process: process, port: port)
+            return BenchServer(
+                server: .simulator, pid: process.processIdentifier, port: port,
+                description: "pushbridge " + arguments.joined(separator: " "),
+                stopProcess: { if process.isRunning { process.terminate() } })
         }
         process.terminate()
         throw BenchError("the simulator did not print its port")
     }
-
-    func stop() {
-        if self.process.isRunning { self.process.terminate() }
-    }
 }
 
-/// h2load (nghttp2's load client) with one connection and 100 streams, sending `request` with the JWT.
-enum H2Load {
-    struct Result {
-        var rate: Double
-        var succeeded: Int
-        var cpuMicrosecondsPerRequest: Double
-    }
-
+/// h2load with one connection and 100 streams, sending the bridge's request for event 0 with the JWT, to the
+/// device paths of the run's events in turn (nghttpd answers 200 only for those).
+enum H2LoadReference {
     static func run(
         request: APNSCore.Notification, jwt: String, port: Int, requestCount: Int, directory: String
-    ) async throws -> Result {
+    ) throws -> H2Load.Result {
         let bodyPath = (directory as NSString).appendingPathComponent("h2load-body.json")
         try Data(request.payload).write(to: URL(fileURLWithPath: bodyPath))
-        var arguments = ["-n", "\(requestCount)", "-c", "1", "-m", "100", "-d", bodyPath]
-        for header in request.apnsHeaders { arguments += ["-H", "\(header.name): \(header.value)"] }
-        arguments += ["-H", "authorization: bearer \(jwt)"]
-        arguments.append("https://127.0.0.1:\(port)\(request.path)")
-        print(
-            "  h2load \(arguments.map { $0.contains(" ") ? "'\($0)'" : $0 }.joined(separator: " "))"
-                .replacingOccurrences(of: jwt, with: "<jwt>"))
-
-        let before = Self.childrenCPUSeconds()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["h2load"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = try output.fileHandleForReading.readToEnd() ?? Data()
-        process.waitUntilExit()
-        let cpu = Self.childrenCPUSeconds() - before
-        let text = String(decoding: data, as: UTF8.self)
-        // "finished in 2.34s, 85470.09 req/s, 10.2MB/s" and "status codes: 200000 2xx, 0 3xx, ..."
-        guard let finished = text.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }),
-            let rate = finished.split(separator: ",").dropFirst().first
-                .flatMap({ Double($0.trimmingCharacters(in: .whitespaces).split(separator: " ")[0]) }),
-            let statuses = text.split(separator: "\n").first(where: { $0.hasPrefix("status codes:") }),
-            let succeeded = Int(statuses.dropFirst("status codes: ".count).split(separator: " ")[0])
-        else { throw BenchError("unexpected h2load output:\n\(text)") }
-        return Result(rate: rate, succeeded: succeeded, cpuMicrosecondsPerRequest: cpu / Double(requestCount) * 1e6)
-    }
-
-    private static func childrenCPUSeconds() -> Double {
-        var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
-        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
-        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+        let urlsPath = (directory as NSString).appendingPathComponent("h2load-urls.txt")
+        let urls = EventFactory.deviceTokens(eventCount: requestCount).map {
+            "https://127.0.0.1:\(port)/3/device/\($0)\n"
+        }
+        try Data(urls.joined().utf8).write(to: URL(fileURLWithPath: urlsPath))
+        return try H2Load.run(
+            requests: requestCount, streams: 100, bodyFile: bodyPath,
+            headers: request.apnsHeaders.map { ($0.name, $0.value) } + [("authorization", "bearer \(jwt)")],
+            target: .urlList(file: urlsPath), printCommand: true, redacting: jwt)
     }
 }

@@ -1,16 +1,22 @@
 // End-to-end bridge benchmark (`make bench`): an embedded Kafka cluster pre-loaded with N events for the SPEC §2
-// example route, the APNs simulator in its own process (`pushbridge simulator`), and the bridge in its own process
-// (`pushbridge run` with a real configuration file and token auth), run until every outcome is read back. Then a
-// live phase at a steady rate for the event-to-outcome latency, then h2load with the same headers and body
-// against the same simulator over one connection. Prints notifications/s, latency, the bridge's peak RSS and CPU
-// per notification, and the ratio to h2load.
+// example route, an APNs server in its own process, and the bridge in its own process (`pushbridge run` with a real
+// configuration file and token auth), run until every outcome is read back. Then a live phase at a steady rate for
+// the event-to-outcome latency, then h2load with the same headers and body against the same server over one
+// connection. Prints notifications/s, latency, the bridge's peak RSS and CPU per notification, the server's and
+// h2load's CPU per request, and the ratio to h2load.
 //
-//   make bench                                  # 200k events
+// The server is nghttpd by default (nghttp2's C server: a few µs per request, so the pair measures the bridge), or
+// `pushbridge simulator` with `--server simulator` (checks every request like APNs, at 60-99 µs per request).
+//
+//   make bench                                  # 200k events against nghttpd
+//   make bench BENCH_ARGS="--server simulator"  # against the APNs simulator
 //   make bench BENCH_EVENTS=1000000             # the 1M backlog (peak RSS target)
+//   .build/release/BridgeBench --events 50000 --connections 4
 //   .build/release/BridgeBench --events 50000 --log-sender
 
 import APNSCore
 import APNSSimulator
+import BenchSupport
 import Configuration
 import Crypto
 import Foundation
@@ -55,8 +61,10 @@ struct BridgeBench {
         let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "3"])
         defer { cluster.close() }
         let eventTotal = options.eventCount + options.liveEventCount
-        let inputPartitions = Self.partitionCount(records: eventTotal, bytesEach: 400)
-        let outcomePartitions = Self.partitionCount(records: eventTotal, bytesEach: 900)
+        let inputPartitions = MockClusterSizing.partitionCount(
+            records: eventTotal, bytesEach: MockClusterSizing.eventRecordBytes)
+        let outcomePartitions = MockClusterSizing.partitionCount(
+            records: eventTotal, bytesEach: MockClusterSizing.outcomeRecordBytes)
         try cluster.createTopic(Self.inputTopic, partitionCount: inputPartitions)
         try cluster.createTopic(Self.outcomesTopic, partitionCount: outcomePartitions)
         try cluster.createTopic("bench.invalid-tokens", partitionCount: 1)
@@ -74,25 +82,15 @@ struct BridgeBench {
         try await Self.preload(options.eventCount, events: events, producer: producer)
         print("  pre-loaded in \(Self.seconds(ContinuousClock.now - preloadStarted)) s")
 
-        // The APNs simulator, in its own process.
-        let scenarioPath = (directory as NSString).appendingPathComponent("scenario.yaml")
-        try "latency_ms: \(options.simulatorLatencyMilliseconds)\n".write(
-            toFile: scenarioPath, atomically: true, encoding: .utf8)
-        let simulator = try SimulatorProcess.start(
-            pushbridge: options.pushbridgePath,
-            arguments: [
-                "simulator", "--port", "0", "--tls-cert", certificate.certificatePath,
-                "--tls-key", certificate.privateKeyPath, "--jwt-key", "\(Self.keyID)=\(keyPath)",
-                "--scenario", scenarioPath,
-            ]
-        )
-        defer { simulator.stop() }
-        print(
-            "  APNs simulator: pid \(simulator.process.processIdentifier), 127.0.0.1:\(simulator.port)")
+        // The APNs server, in its own process.
+        let server = try await Self.startServer(
+            options, certificate: certificate, keyPath: keyPath, eventCount: eventTotal)
+        defer { server.stop() }
+        print("  APNs server: \(server.server.rawValue), pid \(server.pid): \(server.description)")
 
         let configurationPath = (directory as NSString).appendingPathComponent("bench.yaml")
         try Self.configuration(
-            options: options, bootstrapServers: cluster.bootstrapServers, simulatorPort: simulator.port,
+            options: options, bootstrapServers: cluster.bootstrapServers, serverPort: server.port,
             caFile: certificate.certificatePath, keyFile: keyPath
         ).write(toFile: configurationPath, atomically: true, encoding: .utf8)
 
@@ -124,7 +122,7 @@ struct BridgeBench {
 
         // Backlog phase: every pre-loaded event becomes one outcome.
         var cpuAtFirstOutcome: Double?
-        var simulatorCPUAtFirstOutcome: Double?
+        var serverCPUAtFirstOutcome: Double?
         let backlogDeadline = ContinuousClock.now + .seconds(60) + .milliseconds(options.eventCount)
         var lastProgress = ContinuousClock.now
         while tally.count < options.eventCount {
@@ -137,16 +135,24 @@ struct BridgeBench {
             }
             if cpuAtFirstOutcome == nil, tally.count > 0 {
                 cpuAtFirstOutcome = bridge.cpuSecondsSoFar()
-                simulatorCPUAtFirstOutcome = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
+                serverCPUAtFirstOutcome = server.cpuSeconds
             }
             if ContinuousClock.now - lastProgress > .seconds(5) {
                 lastProgress = ContinuousClock.now
                 print("  ... \(tally.count) outcomes")
+                if let dropped = await Self.droppedOutcomes(reader: reader, partitionCount: outcomePartitions) {
+                    bridge.signal(SIGKILL)
+                    throw BenchError(
+                        "the mock cluster dropped the oldest \(dropped.count) records of \(Self.outcomesTopic) "
+                            + "partition \(dropped.partition) (it keeps about 5 MiB per partition), so those "
+                            + "outcomes cannot be counted; the outcome keys (device tokens) must spread the records "
+                            + "over more partitions")
+                }
             }
             try await Task.sleep(for: .milliseconds(5))
         }
         let cpuAtBacklogDone = bridge.cpuSecondsSoFar()
-        let simulatorCPUAtBacklogDone = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
+        let serverCPUAtBacklogDone = server.cpuSeconds
         let backlogRead = tally.lastReadAt ?? ContinuousClock.now
         let firstRead = tally.firstReadAt ?? bridgeStarted
         let window = backlogRead - firstRead
@@ -167,26 +173,32 @@ struct BridgeBench {
         await reader.close()
         _ = await readerTask.result
 
-        // h2load: the same request over one connection to the same simulator.
+        // h2load: the same request over one connection to the same server (the reference, whatever
+        // --connections the bridge had).
         let h2loadCount = options.h2loadRequestCount > 0 ? options.h2loadRequestCount : min(options.eventCount, 200_000)
-        let simulatorCPUBeforeH2Load = ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier)
-        let h2load = try await H2Load.run(
+        let serverCPUBeforeH2Load = server.cpuSeconds
+        let h2load = try H2LoadReference.run(
             request: try events.sampleRequest(configurationPath: configurationPath),
             jwt: try ProviderTokenJWT.sign(
                 keyID: Self.keyID, teamID: Self.teamID,
                 issuedAtEpochSeconds: Int64(Date().timeIntervalSince1970), privateKey: signingKey
             ).compact,
-            port: simulator.port, requestCount: h2loadCount, directory: directory
+            port: server.port, requestCount: h2loadCount, directory: directory
         )
+        let serverCPUDuringH2Load = server.cpuSeconds - serverCPUBeforeH2Load
+        let serverCPUDuringBacklog = serverCPUAtBacklogDone - (serverCPUAtFirstOutcome ?? 0)
 
-        let simulatorCPUDuringH2Load =
-            ChildProcess.cpuSeconds(pid: simulator.process.processIdentifier) - simulatorCPUBeforeH2Load
-        let simulatorCPUDuringBacklog = simulatorCPUAtBacklogDone - (simulatorCPUAtFirstOutcome ?? 0)
         let rate = Double(options.eventCount) / Self.secondsValue(window)
         let latencies = tally.liveLatenciesMilliseconds.sorted()
-        var report = "\nBridge end to end (\(options.logSender ? "log sender" : "APNs sender, token auth"), "
-        report += "\(options.connectionCount) APNs connection(s), max_in_flight \(options.maxInFlightCount), "
-        report += "simulator latency \(options.simulatorLatencyMilliseconds) ms)\n"
+        let connections = "\(options.connectionCount) APNs connection\(options.connectionCount == 1 ? "" : "s")"
+        var report = "\nBridge end to end (server \(options.server.rawValue), "
+        report += "\(options.logSender ? "log sender" : "APNs sender, token auth"), "
+        report += "\(connections), max_in_flight \(options.maxInFlightCount)"
+        if options.server == .simulator {
+            report += ", simulator latency \(options.simulatorLatencyMilliseconds) ms"
+        }
+        report += ")\n"
+        report += "  server:         \(server.description)\n"
         report += "  events:         \(options.eventCount) pre-loaded + \(options.liveEventCount) live -> "
         report += "\(tally.count) outcomes, \(tally.deliveredCount) delivered\n"
         report += "  throughput:     \(Self.format(rate, 0)) notifications/s (first to last outcome read: "
@@ -205,28 +217,62 @@ struct BridgeBench {
         }
         report += "  bridge process: peak RSS \(Self.format(usage.peakRSSMebibytes, 1)) MiB, "
         report += "\(Self.format(usage.cpuSeconds, 2)) CPU s in all, exit status \(exitStatus)\n"
-        report += "  h2load -c 1 -m 100: \(Self.format(h2load.rate, 0)) req/s "
-        report += "(\(h2load.succeeded)/\(h2loadCount) 2xx, "
-        report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs CPU/req)\n"
-        let simulatorWithBridge = simulatorCPUDuringBacklog / Double(options.eventCount) * 1e6
-        let simulatorWithH2Load = simulatorCPUDuringH2Load / Double(h2loadCount) * 1e6
-        report += "  server CPU/request: \(Self.format(simulatorWithBridge, 1)) µs with the bridge, "
-        report += "\(Self.format(simulatorWithH2Load, 1)) µs with h2load\n"
-        report += "  ratio bridge / h2load: \(Self.format(rate / h2load.rate, 2)) (target >= 0.35)\n"
+        report += "  h2load -c 1 -m 100 (reference, one connection): \(Self.format(h2load.rate, 0)) req/s "
+        report += "(\(h2load.succeeded)/\(h2loadCount) 2xx), h2load's own CPU "
+        report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs/req\n"
+        let serverWithBridge = serverCPUDuringBacklog / Double(options.eventCount) * 1e6
+        let serverWithH2Load = serverCPUDuringH2Load / Double(h2loadCount) * 1e6
+        report += "  server CPU/req: \(Self.format(serverWithBridge, 1)) µs with the bridge, "
+        report += "\(Self.format(serverWithH2Load, 1)) µs with h2load (\(options.server.rawValue) process)\n"
+        report += "  ratio bridge (\(connections)) / h2load (1 connection): "
+        report += "\(Self.format(rate / h2load.rate, 2)) (target >= 0.35)\n"
         if tally.deliveredCount < tally.count {
             report += "  not delivered, e.g.: \(tally.otherStatusExamples.first ?? "")\n"
         }
         print(report)
-        simulator.stop()
+        server.stop()
         if tally.count < options.eventCount || exitStatus != 0 {
             throw BenchError("the run was incomplete or the bridge exited with status \(exitStatus)")
         }
     }
 
-    /// Partitions so that each keeps at most ~4 MiB of the run's records (the mock keeps about 5 MiB per partition
-    /// and drops the oldest beyond that); `bytesEach` is a generous estimate of a record with its overhead.
-    static func partitionCount(records: Int, bytesEach: Int) -> Int32 {
-        Int32(max(4, (records * bytesEach + (4 << 20) - 1) / (4 << 20)))
+    /// Starts the APNs server of `options.server`: nghttpd answering the device paths of the first `eventCount`
+    /// events, or the simulator checking JWTs against the benchmark's key.
+    static func startServer(
+        _ options: BenchOptions, certificate: SelfSignedCertificate, keyPath: String, eventCount: Int
+    ) async throws -> BenchServer {
+        switch options.server {
+        case .nghttpd:
+            return try await BenchServer.nghttpd(
+                tokens: EventFactory.deviceTokens(eventCount: eventCount),
+                certificatePath: certificate.certificatePath, keyPath: certificate.privateKeyPath,
+                directory: options.directory)
+        case .simulator:
+            let scenarioPath = (options.directory as NSString).appendingPathComponent("scenario.yaml")
+            try "latency_ms: \(options.simulatorLatencyMilliseconds)\n".write(
+                toFile: scenarioPath, atomically: true, encoding: .utf8)
+            return try BenchServer.simulator(
+                pushbridge: options.pushbridgePath,
+                arguments: [
+                    "simulator", "--port", "0", "--tls-cert", certificate.certificatePath,
+                    "--tls-key", certificate.privateKeyPath, "--jwt-key", "\(Self.keyID)=\(keyPath)",
+                    "--scenario", scenarioPath,
+                ]
+            )
+        }
+    }
+
+    /// An outcome partition whose oldest records the mock cluster dropped (its low watermark is above 0), and how
+    /// many: those outcomes can never be read, so waiting for them would only time out.
+    static func droppedOutcomes(
+        reader: KafkaConsumer, partitionCount: Int32
+    ) async -> (partition: Int32, count: Int64)? {
+        for partition in 0..<partitionCount {
+            let watermarks = try? await reader.queryWatermarks(
+                for: KafkaPartition(topic: Self.outcomesTopic, partition: partition), timeout: .seconds(2))
+            if let watermarks, watermarks.low > 0 { return (partition, watermarks.low) }
+        }
+        return nil
     }
 
     static func preload(_ count: Int, events: EventFactory, producer: KafkaProducer) async throws {
@@ -275,10 +321,10 @@ struct BridgeBench {
     }
 
     static func configuration(
-        options: BenchOptions, bootstrapServers: String, simulatorPort: Int, caFile: String, keyFile: String
+        options: BenchOptions, bootstrapServers: String, serverPort: Int, caFile: String, keyFile: String
     ) -> String {
         """
-        # Written by BridgeBench: the SPEC §2 example route against the simulator, token auth.
+        # Written by BridgeBench: the SPEC §2 example route against \(options.server.rawValue), token auth.
         kafka:
           bootstrap_servers: "\(bootstrapServers)"
           group_id: pushbridge-bench
@@ -289,7 +335,7 @@ struct BridgeBench {
             log_level: "3"
         \(Self.consumerPropertiesBlock(options))apns:
           environment: sandbox
-          endpoint: https://127.0.0.1:\(simulatorPort)
+          endpoint: https://127.0.0.1:\(serverPort)
           ca_file: "\(caFile)"
           auth:
             type: token

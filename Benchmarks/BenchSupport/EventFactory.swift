@@ -1,0 +1,75 @@
+import Foundation
+
+/// The events of the end-to-end benchmark (`make bench`): the SPEC §2 `order-shipped` shape, with one device token
+/// each from a cycle of ``distinctTokenCount`` tokens. The same events go to every server.
+///
+/// The tokens matter twice. The bridge keys each outcome record by its device token, so the tokens decide how the
+/// outcome records spread over the outcome topic's partitions, and librdkafka's mock cluster keeps only about 5 MiB
+/// per partition (it drops the oldest records beyond that; ``MockClusterSizing``). And nghttpd answers 200 only for a
+/// path it has a file for, so its document root holds one empty file per token.
+public struct EventFactory: Sendable {
+    /// How many distinct device tokens the events cycle through: enough to spread the outcome records of a
+    /// 1M-event run evenly over its partitions (one token for every event put all outcomes in one partition, the
+    /// mock dropped all but the newest ~8 500, and the benchmark waited for the rest until it timed out), few
+    /// enough that nghttpd's document root stays small (one empty file each).
+    public static let distinctTokenCount = 65_536
+
+    /// `expires_at`: a day after the run starts, so nothing expires.
+    public let expiresAtEpochSeconds = Int64(Date().timeIntervalSince1970) + 86_400
+
+    /// The factory for a run starting now.
+    public init() {}
+
+    /// Event `index`: its Kafka key (distinct per event) and value.
+    public func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
+        let value =
+            #"{"type":"shipped","order":{"id":\#(100_000 + index),"carrier":"Demo Express","eta":"tomorrow"},"#
+            + #""customer":{"apns_tokens":["\#(Self.deviceToken(index))"],"unread_count":\#(index % 5)},"#
+            + #""expires_at":\#(self.expiresAtEpochSeconds)}"#
+        // Distinct keys spread the events evenly over the partitions (the mock drops the oldest data of a full one).
+        return (Array("customer-\(index)".utf8), Array(value.utf8))
+    }
+
+    /// The size of an event's value, in bytes.
+    public var sampleByteCount: Int { self.event(0).value.count }
+
+    /// The device token of event `index`.
+    public static func deviceToken(_ index: Int) -> String {
+        self.token(index % self.distinctTokenCount)
+    }
+
+    /// The distinct device tokens of the first `eventCount` events.
+    public static func deviceTokens(eventCount: Int) -> [String] {
+        (0..<min(eventCount, self.distinctTokenCount)).map(self.token)
+    }
+
+    /// 64 hex digits, distinct per index.
+    static func token(_ index: Int) -> String {
+        var state = UInt64(index) &* 0x9E37_79B9_7F4A_7C15
+        return (0..<4).map { _ in
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return String(format: "%016llx", z ^ (z >> 31))
+        }.joined()
+    }
+}
+
+/// Topic sizes for librdkafka's mock cluster, which keeps about 5 MiB per partition (`max_size` in librdkafka
+/// 2.0.2's `rdkafka_mock.c`, not configurable) and silently drops the oldest records beyond that.
+public enum MockClusterSizing {
+    /// What the mock keeps of one partition before it drops the oldest records.
+    public static let retainedBytesPerPartition = 5 << 20
+
+    /// A generous estimate of one input event with its Kafka overhead, in bytes.
+    public static let eventRecordBytes = 400
+    /// A generous estimate of one outcome record with its Kafka overhead, in bytes (they are about 620).
+    public static let outcomeRecordBytes = 900
+
+    /// Partitions so that each keeps at most ~4 MiB of `records` records of `bytesEach` bytes, when their keys
+    /// spread them evenly; at least 4.
+    public static func partitionCount(records: Int, bytesEach: Int) -> Int32 {
+        Int32(max(4, (records * bytesEach + (4 << 20) - 1) / (4 << 20)))
+    }
+}

@@ -1,0 +1,66 @@
+import BenchSupport
+import Foundation
+import HTTP2
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The benchmarks' child processes: nghttpd answers the benchmark's device paths and stops when told to.
+@Suite(.timeLimit(.minutes(1)))
+struct BenchProcessTests {
+    static let tls: TestTLS = {
+        do { return try TestTLS.generate(name: "Bench") } catch { fatalError("cannot generate TLS material: \(error)") }
+    }()
+
+    /// Swift's threads block most signals and `posix_spawn` hands the mask on: nghttpd then ignored SIGTERM and
+    /// outlived every benchmark run.
+    @Test func childProcessesStartWithNoSignalBlockedAndStopOnSIGTERM() async throws {
+        let child = try ChildProcess.spawn("/bin/sleep", ["60"], logFile: "/dev/null")
+        let status = try String(contentsOfFile: "/proc/\(child.pid)/status", encoding: .utf8)
+        let blocked = status.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }
+        #expect(blocked?.split(separator: "\t").last == "0000000000000000")
+        child.signal(SIGTERM)
+        let (exitStatus, _) = try await child.wait(timeout: .seconds(10))
+        #expect(exitStatus == 128 + SIGTERM)
+    }
+
+    /// A descriptor without close-on-exec, such as a listening socket, would stay open in the child after its owner
+    /// closed it: another test's closed port went on accepting connections while a child of this suite ran.
+    @Test func childProcessesInheritNoFileDescriptorButTheStandardOnes() async throws {
+        let inheritable = open("/dev/null", O_RDONLY)
+        #expect(inheritable > 2)
+        defer { close(inheritable) }
+        let child = try ChildProcess.spawn("/bin/sleep", ["60"], logFile: "/dev/null")
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/fd")
+        child.signal(SIGKILL)
+        _ = try await child.wait(timeout: .seconds(10))
+        #expect(descriptors.sorted() == ["0", "1", "2"])
+    }
+
+    @Test func nghttpdAnswers200ForTheDevicePathsOfItsDocumentRootAnd404ForOthers() async throws {
+        let root = Self.tls.directory.appendingPathComponent("nghttpd-\(UUID())").path
+        let tokens = EventFactory.deviceTokens(eventCount: 3)
+        try NghttpdServer.createEmptyFiles(in: root + "/3/device", names: tokens)
+        let server = try await NghttpdServer.start(
+            documentRoot: root, certificatePath: Self.tls.serverCertificatePath,
+            privateKeyPath: Self.tls.serverKeyPath, logFile: root + ".log")
+        defer { server.stop() }
+        let connection = try await HTTP2ClientConnection.connect(
+            configuration: HTTP2ClientConfiguration(
+                host: "127.0.0.1", port: server.port,
+                tls: HTTP2ClientTLS(additionalTrustRootsPEMFile: Self.tls.caCertificatePath, trustSystemRoots: false)))
+        for token in tokens + [EventFactory.deviceToken(3)] {
+            let response = try await connection.send(
+                HTTP2Request(method: "POST", path: "/3/device/\(token)", body: Array(#"{"aps":{}}"#.utf8)))
+            #expect(response.status == (tokens.contains(token) ? 200 : 404))
+        }
+        await connection.close()
+
+        server.stop()
+        // Reaped by stop(): no such child any more.
+        #expect(waitpid(server.pid, nil, WNOHANG) == -1)
+    }
+}
