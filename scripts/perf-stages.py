@@ -22,6 +22,7 @@ STAGES = [
     ("metrics", r"BridgeMetrics|Prometheus|recordInterval|Gauge\.record|Counter\.increment|Timer\.record"),
     ("logging", r"Logger\.|LogHandler|JSONLogHandler"),
     ("in-flight limit", r"FlowController|FlowControl\."),
+    ("local validation", r"NotificationValidation"),
     ("map", r"RouterMapper\.map|Router\.map"),
     ("delivery report", r"deliveryReportCallback|ProducerContext\.delivered|DeliveryBox|answerHandler|Pipeline\.releaseRoom"),
     ("response handling", r"nghttp2_session_mem_recv|HTTP2ClientHandler\.(channelRead|responseHeader|responseData|"
