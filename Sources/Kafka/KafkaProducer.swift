@@ -129,20 +129,10 @@ public final class KafkaProducer: Sendable {
         partition: Int32? = nil,
         completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void
     ) async {
-        // Retained once here, released once: by the delivery report, or below when produce fails.
-        let box = Unmanaged.passRetained(DeliveryBox(completion))
-        while true {
-            do {
-                try self.produce(
-                    topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
-                return
-            } catch let error as KafkaError where error.code == .queueFull {
-                await self.context.waitForDelivery()
-            } catch {
-                box.release()
-                completion(.failure(error as? KafkaError ?? KafkaError(code: .state, message: "\(error)")))
-                return
-            }
+        while !self.sendNow(
+            topic: topic, key: key, value: value, headers: headers, partition: partition, completion: completion)
+        {
+            await self.context.waitForDelivery()
         }
     }
 

@@ -78,14 +78,18 @@ struct NotificationValidationTests {
         #expect(NotificationValidation.validatePayload(Array("{nope".utf8), pushType: .alert) == .payloadEmpty)
     }
 
-    @Test("apns-id is Foundation's UUID string in lowercase", arguments: 0..<64)
-    func apnsIDMatchesFoundation(seed: Int) {
-        var generator = SeededBytes(seed: UInt64(seed))
-        let id = UUID(uuid: generator.uuid())
-        #expect(id.lowercasedString == id.uuidString.lowercased())
-        var notification = Fixtures.notification(pushType: .alert)
-        notification.id = id
-        #expect(notification.apnsID == id.uuidString.lowercased())
+    @Test("apns-id is Foundation's UUID string in lowercase")
+    func apnsIDMatchesFoundation() {
+        let edges = [
+            UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)),
+            UUID(uuidString: "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF")!,
+        ]
+        for id in edges + (0..<64).map({ _ in UUID() }) {
+            #expect(id.lowercasedString == id.uuidString.lowercased())
+            var notification = Fixtures.notification(pushType: .alert)
+            notification.id = id
+            #expect(notification.apnsID == id.uuidString.lowercased())
+        }
     }
 
     @Test("a payload the caller wrote as an object is checked for size only; other checks still apply")
@@ -304,29 +308,3 @@ struct ResponseTests {
     }
 }
 
-/// Deterministic bytes for tests (SplitMix64).
-private struct SeededBytes {
-    var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func uuid() -> uuid_t {
-        let (a, b) = (self.next(), self.next())
-        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &value) { buffer in
-            buffer.storeBytes(of: a, toByteOffset: 0, as: UInt64.self)
-            buffer.storeBytes(of: b, toByteOffset: 8, as: UInt64.self)
-        }
-        return value
-    }
-}
