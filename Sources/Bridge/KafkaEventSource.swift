@@ -197,7 +197,7 @@ extension SourceEvent {
                 topic: message.topic, partition: message.partition, offset: message.offset, key: message.key
             ),
             value: message.value,
-            headers: message.headers.map { ($0.name, $0.value ?? []) },
+            headers: message.headers.map { ($0.name, $0.value) },
             timestampMilliseconds: message.timestampMilliseconds,
             assignmentGeneration: message.assignmentGeneration
         )

@@ -22,8 +22,8 @@ public struct SourceEvent: Sendable {
     public var source: SourceCoordinates
     /// The value bytes; `nil` for a tombstone.
     public var value: [UInt8]?
-    /// The headers, in order; a name may repeat.
-    public var headers: [(String, [UInt8])]
+    /// The headers, in order; a name may repeat; a `nil` value is a null header (not an empty one).
+    public var headers: [(String, [UInt8]?)]
     /// The broker timestamp in milliseconds since the epoch, when known.
     public var timestampMilliseconds: Int64?
     /// The assignment of its partition it was fetched under (see
@@ -32,7 +32,7 @@ public struct SourceEvent: Sendable {
 
     /// Creates an event.
     public init(
-        source: SourceCoordinates, value: [UInt8]?, headers: [(String, [UInt8])], timestampMilliseconds: Int64?,
+        source: SourceCoordinates, value: [UInt8]?, headers: [(String, [UInt8]?)], timestampMilliseconds: Int64?,
         assignmentGeneration: UInt64 = 0
     ) {
         self.source = source
@@ -46,7 +46,7 @@ public struct SourceEvent: Sendable {
     public var byteCount: Int {
         var count = (self.value?.count ?? 0) + (self.source.key?.count ?? 0) + self.source.topic.utf8.count
         for (name, value) in self.headers {
-            count += name.utf8.count + value.count
+            count += name.utf8.count + (value?.count ?? 0)
         }
         return count
     }
@@ -92,11 +92,11 @@ public struct OutgoingRecord: Sendable {
     public var key: [UInt8]?
     /// The value.
     public var value: [UInt8]?
-    /// The headers, in order.
-    public var headers: [(String, [UInt8])]
+    /// The headers, in order; a `nil` value is a null header.
+    public var headers: [(String, [UInt8]?)]
 
     /// Creates a record.
-    public init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [(String, [UInt8])] = []) {
+    public init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [(String, [UInt8]?)] = []) {
         self.topic = topic
         self.key = key
         self.value = value

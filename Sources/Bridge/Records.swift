@@ -211,12 +211,12 @@ public struct DeadLetter: Sendable, Hashable {
     public var source: SourceCoordinates
     /// The source event's value, unchanged.
     public var value: [UInt8]?
-    /// The source event's headers, unchanged and in order.
-    public var sourceHeaders: [(String, [UInt8])]
+    /// The source event's headers, unchanged and in order; a `nil` value is a null header and stays one.
+    public var sourceHeaders: [(String, [UInt8]?)]
 
     /// Creates a dead letter.
     public init(
-        error: String, route: String, source: SourceCoordinates, value: [UInt8]?, sourceHeaders: [(String, [UInt8])]
+        error: String, route: String, source: SourceCoordinates, value: [UInt8]?, sourceHeaders: [(String, [UInt8]?)]
     ) {
         self.error = error
         self.route = route
@@ -229,7 +229,7 @@ public struct DeadLetter: Sendable, Hashable {
     public var key: [UInt8]? { self.source.key }
 
     /// The record's headers: the source headers followed by the `pushbridge-*` headers.
-    public var headers: [(String, [UInt8])] {
+    public var headers: [(String, [UInt8]?)] {
         self.sourceHeaders + self.bridgeHeaders
     }
 
@@ -242,7 +242,7 @@ public struct DeadLetter: Sendable, Hashable {
     /// The longest `pushbridge-error` value, in bytes.
     public static let maximumErrorBytes = 512
 
-    private var bridgeHeaders: [(String, [UInt8])] {
+    private var bridgeHeaders: [(String, [UInt8]?)] {
         [
             (Header.error, Array(self.boundedError.utf8)),
             (Header.route, Array(self.route.utf8)),
@@ -296,8 +296,8 @@ public struct DeadLetter: Sendable, Hashable {
     /// How much of a key is kept when it must be cut.
     static let truncatedKeyBytes = 1024
 
-    private static func size(of headers: [(String, [UInt8])]) -> Int {
-        headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.count + 8 }
+    private static func size(of headers: [(String, [UInt8]?)]) -> Int {
+        headers.reduce(0) { $0 + $1.0.utf8.count + ($1.1?.count ?? 0) + 8 }
     }
 
     public static func == (lhs: DeadLetter, rhs: DeadLetter) -> Bool {

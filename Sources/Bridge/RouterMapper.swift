@@ -18,7 +18,8 @@ public struct RouterMapper: EventMapper {
             offset: event.source.offset,
             key: event.source.key,
             timestampMilliseconds: event.timestampMilliseconds,
-            headers: event.headers.map { (name: $0.0, value: $0.1) },
+            // Templates see a null header as an empty one (dead letters keep it null).
+            headers: event.headers.map { (name: $0.0, value: $0.1 ?? []) },
             value: event.value
         )
         return self.router.map(event: routingEvent).map { mapping in

@@ -32,8 +32,13 @@ struct KafkaPipelineTests {
             case 2: value = #"{"tokens":["aa\#(index)","dead\#(index)"]}"#
             default: value = #"{"tokens":["aa\#(index)","bb\#(index)"]}"#
             }
+            // The dead-lettered events carry a null header and an empty one: a dead letter keeps both as they are.
+            let headers =
+                index % 10 == 0
+                ? [KafkaHeader(name: "trace", value: nil), KafkaHeader(name: "tenant", value: [])] : []
             try await producer.send(
-                topic: "orders", key: Array("k\(index)".utf8), value: Array(value.utf8), partition: Int32(index % 3)
+                topic: "orders", key: Array("k\(index)".utf8), value: Array(value.utf8), headers: headers,
+                partition: Int32(index % 3)
             )
         }
 
@@ -67,6 +72,11 @@ struct KafkaPipelineTests {
         #expect(deadLetters.count == 9)
         #expect(deadLetters.allSatisfy { $0.text.hasPrefix("not json") })
         #expect(deadLetters.allSatisfy { letter in letter.headers.contains { $0.name == "pushbridge-error" } })
+        for letter in deadLetters {
+            #expect(Array(letter.headers.prefix(2).map(\.name)) == ["trace", "tenant"])
+            #expect(letter.headers.first?.value == nil, "a null header stays null")
+            #expect(letter.headers.dropFirst().first?.value == [], "an empty header stays empty")
+        }
         let committed = try await committedOffsets(cluster, group: "pushbridge", topic: "orders", partitions: 3)
         #expect(committed == [0: 30, 1: 30, 2: 30])
         await producer.close()

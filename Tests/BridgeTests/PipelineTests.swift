@@ -215,7 +215,7 @@ struct PipelineTests {
         #expect(letters.count == 1)
         #expect((letter.value?.count ?? 0) <= 30_000)
         #expect(letter.value.map { Array(big.utf8.prefix($0.count)) == $0 } == true)
-        let headers = Dictionary(letter.headers.map { ($0.0, String(decoding: $0.1, as: UTF8.self)) }) { a, _ in a }
+        let headers = Dictionary(letter.headers.map { ($0.0, String(decoding: $0.1 ?? [], as: UTF8.self)) }) { a, _ in a }
         #expect(headers["pushbridge-truncated"] == "value")
         #expect(headers["pushbridge-original-size"] == "200000")
         #expect(harness.sink.failures >= 1)
@@ -435,7 +435,7 @@ private final class MemorySink: RecordSink {
     /// it (as a broker that did not take it) while failures are due.
     func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
         let size = (record.key?.count ?? 0) + (record.value?.count ?? 0)
-            + record.headers.reduce(0) { $0 + $1.0.utf8.count + $1.1.count }
+            + record.headers.reduce(0) { total, header in total + header.0.utf8.count + (header.1?.count ?? 0) }
         if size > self.state.withLock({ $0.maxRecordBytes }) {
             // As a broker whose topic takes smaller messages than the producer sends.
             self.state.withLock { $0.failures += 1 }

@@ -21,7 +21,7 @@ struct RecordSchemaTests {
     func recordsMatchSchemas() throws {
         let letter = DeadLetter(error: "not JSON", route: "", source: self.source, value: [0xFF], sourceHeaders: [])
         var headerObject = "{"
-        headerObject += letter.headers.map { "\"\($0.0)\":\"\(String(decoding: $0.1, as: UTF8.self))\"" }
+        headerObject += letter.headers.map { "\"\($0.0)\":\"\(String(decoding: $0.1 ?? [], as: UTF8.self))\"" }
             .joined(separator: ",")
         headerObject += "}"
         let report = try RecordSchemas.validate([
