@@ -78,16 +78,8 @@ public final class APNSClient: Sendable {
     /// connection's event loop; what needs waiting (opening a connection, resending, renewing the provider
     /// token) continues in a task, with the same rules as ``send(_:)``.
     public func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
-        let sending: Sending
-        switch self.prepare(notification) {
-        case .success(let prepared): sending = prepared
-        case .failure(let prepared): return completion(prepared.result)
-        }
-        guard let connection = self.pool.leaseNow() else {
-            Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
-            return
-        }
-        connection.send(sending.request, completion: self.answer(sending, on: connection, completion: completion))
+        guard let (connection, request) = self.dispatch(notification, completion: completion) else { return }
+        connection.send(request.request, completion: request.completion)
     }
 
     /// ``send(_:completion:)`` for several notifications at once: those going to the same connection are
@@ -95,23 +87,31 @@ public final class APNSClient: Sendable {
     public func send(contentsOf notifications: [(notification: Notification, completion: @Sendable (APNSResult) -> Void)]) {
         var batches: [ObjectIdentifier: (connection: HTTP2ClientConnection, requests: [Request])] = [:]
         for (notification, completion) in notifications {
-            let sending: Sending
-            switch self.prepare(notification) {
-            case .success(let prepared): sending = prepared
-            case .failure(let prepared):
-                completion(prepared.result)
-                continue
-            }
-            guard let connection = self.pool.leaseNow() else {
-                Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
-                continue
-            }
-            batches[ObjectIdentifier(connection), default: (connection, [])].requests.append(
-                (sending.request, self.answer(sending, on: connection, completion: completion)))
+            guard let (connection, request) = self.dispatch(notification, completion: completion) else { continue }
+            batches[ObjectIdentifier(connection), default: (connection, [])].requests.append(request)
         }
         for (connection, requests) in batches.values {
             connection.send(contentsOf: requests)
         }
+    }
+
+    /// The request for `notification` and the open connection leased for it, to send without a task; `nil`
+    /// when it is already taken care of: answered locally, or going on in a task because no connection is open.
+    private func dispatch(
+        _ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void
+    ) -> (HTTP2ClientConnection, Request)? {
+        let sending: Sending
+        switch self.prepare(notification) {
+        case .success(let prepared): sending = prepared
+        case .failure(let prepared):
+            completion(prepared.result)
+            return nil
+        }
+        guard let connection = self.pool.leaseNow() else {
+            Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
+            return nil
+        }
+        return (connection, (sending.request, self.answer(sending, on: connection, completion: completion)))
     }
 
     private typealias Request = (

@@ -21,17 +21,21 @@ public enum NotificationValidation {
     ///   parsed, which costs more than every other check together.
     public static func validate(_ notification: Notification, payloadIsJSONObject: Bool = false) -> Reason? {
         if let reason = self.validateDeviceToken(notification.deviceToken) { return reason }
+        if let reason = self.validateFields(notification) { return reason }
+        return self.validatePayload(
+            notification.payload, pushType: notification.pushType, isJSONObject: payloadIsJSONObject)
+    }
+
+    /// Topic, priority, expiration and collapse id, in that order: the checks ``validate(_:payloadIsJSONObject:)``
+    /// and ``validateHeaderValues(_:)`` share.
+    private static func validateFields(_ notification: Notification) -> Reason? {
         if let reason = self.validateTopic(notification.topic, pushType: notification.pushType) { return reason }
         if !notification.pushType.allows(notification.priority) { return .badPriority }
         if let expiration = notification.expirationEpochSeconds, expiration < 0 { return .badExpirationDate }
         if let collapseID = notification.collapseID, let reason = self.validateCollapseID(collapseID) {
             return reason
         }
-        if payloadIsJSONObject {
-            if notification.payload.isEmpty { return .payloadEmpty }
-            return notification.payload.count > notification.pushType.maxPayloadBytes ? .payloadTooLarge : nil
-        }
-        return self.validatePayload(notification.payload, pushType: notification.pushType)
+        return nil
     }
 
     /// The checks of ``validate(_:)`` that do not depend on the device token's format or on the payload: what
@@ -46,13 +50,7 @@ public enum NotificationValidation {
     ///   expiration rules and ``validateCollapseID(_:)`` answer, in that order; `nil` when none applies.
     public static func validateHeaderValues(_ notification: Notification) -> Reason? {
         if let reason = self.validateDeviceTokenCharacters(notification.deviceToken) { return reason }
-        if let reason = self.validateTopic(notification.topic, pushType: notification.pushType) { return reason }
-        if !notification.pushType.allows(notification.priority) { return .badPriority }
-        if let expiration = notification.expirationEpochSeconds, expiration < 0 { return .badExpirationDate }
-        if let collapseID = notification.collapseID, let reason = self.validateCollapseID(collapseID) {
-            return reason
-        }
-        return nil
+        return self.validateFields(notification)
     }
 
     /// Whether `value` can be sent as an HTTP/2 header value to APNs: visible ASCII and spaces only
@@ -190,10 +188,12 @@ public enum NotificationValidation {
     /// The payload: not empty, within the push type's size limit, and one JSON object.
     ///
     /// Apple documents no reason for a body that is not a JSON object; it carries no notification, so it is
-    /// answered like an empty one (`PayloadEmpty`).
-    public static func validatePayload(_ payload: [UInt8], pushType: PushType) -> Reason? {
+    /// answered like an empty one (`PayloadEmpty`). With `isJSONObject` the caller wrote the payload as an
+    /// object itself, and only emptiness and size are checked.
+    public static func validatePayload(_ payload: [UInt8], pushType: PushType, isJSONObject: Bool = false) -> Reason? {
         if payload.isEmpty { return .payloadEmpty }
         if payload.count > pushType.maxPayloadBytes { return .payloadTooLarge }
+        if isJSONObject { return nil }
         // The common case without building Foundation objects; the rest gets JSONSerialization's own verdict.
         if payload.withUnsafeBufferPointer(PayloadSyntax.isPlainObject) { return nil }
         guard let object = try? JSONSerialization.jsonObject(with: Data(payload)), object is [String: Any] else {

@@ -58,8 +58,12 @@ struct FlowControl: Sendable, Hashable {
     /// quarter of the bound in one go.
     func admitsWaiter(bytes: Int) -> Bool {
         guard self.fits(bytes: bytes) else { return false }
-        return self.inFlight.count == 0
-            || (self.inFlight.count <= self.resumeLevels.count && self.inFlight.bytes <= self.resumeLevels.bytes)
+        return self.inFlight.count == 0 || self.isDownToResumeLevels
+    }
+
+    /// Whether in flight is at or below both ``resumeLevels``.
+    private var isDownToResumeLevels: Bool {
+        self.inFlight.count <= self.resumeLevels.count && self.inFlight.bytes <= self.resumeLevels.bytes
     }
 
     /// Takes room for a piece holding `bytes` when it fits and nobody waits before it (`queued`); otherwise
@@ -88,9 +92,7 @@ struct FlowControl: Sendable, Hashable {
     /// After releases (and hand-overs to waiters): clears `full` once in flight is down to the resume levels
     /// and nobody waits, and says what the source must be told.
     mutating func settle(waiting: Bool) -> Effect {
-        if self.full && !waiting && self.inFlight.count <= self.resumeLevels.count
-            && self.inFlight.bytes <= self.resumeLevels.bytes
-        {
+        if self.full && !waiting && self.isDownToResumeLevels {
             self.full = false
         }
         return self.sync()

@@ -1,23 +1,14 @@
 import Synchronization
 
 extension Pipeline {
-    /// Hands `records` to the sink and returns without waiting for Kafka. Once every one is acknowledged,
-    /// `acknowledged` runs (on the sink's thread), then the piece's room (`bytes`) is returned: marking the
-    /// piece first matters, because the drain waits for the room and must find every finished offset already
-    /// stored when it closes the source.
+    /// Hands `records` to the sink without waiting, for the thread a notification's answer came in on. Once
+    /// every one is acknowledged, `acknowledged` runs (on the sink's thread), then the piece's room (`bytes`) is
+    /// returned: marking the piece first matters, because the drain waits for the room and must find every
+    /// finished offset already stored when it closes the source. A record the sink cannot take at once goes to
+    /// `later` with its acknowledgement, for ``publishLater(_:acknowledged:)`` in a task.
     ///
     /// A record the sink fails is published again after a backoff, until acknowledged: an unacknowledged
     /// record must never let its event be committed. Retries stop once the drain timed out.
-    func publish(_ records: [OutgoingRecord], bytes: Int, acknowledged: @escaping @Sendable () -> Void) async {
-        let each = self.acknowledgement(of: records.count, bytes: bytes, acknowledged: acknowledged)
-        for record in records {
-            await self.publish(record, attempt: 0, refit: nil, failing: nil, acknowledged: each)
-        }
-    }
-
-    /// ``publish(_:bytes:acknowledged:)`` without waiting, for the thread a notification's answer came in on:
-    /// a record the sink cannot take at once goes to `later` with its acknowledgement, for
-    /// ``publishLater(_:acknowledged:)`` in a task.
     func publishNow(
         _ records: [OutgoingRecord], bytes: Int, acknowledged: @escaping @Sendable () -> Void,
         later: (OutgoingRecord, _ acknowledged: @escaping @Sendable () -> Void) -> Void
@@ -31,7 +22,8 @@ extension Pipeline {
         }
     }
 
-    /// Publishes a record ``publishNow(_:bytes:acknowledged:later:)`` could not hand over at once.
+    /// Publishes a record ``publishNow(_:bytes:acknowledged:later:)`` could not hand over at once (its
+    /// acknowledgement already returns the room).
     func publishLater(_ record: OutgoingRecord, acknowledged: @escaping @Sendable () -> Void) async {
         await self.publish(record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)
     }
@@ -57,10 +49,9 @@ extension Pipeline {
         acknowledged: @escaping @Sendable () -> Void
     ) async {
         let budget = RefitBudget(maxBytes: self.configuration.maxRecordBytes, refit: refit)
-        await self.publish(record, attempt: 0, refit: budget, failing: nil) { [self] in
-            acknowledged()
-            self.releaseRoom(bytes: bytes)
-        }
+        await self.publish(
+            record, attempt: 0, refit: budget, failing: nil,
+            acknowledged: self.acknowledgement(of: 1, bytes: bytes, acknowledged: acknowledged))
     }
 
     /// The smallest size a dead letter is cut down to when the broker keeps refusing it as too large.

@@ -586,14 +586,20 @@ public final class Pipeline: Service, Sendable {
                 }
                 return Ticket(partition: partition, offset: offset, generation: state.generation)
             }
-            guard case .some(nil) = begun else { return begun ?? nil }  // a ticket, or nil when stale
-            // Cannot happen while the source keeps its contract (offsets increase within a generation);
-            // dropping the event is safe only because the source would deliver it again.
-            self.logger.error(
-                "Event offset does not increase within its assignment; skipped",
-                metadata: ["kafka.partition": "\(partition)", "kafka.offset": "\(offset)"]
-            )
-            return nil
+            switch begun {
+            case .none:
+                return nil  // stale
+            case .some(.some(let ticket)):
+                return ticket
+            case .some(.none):
+                // Cannot happen while the source keeps its contract (offsets increase within a generation);
+                // dropping the event is safe only because the source would deliver it again.
+                self.logger.error(
+                    "Event offset does not increase within its assignment; skipped",
+                    metadata: ["kafka.partition": "\(partition)", "kafka.offset": "\(offset)"]
+                )
+                return nil
+            }
         }
     }
 

@@ -105,15 +105,7 @@ public final class HTTP2ClientConnection: Sendable {
     public func send(
         _ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
     ) {
-        if let problem = Self.validate(request) {
-            return completion(.failure(HTTP2Error(.invalidRequest, problem)))
-        }
-        let pending = PendingRequest(request: request)
-        pending.completion = completion
-        if let error = self.shared.enqueue(pending) {
-            pending.completion = nil
-            completion(.failure(error))
-        }
+        self.send(contentsOf: [(request, completion)])
     }
 
     /// ``send(_:completion:)`` for several requests at once: one hand-over to the event loop (one wake-up) for
