@@ -203,7 +203,12 @@ public enum HTTP2Frames {
 
     /// HPACK: `:status` with any value, as a literal without indexing of static name 8.
     public static func status(_ status: Int) -> [UInt8] {
-        self.integer(8, prefixBits: 4, firstByte: 0x00) + self.string(String(status))
+        self.status(text: String(status))
+    }
+
+    /// HPACK: `:status` with any text, digits or not.
+    public static func status(text: String) -> [UInt8] {
+        self.integer(8, prefixBits: 4, firstByte: 0x00) + self.string(text)
     }
 
     /// HPACK: a literal field with a new name, not indexed.

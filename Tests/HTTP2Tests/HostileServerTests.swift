@@ -90,6 +90,19 @@ struct HostileServerTests {
         await server.shutdown()
     }
 
+    @Test("a :status that is not three digits is a malformed response", arguments: ["2000", "20", "2x0", "+20", ""])
+    func statusNotThreeDigits(status: String) async throws {
+        let server = try await HostileHTTP2Server.start(
+            tls: Material.tls,
+            behaviour: .answer { stream in
+                HTTP2Frames.headers(stream: stream, block: HTTP2Frames.status(text: status), endStream: true)
+            })
+        let connection = try await HTTP2ClientConnection.connect(configuration: self.configuration(server))
+        #expect(await http2Error { try await connection.send(self.request) }?.code == .malformedResponse)
+        await connection.close()
+        await server.shutdown()
+    }
+
     @Test func configuredHeaderBoundsApply() async throws {
         let server = try await HostileHTTP2Server.start(
             tls: Material.tls,
