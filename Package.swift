@@ -77,6 +77,15 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The legacy binary provider protocol: framing, error packets, the write window, feedback tuples (no I/O).
+        .target(
+            name: "BinaryProvider",
+            dependencies: [
+                "APNSCore",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "APNSClient",
             dependencies: [
@@ -259,6 +268,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "BinaryProviderTests", dependencies: ["BinaryProvider", "APNSCore"], swiftSettings: strict),
         .testTarget(
             name: "APNSTests",
             dependencies: [
