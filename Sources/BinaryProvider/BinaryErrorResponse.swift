@@ -104,14 +104,14 @@ public enum BinaryStatus: Sendable, Hashable {
     public var verdict: BinaryVerdict {
         switch self {
         case .noErrors, .shutdown: .notFailed
-        case .missingDeviceToken: .rejected(.missingDeviceToken)
-        case .missingTopic: .rejected(.missingTopic)
-        case .missingPayload: .rejected(.payloadEmpty)
-        case .invalidTokenSize, .invalidToken: .rejected(.badDeviceToken)
-        case .invalidTopicSize: .rejected(.badTopic)
-        case .invalidPayloadSize: .rejected(.payloadTooLarge)
+        case .missingDeviceToken: .refused(.missingDeviceToken)
+        case .missingTopic: .refused(.missingTopic)
+        case .missingPayload: .refused(.payloadEmpty)
+        case .invalidTokenSize, .invalidToken: .refused(.badDeviceToken)
+        case .invalidTopicSize: .refused(.badTopic)
+        case .invalidPayloadSize: .refused(.payloadTooLarge)
         // The gateway could not parse our bytes: sending them again would fail the same way.
-        case .protocolError: .rejected(.unknown("ProtocolError"))
+        case .protocolError: .refused(.unknown("ProtocolError"))
         case .processingError, .unknown, .other: .retry(self.reasonText)
         }
     }
@@ -140,8 +140,10 @@ public enum BinaryStatus: Sendable, Hashable {
 public enum BinaryVerdict: Sendable, Hashable {
     /// The notification was processed (status 0, or 10 where the identifier is the last one processed).
     case notFailed
-    /// The notification itself is at fault; sending it again cannot help.
-    case rejected(Reason)
+    /// The gateway refused the notification for `Reason`. The bridge treats it as it treats the same reason
+    /// over HTTP/2 (``Reason/disposition(status:)``): a fault of the notification is a rejection; a topic
+    /// fault (3, 6) comes from the certificate and would fail every notification, so it halts the line.
+    case refused(Reason)
     /// The gateway failed; the notification may be sent again (the text names the status).
     case retry(String)
 }

@@ -42,7 +42,7 @@ struct BinaryWriteWindowTests {
             BinaryErrorResponse(status: .invalidToken, identifier: UInt32(index + 1)))
         #expect(settlement.delivered == Array(0..<index))
         #expect(settlement.failed?.item == index)
-        #expect(settlement.failed?.verdict == .rejected(.badDeviceToken))
+        #expect(settlement.failed?.verdict == .refused(.badDeviceToken))
         #expect(settlement.resend.map(\.item) == Array(index + 1..<10))
         #expect(settlement.resend.allSatisfy { $0.resendsWithoutError == 0 }, "a discarded notification is no attempt")
         #expect(settlement.lost.isEmpty)
@@ -77,7 +77,7 @@ struct BinaryWriteWindowTests {
         let settlement = window.errorReceived(BinaryErrorResponse(status: .invalidPayloadSize, identifier: 0))
         #expect(settlement.delivered == [0, 1])
         #expect(settlement.failed?.item == 2)
-        #expect(settlement.failed?.verdict == .rejected(.payloadTooLarge))
+        #expect(settlement.failed?.verdict == .refused(.payloadTooLarge))
         #expect(settlement.resend.map(\.item) == [3])
     }
 
