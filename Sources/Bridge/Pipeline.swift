@@ -469,7 +469,9 @@ public final class Pipeline: Service, Sendable {
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
             completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds
         )
-        var records = [OutgoingRecord(topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded())]
+        let outcomeRecord = OutgoingRecord(
+            topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded())
+        var invalidTokenRecord: OutgoingRecord?
         if let reason = outcome.invalidTokenReason {
             let invalid = InvalidTokenRecord(
                 deviceToken: delivery.routed.notification.deviceToken,
@@ -480,17 +482,18 @@ public final class Pipeline: Service, Sendable {
                 route: route,
                 source: source
             )
-            records.append(
-                OutgoingRecord(topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
-            )
+            invalidTokenRecord = OutgoingRecord(
+                topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
         }
         let ticket = delivery.ticket
-        self.publishNow(records, bytes: delivery.bytes) { [self] in
+        let bytes = delivery.bytes
+        self.publishNow(outcomeRecord, invalidTokenRecord) { [self] in
             if let reason = outcome.invalidTokenReason {
                 self.metrics.invalidToken(reason: reason)
             }
             self.metrics.notification(route: route, status: outcome.status, reason: outcome.reason)
             self.pieceFinished(ticket)
+            self.releaseRoom(bytes: bytes)
         } later: { record, acknowledged in
             self.resumptions.continuation.yield(.publish(record, acknowledged: acknowledged))
         }
