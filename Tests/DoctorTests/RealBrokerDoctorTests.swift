@@ -1,0 +1,27 @@
+import Foundation
+import Kafka
+import TestSupport
+import Testing
+
+@testable import DoctorChecks
+
+/// `pushbridge doctor` against a broker that is not librdkafka's own mock: Tansu 0.6.0 (docs/kafka.md, "The
+/// real-broker lane"). Doctor's Kafka checks join no group, so these tests are quick.
+@Suite(
+    "pushbridge doctor on a real broker (Tansu)",
+    .tansuInstalled, .sharedTansuBroker,
+    .timeLimit(.minutes(2))
+)
+struct RealBrokerDoctorTests {
+    @Test func passesEveryCheckThroughTheApiVersionsProxy() async throws {
+        let broker = try TansuBroker.current()
+        let setup = try await DoctorSetup(broker: broker)
+        let result = try await PushBridgeExecutable.run(["doctor", "--config", try setup.configuration()])
+        await setup.close()
+        #expect(result.status == 0, "\(result.standardOutput)\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("ok   kafka reachable: \(broker.bootstrapServers): 1 broker") })
+        #expect(lines.contains { $0.hasPrefix("ok   kafka topics: all present") })
+        #expect(lines.last == "7 checks: 0 failed, 0 warnings")
+    }
+}
