@@ -24,4 +24,21 @@ struct RealBrokerDoctorTests {
         #expect(lines.contains { $0.hasPrefix("ok   kafka topics: all present") })
         #expect(lines.last == "7 checks: 0 failed, 0 warnings")
     }
+
+    @Test func namesTheApiVersionsTaggedFieldsBugAndItsFixWithoutTheProxy() async throws {
+        let broker = try TansuBroker.current()
+        let setup = try await DoctorSetup(broker: broker)
+        let path = try setup.configuration(bootstrapServers: broker.directAddress)
+        let result = try await PushBridgeExecutable.run(["doctor", "--config", path, "--kafka-timeout", "3"])
+        await setup.close()
+        #expect(result.status == 1, "\(result.standardOutput)\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        let line = try #require(lines.first { $0.hasPrefix("FAIL kafka reachable: ") }, "\(lines)")
+        #expect(line.contains("\(broker.directAddress) answers, but librdkafka \(KafkaKnownCause.librdkafkaVersion)"))
+        #expect(line.contains("skips tagged fields one byte short"))
+        #expect(line.contains("PR #4278"))
+        #expect(line.contains("(fix: run PushBridge linked against librdkafka 2.2.0 or newer"))
+        #expect(!line.contains("no metadata"))
+        #expect(lines.contains { $0.hasPrefix("WARN kafka topics: not checked") })
+    }
 }
