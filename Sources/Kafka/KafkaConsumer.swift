@@ -216,7 +216,12 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
-    /// Asks the partition's leader for its current watermarks (a network round trip, at most `timeout`).
+    /// Asks the partition's leader for its current watermarks (ListOffsets, a network round trip of at most
+    /// `timeout`). Where this consumer has fetched the partition, the high watermark is the larger of the
+    /// leader's ListOffsets answer and the high watermark of the last fetch response (librdkafka's cache, as
+    /// ``lag(for:)`` reads it): a high watermark only grows, and a broker may answer ListOffsets(latest) with a
+    /// stale offset — Tansu 0.6.0 answers 1 after five records produced in one batch — while its fetch responses
+    /// carry the right one. A correct broker's answer wins over a cache that is old (a paused partition).
     public func queryWatermarks(
         for partition: KafkaPartition,
         timeout: Duration
@@ -230,6 +235,13 @@ public final class KafkaConsumer: Sendable {
                     handle, partition.topic, partition.partition, &low, &high, timeout.milliseconds)
                 guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
                     throw KafkaError(error, context: "querying the watermarks of \(partition)")
+                }
+                var cachedLow: Int64 = -1
+                var fetchedHigh: Int64 = -1
+                let cached = rd_kafka_get_watermark_offsets(
+                    handle, partition.topic, partition.partition, &cachedLow, &fetchedHigh)
+                if cached == RD_KAFKA_RESP_ERR_NO_ERROR {
+                    high = max(high, fetchedHigh)
                 }
                 return (low, high)
             }
