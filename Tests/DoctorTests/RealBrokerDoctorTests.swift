@@ -41,4 +41,19 @@ struct RealBrokerDoctorTests {
         #expect(!line.contains("no metadata"))
         #expect(lines.contains { $0.hasPrefix("WARN kafka topics: not checked") })
     }
+
+    /// The evidence behind docs/kafka.md's "Apache Kafka brokers are not affected": the same Tansu, but its
+    /// ApiVersions tagged fields replaced by the three an Apache Kafka KRaft broker sends (SupportedFeatures,
+    /// FinalizedFeaturesEpoch >= 0, FinalizedFeatures, encoded as Apache Kafka's serializer writes them).
+    @Test func librdkafkaReadsTheApiVersionsTaggedFieldsOfAnApacheKafkaKRaftBroker() async throws {
+        let broker = try TansuBroker.current()
+        let setup = try await DoctorSetup(broker: broker)
+        let path = try setup.configuration(bootstrapServers: broker.kafkaShapedAddress)
+        let result = try await PushBridgeExecutable.run(["doctor", "--config", path, "--kafka-timeout", "5"])
+        await setup.close()
+        #expect(result.status == 0, "\(result.standardOutput)\(result.standardError)")
+        let lines = result.standardOutput.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("ok   kafka reachable: \(broker.kafkaShapedAddress): 1 broker") })
+        #expect(lines.contains { $0.hasPrefix("ok   kafka topics: all present") })
+    }
 }
