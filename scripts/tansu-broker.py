@@ -158,6 +158,8 @@ async def serve_connection(client_reader, client_writer, broker_port, tags):
     await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     for task in tasks:
         task.cancel()
+        if task.done() and not task.cancelled():
+            task.exception()  # the end of a connection (EOF, reset, a frame that is not Kafka's): expected
     for writer in (client_writer, broker_writer):
         writer.close()
 

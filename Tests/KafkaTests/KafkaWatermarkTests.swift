@@ -66,9 +66,8 @@ struct MockClusterWatermarkTests {
 
     @Test("queryWatermarks before any fetch asks the broker (ListOffsets)")
     func highWatermarkBeforeAnyFetch() async throws {
-        let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        let cluster = try makeCluster(topic: "unfetched", partitionCount: 1)
         defer { cluster.close() }
-        try cluster.createTopic("unfetched", partitionCount: 1)
         let producer = try makeProducer(cluster)
         for index in 0..<3 {
             try await producer.send(topic: "unfetched", key: nil, value: Array("m-\(index)".utf8), partition: 0)
