@@ -222,9 +222,10 @@ async def main(arguments):
         for server in servers:
             server.close()
     finally:
+        # Tansu keeps nothing (memory storage) and waits for its open connections after SIGTERM: no grace.
         tansu.terminate()
         try:
-            tansu.wait(timeout=5)
+            tansu.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
             tansu.kill()
             tansu.wait()

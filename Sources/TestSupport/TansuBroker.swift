@@ -135,12 +135,13 @@ public final class TansuBroker: TestKafkaBroker {
         }
     }
 
-    /// Stops the proxies and Tansu (closing the script's standard input is its signal to stop).
+    /// Stops the proxies and Tansu: SIGTERM to the script, which stops Tansu and exits (at most 10 s).
     public func stop() async {
         try? self.input.fileHandleForWriting.close()
+        self.process.terminate()
         let deadline = ContinuousClock.now + .seconds(10)
         while self.process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if self.process.isRunning { self.process.terminate() }
+        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
     }
 
     /// The broker of the suite running now (see ``SharedTansuBroker``).
