@@ -7,8 +7,9 @@ import TestSupport
 
 // `pushbridge run` as a child process against a broker that is not librdkafka's own mock: Tansu 0.6.0, behind the
 // test-only proxy that lets librdkafka 2.0.2 read its ApiVersions answers (docs/kafka.md, "The real-broker lane").
-// Every group join on Tansu takes about 23 s, so each test joins as few times as it can: the records are read back
-// and the commits asked for without joining (KafkaConsumer(configuration:readingFromStart:logger:)).
+// Group joins on Tansu are slow (seconds with these settings, 23 s with librdkafka's defaults: docs/kafka.md), so
+// each test joins as few times as it can: the records are read back and the commits asked for without joining
+// (KafkaConsumer(configuration:readingFromStart:logger:)).
 
 @Suite(
     "End to end on a real broker (Tansu)", .serialized,
@@ -64,7 +65,7 @@ struct RealBrokerEndToEndTests {
         let pathA = try world.configuration(group: group, adminListen: "127.0.0.1:\(ports.0)", name: "a")
         let pathB = try world.configuration(group: group, adminListen: "127.0.0.1:\(ports.1)", name: "b")
 
-        // Both start together, so that they join one generation of the group (each join costs about 23 s here).
+        // Both start together, so that they join one generation of the group (each rebalance costs seconds here).
         let instanceA = try BridgeProcess.start(
             configurationPath: pathA, log: world.directory.appendingPathComponent("a.log"))
         let instanceB = try BridgeProcess.start(
