@@ -127,12 +127,12 @@ func readBack(_ cluster: KafkaMockCluster, topics: [String], count: Int) async t
     return byTopic
 }
 
-/// The group's committed offsets of `topic`'s partitions.
+/// The group's committed offsets of `topic`'s partitions (asked without joining the group).
 func committedOffsets(
-    _ cluster: KafkaMockCluster, group: String, topic: String, partitions: Int32
+    _ broker: some TestKafkaBroker, group: String, topic: String, partitions: Int32
 ) async throws -> [Int32: Int64] {
     let consumer = try KafkaConsumer(
-        configuration: consumerConfiguration(cluster, group: group), topics: [topic], logger: quietLogger()
+        configuration: consumerConfiguration(broker, group: group), readingFromStart: [], logger: quietLogger()
     )
     defer { Task { await consumer.close() } }
     let offsets = try await consumer.committedOffsets(
