@@ -89,6 +89,7 @@ let package = Package(
         .target(
             name: "APNSClient",
             dependencies: [
+                "BinaryProvider",
                 "APNSCore",
                 "HTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -102,6 +103,7 @@ let package = Package(
         .target(
             name: "APNSSimulator",
             dependencies: [
+                "BinaryProvider",
                 "APNSCore",
                 "HTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -274,6 +276,7 @@ let package = Package(
             dependencies: [
                 "APNSCore",
                 "APNSClient",
+                "BinaryProvider",
                 "APNSSimulator",
                 "HTTP2",
                 "TestSupport",

@@ -57,7 +57,8 @@ public struct BinaryWriteWindow<Item: Sendable>: Sendable {
     public let maxResendsWithoutError: Int
 
     private var entries: Deque<Entry> = []
-    private var nextIdentifier: UInt32 = 1
+    /// The identifier the next ``write(_:now:resendsWithoutError:)`` returns (to encode before recording).
+    public private(set) var nextIdentifier: UInt32 = 1
 
     /// Creates the window of a new connection; its first notification gets `firstIdentifier`.
     public init(capacity: Int, quietWindow: Duration, maxResendsWithoutError: Int, firstIdentifier: UInt32 = 1) {
