@@ -378,6 +378,12 @@ package.targets += [
         swiftSettings: strict
     ),
     .executableTarget(
+        name: "FuzzBinaryProtocol",
+        dependencies: ["FuzzSupport", "BinaryProvider"],
+        path: "Fuzz/FuzzBinaryProtocol",
+        swiftSettings: strict
+    ),
+    .executableTarget(
         name: "FuzzSimulatorRequest",
         dependencies: [
             "FuzzSupport", "APNSSimulator", "APNSCore", .product(name: "Crypto", package: "swift-crypto"),
