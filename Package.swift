@@ -131,6 +131,7 @@ let package = Package(
             dependencies: [
                 "Routing",
                 "APNSCore",
+                "BinaryProvider",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -4,6 +4,7 @@ import DequeModule
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// How a ``BinaryClient`` reaches its gateway and confirms what it wrote.
 public struct BinaryClientConfiguration: Sendable {
@@ -61,6 +62,7 @@ public final class BinaryClient: @unchecked Sendable {
     private var connecting = false
     private var closed = false
     private var confirmationTimer: Scheduled<Void>?
+    private let connected = Atomic<Int>(0)
 
     /// Creates a client; it connects when the first notification arrives.
     public init(
@@ -98,6 +100,16 @@ public final class BinaryClient: @unchecked Sendable {
             self.pump()
         }
     }
+
+    /// Sends `notification` and waits for its result (``send(_:completion:)`` in a task).
+    public func send(_ notification: Notification) async -> APNSResult {
+        await withCheckedContinuation { continuation in
+            self.send(notification) { continuation.resume(returning: $0) }
+        }
+    }
+
+    /// Open connections: 1 while connected, else 0.
+    public var openConnections: Int { self.connected.load(ordering: .relaxed) }
 
     /// Closes the connection after waiting (at most `timeout`) until everything written is confirmed and
     /// nothing waits; what still waits then fails with ``APNSFailure/connectionLost``, and what is still
@@ -169,6 +181,7 @@ public final class BinaryClient: @unchecked Sendable {
             switch result {
             case .success(let channel):
                 self.channel = channel
+                self.connected.store(1, ordering: .relaxed)
                 self.pump()
             case .failure(let error):
                 let reason = "cannot connect to the binary gateway \(host):\(self.configuration.port): \(error)"
@@ -201,6 +214,7 @@ public final class BinaryClient: @unchecked Sendable {
     fileprivate func connectionClosed(_ channel: any Channel) {
         guard self.channel === channel else { return }
         self.channel = nil
+        self.connected.store(0, ordering: .relaxed)
         self.confirmationTimer?.cancel()
         self.confirmationTimer = nil
         self.settle(self.window.closedWithoutError())

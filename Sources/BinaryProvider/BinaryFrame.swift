@@ -70,21 +70,10 @@ public enum BinaryFrame {
     ) throws(BinaryFrameError) {
         let token = try Self.tokenBytes(notification.deviceToken)
         let payload = notification.payload
-        guard !payload.isEmpty else {
-            throw BinaryFrameError(reason: .payloadEmpty, detail: "the payload is empty")
-        }
-        guard payload.count <= payloadLimitBytes else {
-            throw BinaryFrameError(
-                reason: .payloadTooLarge,
-                detail: "the payload has \(payload.count) bytes; the binary gateway takes at most \(payloadLimitBytes)")
-        }
+        try Self.checkFields(notification, format: format, payloadLimitBytes: payloadLimitBytes)
         let expiration = try Self.expiration(notification.expirationEpochSeconds)
         switch format {
         case .framed:
-            guard notification.priority != .powerSaving else {
-                throw BinaryFrameError(
-                    reason: .badPriority, detail: "priority 1 does not exist in the binary protocol (10 or 5)")
-            }
             let itemsLength = (3 + token.count) + (3 + payload.count) + (3 + 4) + (expiration == nil ? 0 : 3 + 4) + (3 + 1)
             buffer.reserveCapacity(buffer.count + 5 + itemsLength)
             buffer.append(format.command)
@@ -118,6 +107,40 @@ public enum BinaryFrame {
             buffer.append(contentsOf: token)
             Self.append(UInt16(payload.count), to: &buffer)
             buffer.append(contentsOf: payload)
+        }
+    }
+
+    /// The fault ``append(_:identifier:format:payloadLimitBytes:to:)`` would throw for `notification`, without
+    /// writing: the bridge's local check of a notification for a binary app.
+    public static func validate(
+        _ notification: Notification, format: BinaryFormat, payloadLimitBytes: Int
+    ) -> BinaryFrameError? {
+        do {
+            _ = try Self.tokenBytes(notification.deviceToken)
+            try Self.checkFields(notification, format: format, payloadLimitBytes: payloadLimitBytes)
+            _ = try Self.expiration(notification.expirationEpochSeconds)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    private static func checkFields(
+        _ notification: Notification, format: BinaryFormat, payloadLimitBytes: Int
+    ) throws(BinaryFrameError) {
+        guard !notification.payload.isEmpty else {
+            throw BinaryFrameError(reason: .payloadEmpty, detail: "the payload is empty")
+        }
+        guard notification.payload.count <= payloadLimitBytes else {
+            throw BinaryFrameError(
+                reason: .payloadTooLarge,
+                detail:
+                    "the payload has \(notification.payload.count) bytes; the binary gateway takes at most \(payloadLimitBytes)"
+            )
+        }
+        if format == .framed, notification.priority == .powerSaving {
+            throw BinaryFrameError(
+                reason: .badPriority, detail: "priority 1 does not exist in the binary protocol (10 or 5)")
         }
     }
 

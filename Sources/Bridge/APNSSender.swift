@@ -1,20 +1,48 @@
 import APNSClient
 import APNSCore
+import Synchronization
+import NIOSSL
+import BinaryProvider
 import Configuration
 import Logging
 import NIOCore
 import NIOPosix
 
-/// The pipeline's sender on APNs: one ``APNSClient`` (a pool of HTTP/2 connections with its own credentials)
-/// for the `apns` block and one per entry under `apps`.
+/// The pipeline's sender on APNs: one provider for the `apns` block and one per entry under `apps`. A provider
+/// is an ``APNSClient`` (a pool of HTTP/2 connections with its own credentials) or, for `protocol: binary`, the
+/// legacy binary protocol's ``BinaryClient``s (one per connection, taken in turn).
 public final class APNSSender: ManagedSender {
-    private let defaultClient: APNSClient
-    private let appClients: [String: APNSClient]
+    /// One app's client(s).
+    public enum Provider: Sendable {
+        /// Apple's HTTP/2 API.
+        case http2(APNSClient)
+        /// The binary provider protocol: the connections' clients, and the payload limit and format checked
+        /// locally.
+        case binary([BinaryClient], format: BinaryFormat, payloadLimitBytes: Int, next: BinaryRotation)
+    }
 
-    /// Creates clients for the default block and every app. Connections open on the first send.
-    public init(defaultClient: APNSClient, appClients: [String: APNSClient]) {
-        self.defaultClient = defaultClient
-        self.appClients = appClients
+    /// Which binary connection takes the next notification.
+    public final class BinaryRotation: Sendable {
+        private let counter = Atomic<Int>(0)
+
+        /// A new rotation.
+        public init() {}
+
+        func next(of count: Int) -> Int { (self.counter.add(1, ordering: .relaxed).oldValue & Int.max) % count }
+    }
+
+    private let defaultProvider: Provider
+    private let appProviders: [String: Provider]
+
+    /// Creates a sender over HTTP/2 clients. Connections open on the first send.
+    public convenience init(defaultClient: APNSClient, appClients: [String: APNSClient]) {
+        self.init(defaultProvider: .http2(defaultClient), appProviders: appClients.mapValues { .http2($0) })
+    }
+
+    /// Creates a sender over the given providers.
+    public init(defaultProvider: Provider, appProviders: [String: Provider]) {
+        self.defaultProvider = defaultProvider
+        self.appProviders = appProviders
     }
 
     /// Loads the credentials of `configuration.apns` and every app and creates their clients. Throws a
@@ -24,20 +52,57 @@ public final class APNSSender: ManagedSender {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger
     ) throws {
-        var apps: [String: APNSClient] = [:]
+        var apps: [String: Provider] = [:]
         for (name, settings) in configuration.apps {
-            apps[name] = try APNSClient(
-                configuration: Self.clientConfiguration(settings), eventLoopGroup: eventLoopGroup,
-                logger: Self.logger(logger, app: name)
-            )
+            apps[name] = try Self.provider(settings, eventLoopGroup: eventLoopGroup, logger: Self.logger(logger, app: name))
         }
         self.init(
-            defaultClient: try APNSClient(
-                configuration: Self.clientConfiguration(configuration.apns), eventLoopGroup: eventLoopGroup,
-                logger: Self.logger(logger, app: "default")
-            ),
-            appClients: apps
+            defaultProvider: try Self.provider(
+                configuration.apns, eventLoopGroup: eventLoopGroup, logger: Self.logger(logger, app: "default")),
+            appProviders: apps
         )
+    }
+
+    /// The provider for one `apns`-shaped block.
+    public static func provider(
+        _ settings: APNSSettings, eventLoopGroup: any EventLoopGroup, logger: Logger
+    ) throws -> Provider {
+        let configuration = try Self.clientConfiguration(settings)
+        switch settings.providerProtocol {
+        case .http2:
+            return .http2(APNSClient(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger))
+        case .binary:
+            guard case .certificate(let credentials) = configuration.authentication else {
+                // Configuration refuses token auth with protocol: binary; this is the same rule, here for callers
+                // that build settings in code.
+                throw CredentialError(
+                    code: .invalidCertificate, file: "",
+                    cause: "the binary protocol takes certificate authentication only")
+            }
+            let gateway = settings.binary.gateway ?? BinaryProtocolSettings.appleGateway(settings.environment)
+            var binary = BinaryClientConfiguration(host: gateway.host, port: gateway.port, credentials: credentials)
+            if let caFile = settings.caFile {
+                binary.additionalTrustRoots = try Self.certificates(caFile)
+            }
+            binary.format = settings.binary.format
+            binary.payloadLimitBytes = settings.binary.payloadLimitBytes
+            binary.quietWindow = settings.binary.quietWindow
+            binary.maxUnconfirmed = settings.binary.maxUnconfirmed
+            binary.maxResendsWithoutError = settings.binary.maxResendsWithoutError
+            let clients = try (0..<settings.connections).map { _ in
+                try BinaryClient(configuration: binary, eventLoopGroup: eventLoopGroup)
+            }
+            return .binary(
+                clients, format: binary.format, payloadLimitBytes: binary.payloadLimitBytes, next: BinaryRotation())
+        }
+    }
+
+    private static func certificates(_ file: String) throws(CredentialError) -> [NIOSSLCertificate] {
+        do {
+            return try NIOSSLCertificate.fromPEMFile(file)
+        } catch {
+            throw CredentialError(code: .invalidCertificate, file: file, cause: "not a readable PEM certificate")
+        }
     }
 
     /// The client configuration for one `apns`-shaped block.
@@ -74,41 +139,70 @@ public final class APNSSender: ManagedSender {
         return logger
     }
 
+    private func provider(_ app: String?) -> Provider {
+        app.flatMap { self.appProviders[$0] } ?? self.defaultProvider
+    }
+
     public func send(_ notification: Notification, app: String?) async -> APNSResult {
-        await (app.flatMap { self.appClients[$0] } ?? self.defaultClient).send(notification)
+        switch self.provider(app) {
+        case .http2(let client): await client.send(notification)
+        case .binary(let clients, _, _, let next): await clients[next.next(of: clients.count)].send(notification)
+        }
     }
 
     public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
     {
-        (app.flatMap { self.appClients[$0] } ?? self.defaultClient).send(notification, completion: completion)
+        switch self.provider(app) {
+        case .http2(let client): client.send(notification, completion: completion)
+        case .binary(let clients, _, _, let next):
+            clients[next.next(of: clients.count)].send(notification, completion: completion)
+        }
     }
 
     public func send(contentsOf batch: [SendRequest]) {
-        guard !self.appClients.isEmpty else {
-            return self.defaultClient.send(
-                contentsOf: batch.map { APNSClient.Submission(notification: $0.notification, completion: $0.completion) })
-        }
-        var byClient: [ObjectIdentifier: (client: APNSClient, items: [APNSClient.Submission])] = [:]
+        var http2: [ObjectIdentifier: (client: APNSClient, items: [APNSClient.Submission])] = [:]
         for request in batch {
-            let client = request.app.flatMap { self.appClients[$0] } ?? self.defaultClient
-            byClient[ObjectIdentifier(client), default: (client, [])].items.append(
-                APNSClient.Submission(notification: request.notification, completion: request.completion))
+            switch self.provider(request.app) {
+            case .http2(let client):
+                http2[ObjectIdentifier(client), default: (client, [])].items.append(
+                    APNSClient.Submission(notification: request.notification, completion: request.completion))
+            case .binary(let clients, _, _, let next):
+                clients[next.next(of: clients.count)].send(request.notification, completion: request.completion)
+            }
         }
-        for (client, items) in byClient.values {
+        for (client, items) in http2.values {
             client.send(contentsOf: items)
         }
     }
 
+    private var providers: [Provider] { [self.defaultProvider] + Array(self.appProviders.values) }
+
     public var openConnections: Int {
-        self.appClients.values.reduce(self.defaultClient.openConnections) { $0 + $1.openConnections }
+        self.providers.reduce(0) { total, provider in
+            switch provider {
+            case .http2(let client): total + client.openConnections
+            case .binary(let clients, _, _, _): clients.reduce(total) { $0 + $1.openConnections }
+            }
+        }
     }
 
-    public func validate(_ notification: Notification, payloadIsJSONObject: Bool) -> Reason? {
-        NotificationValidation.validate(notification, payloadIsJSONObject: payloadIsJSONObject)
+    public func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? {
+        switch self.provider(app) {
+        case .http2:
+            return NotificationValidation.validate(notification, payloadIsJSONObject: payloadIsJSONObject)
+        case .binary(_, let format, let payloadLimitBytes, _):
+            // The binary protocol carries token, payload, expiration and priority only: Apple's HTTP/2 header
+            // rules (topic, push type, collapse id) do not apply, its own limits do.
+            return BinaryFrame.validate(notification, format: format, payloadLimitBytes: payloadLimitBytes)?.reason
+        }
     }
 
     public func shutdown() async {
-        await self.defaultClient.shutdown()
-        for client in self.appClients.values { await client.shutdown() }
+        for provider in self.providers {
+            switch provider {
+            case .http2(let client): await client.shutdown()
+            case .binary(let clients, _, _, _): for client in clients { await client.close() }
+            }
+        }
     }
 }

@@ -253,15 +253,16 @@ public protocol ManagedSender: NotificationSender {
     /// APNs connections open now (`pushbridge_apns_connections`).
     var openConnections: Int { get }
     /// A fault Apple would reject `notification` for, found without sending it; `nil` when none.
-    /// `payloadIsJSONObject`: the payload is known to be a JSON object (see ``RoutedNotification``).
-    func validate(_ notification: Notification, payloadIsJSONObject: Bool) -> Reason?
+    /// `payloadIsJSONObject`: the payload is known to be a JSON object (see ``RoutedNotification``); `app`: the
+    /// app it goes to (`nil`: the default block), whose protocol decides the rules.
+    func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason?
     /// Closes connections; called after the pipeline drained.
     func shutdown() async
 }
 
 extension LogSender: ManagedSender {
     public var openConnections: Int { 0 }
-    public func validate(_ notification: Notification, payloadIsJSONObject: Bool) -> Reason? { nil }
+    public func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? { nil }
     public func shutdown() async {}
 }
 

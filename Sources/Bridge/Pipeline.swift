@@ -77,7 +77,7 @@ public final class Pipeline: Service, Sendable {
     let configuration: PipelineConfiguration
     let metrics: BridgeMetrics
     let logger: Logger
-    private let validate: @Sendable (Notification, _ payloadIsJSONObject: Bool) -> Reason?
+    private let validate: @Sendable (Notification, _ payloadIsJSONObject: Bool, _ app: String?) -> Reason?
     private let epochMilliseconds: @Sendable () -> Int64
 
     /// The halt gate: closed while a systemic fault stops the line.
@@ -109,7 +109,9 @@ public final class Pipeline: Service, Sendable {
         configuration: PipelineConfiguration,
         metrics: BridgeMetrics,
         logger: Logger,
-        validate: @escaping @Sendable (Notification, _ payloadIsJSONObject: Bool) -> Reason? = { _, _ in nil },
+        validate: @escaping @Sendable (Notification, _ payloadIsJSONObject: Bool, _ app: String?) -> Reason? = {
+            _, _, _ in nil
+        },
         epochMilliseconds: @escaping @Sendable () -> Int64 = Pipeline.systemEpochMilliseconds
     ) {
         self.source = source
@@ -332,7 +334,7 @@ public final class Pipeline: Service, Sendable {
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: notification.expirationEpochSeconds,
             localFault: delivery.routed.localFault
-                ?? self.validate(notification, delivery.routed.payloadIsJSONObject),
+                ?? self.validate(notification, delivery.routed.payloadIsJSONObject, delivery.app),
             maxAttempts: self.configuration.maxAttempts,
             backoff: self.configuration.retryBackoff
         )

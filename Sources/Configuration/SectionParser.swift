@@ -1,3 +1,4 @@
+import BinaryProvider
 import Foundation
 import Routing
 
@@ -14,7 +15,10 @@ struct SectionParser {
     ]
     static let apnsKeys = [
         "environment", "endpoint", "ca_file", "auth", "connections", "max_concurrent_streams", "request_timeout",
-        "retry",
+        "retry", "protocol", "binary",
+    ]
+    static let binaryKeys = [
+        "gateway", "format", "payload_limit", "quiet_window", "max_unconfirmed", "max_resends_without_error",
     ]
     static let authKeys = [
         "type", "key_file", "key_id", "team_id", "p12_file", "p12_password", "p12_password_file", "cert_file",
@@ -150,13 +154,100 @@ struct SectionParser {
                 $0.duration(minimum: .milliseconds(1), maximum: Bounds.requestTimeout)
             } ?? .seconds(10)
         let retry = self.retry(mapping["retry"])
-        guard let environment, let auth, let connections, let streams, let timeout, let retry else {
+        let providerProtocol = mapping["protocol"].map { $0.oneOf(APNSSettings.ProviderProtocol.self) } ?? .http2
+        var binary: BinaryProtocolSettings? = BinaryProtocolSettings()
+        if providerProtocol == .binary {
+            binary = mapping["binary"].map(self.binary) ?? BinaryProtocolSettings()
+            if let value = mapping["auth"], case .token = auth {
+                value.report(
+                    .invalidValue, "the binary protocol takes certificate authentication only",
+                    hint: "type: certificate with p12_file (or cert_file and key_file), or protocol: http2")
+                return nil
+            }
+            if let value = mapping["endpoint"], endpoint != nil {
+                value.report(
+                    .invalidValue, "endpoint is the HTTP/2 endpoint; the binary protocol does not use it",
+                    hint: "write the gateway under binary: gateway: host:port")
+                return nil
+            }
+        } else if let value = mapping["binary"] {
+            value.report(.unknownKey, "binary applies only with protocol: binary", hint: "add protocol: binary")
             return nil
         }
-        return APNSSettings(
+        guard let environment, let auth, let connections, let streams, let timeout, let retry, let providerProtocol,
+            let binary
+        else {
+            return nil
+        }
+        var settings = APNSSettings(
             environment: environment, endpoint: endpoint, caFile: caFile, auth: auth,
             connections: connections, maxConcurrentStreams: streams, requestTimeout: timeout, retry: retry
         )
+        settings.providerProtocol = providerProtocol
+        settings.binary = binary
+        return settings
+    }
+
+    /// `binary:` of an app with `protocol: binary`.
+    func binary(_ value: ConfigValue) -> BinaryProtocolSettings? {
+        guard let mapping = value.mapping(known: Self.binaryKeys) else {
+            return nil
+        }
+        var settings = BinaryProtocolSettings()
+        var valid = true
+        if let gateway = mapping["gateway"] {
+            if let endpoint = self.gateway(gateway) { settings.gateway = endpoint } else { valid = false }
+        }
+        if let format = mapping["format"] {
+            if let parsed = format.oneOf(BinaryFormat.self) { settings.format = parsed } else { valid = false }
+        }
+        if let limit = mapping["payload_limit"] {
+            // 256 is the oldest gateways' limit; nothing in the protocol allows more than 2048 in one frame.
+            if let bytes = limit.byteSize(in: 1...BinaryFrame.framedPayloadLimitBytes) {
+                settings.payloadLimitBytes = bytes
+            } else {
+                valid = false
+            }
+        }
+        if let window = mapping["quiet_window"] {
+            if let duration = window.duration(minimum: .milliseconds(10), maximum: Bounds.requestTimeout) {
+                settings.quietWindow = duration
+            } else {
+                valid = false
+            }
+        }
+        if let count = mapping["max_unconfirmed"] {
+            if let number = count.integer(in: 1...1_000_000) { settings.maxUnconfirmed = number } else { valid = false }
+        }
+        if let count = mapping["max_resends_without_error"] {
+            if let number = count.integer(in: 0...100) {
+                settings.maxResendsWithoutError = number
+            } else {
+                valid = false
+            }
+        }
+        return valid ? settings : nil
+    }
+
+    /// `binary.gateway`: `host:port` (a TLS connection, not a URL).
+    func gateway(_ value: ConfigValue) -> APNSSettings.Endpoint? {
+        guard let text = value.optionalString()?.trimmingWhitespace() else {
+            return nil
+        }
+        let hint = "write host:port, e.g. gateway.push.apple.com:2195 or 127.0.0.1:2195"
+        guard let colon = text.lastIndex(of: ":"), colon != text.startIndex else {
+            value.report(.invalidValue, "\(value.describe(text)) is not host:port", hint: hint)
+            return nil
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, !host.contains("/"), let port = Int(text[text.index(after: colon)...]),
+            (1...65_535).contains(port)
+        else {
+            value.report(.invalidValue, "\(value.describe(text)) is not host:port with a port 1-65535", hint: hint)
+            return nil
+        }
+        return APNSSettings.Endpoint(host: host, port: port)
     }
 
     /// `endpoint`: `https://host[:port]`; empty means none.

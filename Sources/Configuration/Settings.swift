@@ -1,3 +1,4 @@
+import BinaryProvider
 import Routing
 
 /// A fully loaded and checked PushBridge configuration (SPEC §2). Every default is filled in.
@@ -153,6 +154,18 @@ public struct APNSSettings: Sendable, Hashable {
     public var requestTimeout: Duration
     /// `retry`: retries of retryable rejections.
     public var retry: RetrySettings
+    /// `protocol` (default `http2`): Apple's HTTP/2 API, or the legacy binary provider protocol.
+    public var providerProtocol: ProviderProtocol = .http2
+    /// `binary`: the binary protocol's settings (used with `protocol: binary`).
+    public var binary = BinaryProtocolSettings()
+
+    /// `protocol`: which APNs provider protocol an app speaks.
+    public enum ProviderProtocol: String, Sendable, Hashable, CaseIterable {
+        /// Apple's HTTP/2 provider API.
+        case http2
+        /// The legacy binary provider protocol (docs/binary-protocol.md): certificate authentication only.
+        case binary
+    }
 
     /// Creates APNs settings; everything but the credentials defaults as documented.
     public init(
@@ -203,6 +216,36 @@ public struct APNSSettings: Sendable, Hashable {
         public var description: String {
             let host = self.host.contains(":") ? "[\(self.host)]" : self.host
             return "https://\(host):\(self.port)"
+        }
+    }
+}
+
+/// `binary:` — the legacy binary provider protocol's settings (docs/binary-protocol.md).
+public struct BinaryProtocolSettings: Sendable, Hashable {
+    /// `gateway` (`host:port`): where notifications go; `nil` means Apple's historical gateway of the
+    /// environment.
+    public var gateway: APNSSettings.Endpoint?
+    /// `format` (default `framed`).
+    public var format: BinaryFormat = .framed
+    /// `payload_limit` (default 2048 bytes; 256 for old gateways).
+    public var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
+    /// `quiet_window` (default 1s): how long a written notification waits for an error packet before it counts
+    /// as delivered.
+    public var quietWindow: Duration = .seconds(1)
+    /// `max_unconfirmed` (default 10 000): notifications written and not yet confirmed, per connection.
+    public var maxUnconfirmed = 10_000
+    /// `max_resends_without_error` (default 3): closes without an error packet one notification may be in
+    /// doubt through before its outcome is `failed` `ConnectionLost`.
+    public var maxResendsWithoutError = 3
+
+    /// The defaults above.
+    public init() {}
+
+    /// Apple's historical gateways: `gateway.push.apple.com:2195`, `gateway.sandbox.push.apple.com:2195`.
+    public static func appleGateway(_ environment: APNSSettings.Environment) -> APNSSettings.Endpoint {
+        switch environment {
+        case .production: APNSSettings.Endpoint(host: "gateway.push.apple.com", port: 2195)
+        case .sandbox: APNSSettings.Endpoint(host: "gateway.sandbox.push.apple.com", port: 2195)
         }
     }
 }
