@@ -72,6 +72,7 @@ final class EndToEnd: Sendable {
     ///   - routes: the `routes:` entries as YAML (indented by two spaces); `nil` for the one `alerts` route.
     ///   - adminListen: `admin.listen`; port 0 picks a free one (in process, ``BridgeRuntime/Started`` says
     ///     which).
+    ///   - apps: the `apps:` entries as YAML (indented by two spaces); `nil` for none.
     func configuration(
         group: String = "pushbridge",
         maxInFlight: Int = 200,
@@ -81,7 +82,8 @@ final class EndToEnd: Sendable {
         connections: Int = 2,
         routes: String? = nil,
         adminListen: String = "127.0.0.1:0",
-        name: String? = nil
+        name: String? = nil,
+        apps: String? = nil
     ) throws -> String {
         let routes = routes ?? """
               - name: alerts
@@ -121,6 +123,7 @@ final class EndToEnd: Sendable {
                 max_attempts: \(maxAttempts)
                 initial_backoff: 20ms
                 max_backoff: 200ms
+            \(apps.map { "apps:\n" + $0 } ?? "")
             routes:
             \(routes)
             outcomes:

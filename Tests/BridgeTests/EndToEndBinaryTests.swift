@@ -1,0 +1,58 @@
+import APNSSimulator
+import BinaryProvider
+import Foundation
+import Testing
+import TestSupport
+
+/// `pushbridge run` (in process) over Kafka (the mock cluster) with a route whose app speaks the binary protocol
+/// to the simulator's binary gateway: every event accounted for, invalid tokens recorded, commits at the end.
+@Suite("End to end with a binary app")
+struct EndToEndBinaryTests {
+    @Test("outcomes for every notification, an invalid-token record for the token the gateway refuses, commits at the end")
+    func binaryApp() async throws {
+        let world = try await EndToEnd()
+        defer { Task { await world.close() } }
+        let count = 30
+        let dead = EndToEnd.token(7)
+        var behaviour = BinaryGatewayBehaviour()
+        behaviour.unregisteredTokens = [dead]
+        let gateway = try await BinaryGateway.start(
+            behaviour: behaviour, certificateChain: try world.tls.serverCertificateChain(),
+            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
+        defer { Task { await gateway.close() } }
+        let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+        let apps = """
+              legacy:
+                protocol: binary
+                ca_file: \(world.tls.caCertificatePath)
+                auth: { type: certificate, cert_file: \(world.tls.clientCertificatePath), key_file: \(world.tls.clientKeyPath) }
+                binary: { gateway: "127.0.0.1:\(gateway.port)", quiet_window: 200ms }
+            """
+        let routes = """
+              - name: alerts
+                input_topic: \(world.inputTopic)
+                app: legacy
+                match: { kind: alert }
+                device_tokens: "{{tokens}}"
+                topic: com.example.app
+                payload:
+                  aps:
+                    alert: "{{text}}"
+            """
+        let path = try world.configuration(routes: routes, apps: apps)
+        let complete: @Sendable (Results) -> Bool = { $0.outcomes.count >= count && !$0.invalidTokens.isEmpty }
+        try await world.withBridge(configurationPath: path) { _ in
+            _ = try await world.results(until: complete)
+        }
+        let results = try await world.results(until: complete)
+        #expect(results.notificationIDs.count == count)
+        #expect(results.outcomes.filter { $0.status == "delivered" }.count == count - 1)
+        let refused = results.outcomes.first { $0.token == dead }
+        #expect(refused?.status == "rejected")
+        #expect(refused?.reason == "BadDeviceToken")
+        #expect(results.invalidTokens.map { $0["device_token"] } == [dead])
+        #expect(try await world.committed() == perPartition)
+        #expect(gateway.statistics.processed.count == count - 1, "nothing the gateway processed is sent twice")
+        #expect(world.simulator.engine.statistics.requestsReceived == 0, "nothing went to the HTTP/2 simulator")
+    }
+}
