@@ -10,22 +10,12 @@ import Testing
         self.files = try TestFiles()
     }
 
+    /// ``minimalYAML`` with its `apns:` block's lines replaced by `apns` (indented by two spaces).
     func yaml(apns: String) -> String {
-        """
-        kafka:
-          bootstrap_servers: embedded
-        apns:
-        \(apns)
-        routes:
-          - name: greeting
-            input_topic: greetings
-            device_tokens: "{{token}}"
-            topic: com.example.app
-            payload:
-              aps:
-                alert: "{{text}}"
-
-        """
+        let lines = minimalYAML.split(separator: "\n", omittingEmptySubsequences: false)
+        let start = lines.firstIndex(of: "apns:")! + 1
+        let end = lines.firstIndex(of: "routes:")!
+        return (lines[..<start] + [Substring(apns)] + lines[end...]).joined(separator: "\n")
     }
 
     let certificateAuth = """
