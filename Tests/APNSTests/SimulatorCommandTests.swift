@@ -4,6 +4,8 @@ import Crypto
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
+import BinaryProvider
 
 @Suite("pushbridge simulator (the built executable)", .timeLimit(.minutes(1)))
 struct SimulatorCommandTests {
@@ -87,5 +89,57 @@ final class ProcessOutput: Sendable {
             }
             return nil
         }
+    }
+}
+
+@Suite("pushbridge simulator --binary-port (the built executable)", .timeLimit(.minutes(1)))
+struct SimulatorBinaryCommandTests {
+    @Test("runs a binary gateway beside the HTTP/2 one: a certificate client is answered, listed tokens are refused")
+    func binaryGateway() async throws {
+        let tls = try TestTLS.generate()
+        let unregistered = Fixtures.deviceToken(2)
+        let scenarioPath = tls.directory.appendingPathComponent("scenario.yaml").path
+        try Data(
+            """
+            certificate_auth:
+              client_ca_file: \(tls.caCertificatePath)
+            tokens:
+              unregistered: ["\(unregistered)"]
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: scenarioPath))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: SendCommandTests.executable)
+        process.arguments = [
+            "simulator", "--port", "0", "--binary-port", "0", "--scenario", scenarioPath,
+            "--tls-cert", tls.serverCertificatePath, "--tls-key", tls.serverKeyPath,
+        ]
+        let output = ProcessOutput()
+        process.standardOutput = output.pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        let started = try #require(await output.wait(containing: "binary gateway listening on"))
+        let portText = try #require(started.firstMatch(of: /binary gateway listening on 127\.0\.0\.1:(\d+)/)?.1)
+        var configuration = BinaryClientConfiguration(
+            host: "127.0.0.1", port: try #require(Int(portText)),
+            credentials: CertificateCredentials(
+                certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
+        configuration.additionalTrustRoots = [try tls.caCertificate()]
+        configuration.quietWindow = .milliseconds(200)
+        let client = try BinaryClient(configuration: configuration)
+        var statuses: [Int] = []
+        for index in 0..<3 {
+            if case .answered(let response) = await client.send(Fixtures.notification(token: Fixtures.deviceToken(index))) {
+                statuses.append(response.status)
+            }
+        }
+        await client.close()
+        #expect(statuses == [200, 200, 400])
+
+        process.terminate()
+        let final = try #require(await output.wait(containing: "error packets"))
+        #expect(final.contains("2 notifications processed, 1 error packets"))
     }
 }

@@ -1,6 +1,7 @@
 import APNSSimulator
 import ArgumentParser
 import Foundation
+import NIOSSL
 
 /// `pushbridge simulator`: run the APNs simulator standalone until SIGINT/SIGTERM, then print its counts.
 struct SimulatorCommand: AsyncParsableCommand {
@@ -39,10 +40,20 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "A scenario file (docs/simulator.md).")
     var scenario: String?
 
+    @Option(
+        help: """
+            Also run a legacy binary provider gateway on this port (0: any free port); it needs the scenario's \
+            client CA (clients authenticate with certificates). See docs/binary-protocol.md.
+            """)
+    var binaryPort: Int?
+
     /// A port outside 0...65535 is a usage error (exit 2); handed to NIO it would trap.
     func validate() throws {
         guard (0...65_535).contains(self.port) else {
             throw ValidationError("--port must be between 0 and 65535, got \(self.port)")
+        }
+        if let binaryPort = self.binaryPort, !(0...65_535).contains(binaryPort) {
+            throw ValidationError("--binary-port must be between 0 and 65535, got \(binaryPort)")
         }
     }
 
@@ -89,6 +100,31 @@ struct SimulatorCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         print("APNs simulator listening on \(self.host):\(server.port) (statistics: GET /_simulator/stats)")
+        var gateway: BinaryGateway?
+        if let binaryPort = self.binaryPort {
+            guard let clientCA = scenario.clientCAFile else {
+                FileHandleOutput.standardError(
+                    "error: --binary-port needs the scenario's certificate_auth.client_ca_file: binary clients authenticate with certificates\n")
+                await server.shutdown()
+                throw ExitCode(2)
+            }
+            var behaviour = BinaryGatewayBehaviour()
+            // A token the scenario marks unregistered or bad is an invalid token to the binary gateway (status 8).
+            behaviour.unregisteredTokens = Set(scenario.unregisteredTokens.keys).union(scenario.badTokens)
+            do {
+                gateway = try await BinaryGateway.start(
+                    behaviour: behaviour, certificateChain: try NIOSSLCertificate.fromPEMFile(certificatePath),
+                    privateKey: try NIOSSLPrivateKey(file: keyPath, format: .pem),
+                    clientCertificateTrustRoots: try NIOSSLCertificate.fromPEMFile(clientCA), host: self.host,
+                    port: binaryPort)
+            } catch {
+                FileHandleOutput.standardError(
+                    "error: the binary gateway could not start on \(self.host):\(binaryPort): \(error)\n")
+                await server.shutdown()
+                throw ExitCode(1)
+            }
+            print("binary gateway listening on \(self.host):\(gateway?.port ?? 0) (client certificates from \(clientCA))")
+        }
         if scenario.jwtKeys.isEmpty && scenario.clientCAFile == nil {
             print("note: no JWT keys and no client CA configured, so every request is answered 403")
         }
@@ -97,6 +133,13 @@ struct SimulatorCommand: AsyncParsableCommand {
         await Self.waitForTerminationSignal()
         await server.shutdown()
         print(server.statistics.summary)
+        if let gateway {
+            await gateway.close()
+            let statistics = gateway.statistics
+            print(
+                "binary gateway: \(statistics.connections) connections, \(statistics.processed.count) notifications "
+                    + "processed, \(statistics.errorPackets.count) error packets")
+        }
     }
 
     private static func waitForTerminationSignal() async {
