@@ -188,6 +188,7 @@ let package = Package(
                 "APNSSimulator",
                 "Routing",
                 "Configuration",
+                "BinaryProvider",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -234,20 +234,13 @@ struct SectionParser {
         guard let text = value.optionalString()?.trimmingWhitespace() else {
             return nil
         }
-        let hint = "write host:port, e.g. gateway.push.apple.com:2195 or 127.0.0.1:2195"
-        guard let colon = text.lastIndex(of: ":"), colon != text.startIndex else {
-            value.report(.invalidValue, "\(value.describe(text)) is not host:port", hint: hint)
+        guard let endpoint = APNSSettings.Endpoint(hostAndPort: text) else {
+            value.report(
+                .invalidValue, "\(value.describe(text)) is not host:port with a port 1-65535",
+                hint: "write host:port, e.g. gateway.push.apple.com:2195 or 127.0.0.1:2195")
             return nil
         }
-        var host = String(text[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty, !host.contains("/"), let port = Int(text[text.index(after: colon)...]),
-            (1...65_535).contains(port)
-        else {
-            value.report(.invalidValue, "\(value.describe(text)) is not host:port with a port 1-65535", hint: hint)
-            return nil
-        }
-        return APNSSettings.Endpoint(host: host, port: port)
+        return endpoint
     }
 
     /// `endpoint`: `https://host[:port]`; empty means none.

@@ -212,6 +212,17 @@ public struct APNSSettings: Sendable, Hashable {
             self.port = port
         }
 
+        /// Parses `host:port` (a bracketed IPv6 host allowed) with a port 1–65535; `nil` otherwise.
+        public init?(hostAndPort text: String) {
+            guard let colon = text.lastIndex(of: ":"), colon != text.startIndex else { return nil }
+            var host = String(text[..<colon])
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            guard !host.isEmpty, !host.contains("/"), let port = Int(text[text.index(after: colon)...]),
+                (1...65_535).contains(port)
+            else { return nil }
+            self.init(host: host, port: port)
+        }
+
         /// `https://host:port`.
         public var description: String {
             let host = self.host.contains(":") ? "[\(self.host)]" : self.host

@@ -138,8 +138,26 @@ struct SimulatorBinaryCommandTests {
         await client.close()
         #expect(statuses == [200, 200, 400])
 
+        // pushbridge send --protocol binary, against the same gateway.
+        let send = [
+            "send", "--protocol", "binary", "--gateway", "127.0.0.1:\(portText)", "--cert-file",
+            tls.clientCertificatePath, "--key-file", tls.clientKeyPath, "--ca-file", tls.caCertificatePath,
+            "--topic", "com.example.app", "--alert", "hi", "--token",
+        ]
+        let (delivered, deliveredOutput) = try await SendCommandTests.run(send + [Fixtures.deviceToken(5)])
+        #expect(delivered == 0, "\(deliveredOutput)")
+        #expect(deliveredOutput.contains("status: 200"))
+        let (refused, refusedOutput) = try await SendCommandTests.run(send + [unregistered])
+        #expect(refused == 1)
+        #expect(refusedOutput.contains("reason: BadDeviceToken"))
+        let p8 = try Fixtures.writeP8(P256.Signing.PrivateKey(), in: tls.directory.path)
+        let (usage, _) = try await SendCommandTests.run(
+            ["send", "--protocol", "binary", "--gateway", "127.0.0.1:\(portText)", "--key-file", p8, "--key-id",
+             Fixtures.keyID, "--team-id", Fixtures.teamID, "--topic", "com.example.app", "--token", Fixtures.deviceToken(1)])
+        #expect(usage == 2, "token auth with the binary protocol is a usage error")
+
         process.terminate()
         let final = try #require(await output.wait(containing: "error packets"))
-        #expect(final.contains("2 notifications processed, 1 error packets"))
+        #expect(final.contains("3 notifications processed, 2 error packets"))
     }
 }

@@ -1,4 +1,7 @@
 import APNSClient
+import NIOSSL
+import Configuration
+import BinaryProvider
 import APNSCore
 import ArgumentParser
 import Foundation
@@ -77,6 +80,17 @@ struct SendCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for the answer (1 to \(Self.maximumTimeoutSeconds)).")
     var timeout: Int = 30
 
+    @Option(
+        name: .customLong("protocol"),
+        help: "http2 (Apple's API) or binary (the legacy binary provider protocol; certificate auth only).")
+    var providerProtocol: String = "http2"
+
+    @Option(help: "Binary protocol: the gateway as host:port (default: Apple's historical gateway; --sandbox).")
+    var gateway: String?
+
+    @Option(help: "Binary protocol: framed, enhanced or simple.")
+    var format: String = "framed"
+
     /// The longest `--timeout`: an hour is far beyond any APNs answer, and a bound keeps every deadline
     /// computed from it representable.
     static let maximumTimeoutSeconds = 3600
@@ -114,6 +128,13 @@ struct SendCommand: AsyncParsableCommand {
             FileHandleOutput.standardError("error: \(error)\n")
             throw ExitCode(2)
         }
+        if self.providerProtocol == "binary" {
+            return try await self.sendBinary(notification)
+        }
+        guard self.providerProtocol == "http2" else {
+            FileHandleOutput.standardError("error: --protocol must be http2 or binary, got '\(self.providerProtocol)'\n")
+            throw ExitCode(2)
+        }
         if let reason = NotificationValidation.validate(notification) {
             Self.print(
                 .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason)))
@@ -123,6 +144,60 @@ struct SendCommand: AsyncParsableCommand {
         let client = APNSClient(configuration: configuration)
         let result = await client.send(notification)
         await client.shutdown()
+        Self.print(result)
+        if case .answered(let response) = result, response.status == 200 {
+            return
+        }
+        throw ExitCode(1)
+    }
+
+    /// `--protocol binary`: one notification through a ``BinaryClient``; `delivered` means no error packet came
+    /// within the quiet window (1 s) on an open connection (docs/binary-protocol.md).
+    private func sendBinary(_ notification: APNSCore.Notification) async throws {
+        let client: BinaryClient
+        do {
+            guard let format = BinaryFormat(rawValue: self.format) else {
+                throw UsageError(message: "--format must be framed, enhanced or simple, got '\(self.format)'")
+            }
+            guard self.endpoint == nil else {
+                throw UsageError(message: "--endpoint is for HTTP/2; give the binary gateway with --gateway host:port")
+            }
+            guard case .certificate(let credentials) = try self.makeAuthentication() else {
+                throw UsageError(message: "the binary protocol takes certificate auth only (--cert-file)")
+            }
+            var gateway = BinaryProtocolSettings.appleGateway(self.sandbox ? .sandbox : .production)
+            if let text = self.gateway {
+                guard let parsed = APNSSettings.Endpoint(hostAndPort: text) else {
+                    throw UsageError(message: "--gateway '\(text)' is not host:port")
+                }
+                gateway = parsed
+            }
+            var configuration = BinaryClientConfiguration(host: gateway.host, port: gateway.port, credentials: credentials)
+            configuration.format = format
+            configuration.connectTimeout = .seconds(min(self.timeout, 10))
+            if let caFile = self.caFile {
+                configuration.additionalTrustRoots = try NIOSSLCertificate.fromPEMFile(caFile)
+            }
+            if let fault = BinaryFrame.validate(
+                notification, format: format, payloadLimitBytes: configuration.payloadLimitBytes)
+            {
+                Self.print(.answered(APNSResponse(status: 400, apnsID: notification.apnsID, reason: fault.reason)))
+                FileHandleOutput.standardError("not sent: \(fault)\n")
+                throw ExitCode(1)
+            }
+            client = try BinaryClient(configuration: configuration)
+        } catch let error as UsageError {
+            FileHandleOutput.standardError("error: \(error.message)\n")
+            throw ExitCode(2)
+        } catch let error as CredentialError {
+            FileHandleOutput.standardError("error: \(error)\n")
+            throw ExitCode(2)
+        } catch let error as NIOSSLError {
+            FileHandleOutput.standardError("error: --ca-file: \(error)\n")
+            throw ExitCode(2)
+        }
+        let result = await client.send(notification)
+        await client.close()
         Self.print(result)
         if case .answered(let response) = result, response.status == 200 {
             return
