@@ -102,13 +102,17 @@ public struct BinaryWriteWindow<Item: Sendable>: Sendable {
     /// Settles everything on an error packet (the gateway closes the connection after it): the named
     /// notification gets the status's verdict, those before it are delivered, those after it are sent again.
     /// A packet naming a notification already confirmed (or never written) pins nothing: everything unconfirmed
-    /// is sent again.
+    /// is in doubt as after a close without a packet, so a gateway that keeps naming unknown identifiers cannot
+    /// make the client resend forever.
     public mutating func errorReceived(_ response: BinaryErrorResponse) -> Settlement {
-        var settlement = Settlement()
         let offset = Int(response.identifier &- (self.entries.first?.identifier ?? self.nextIdentifier))
-        let named = self.entries.isEmpty || offset >= self.entries.count ? nil : offset
+        guard !self.entries.isEmpty, offset < self.entries.count else {
+            return self.closedWithoutError()
+        }
+        let named = offset
+        var settlement = Settlement()
         for (index, entry) in self.entries.enumerated() {
-            guard let named, index <= named else {
+            guard index <= named else {
                 settlement.resend.append(Resend(item: entry.item, resendsWithoutError: entry.resendsWithoutError))
                 continue
             }

@@ -58,15 +58,24 @@ struct BinaryWriteWindowTests {
         #expect(settlement.resend.map(\.item) == [3, 4])
     }
 
-    @Test("an error naming a notification already confirmed, or never written, pins nothing: all are sent again")
+    @Test("an error naming a notification already confirmed, or never written, pins nothing: all are in doubt")
     func unknownIdentifier() {
         for identifier: UInt32 in [1, 99, 0] {
-            var window = self.window(writing: 3)
+            var window = self.window(writing: 3, maxResends: 1)
             _ = window.confirmDue(now: self.start + .milliseconds(1000))  // confirms item 0 (identifier 1)
             let settlement = window.errorReceived(BinaryErrorResponse(status: .invalidToken, identifier: identifier))
             #expect(settlement.failed == nil)
             #expect(settlement.delivered.isEmpty)
             #expect(settlement.resend.map(\.item) == [1, 2])
+            #expect(settlement.resend.map(\.resendsWithoutError) == [1, 1], "counted like a close without a packet")
+            // The same again on the next connection: in doubt too often, so lost rather than resent forever.
+            var next = BinaryWriteWindow<Int>(capacity: 10, quietWindow: .seconds(1), maxResendsWithoutError: 1)
+            for resend in settlement.resend {
+                _ = next.write(resend.item, now: self.start, resendsWithoutError: resend.resendsWithoutError)
+            }
+            let again = next.errorReceived(BinaryErrorResponse(status: .invalidToken, identifier: 99))
+            #expect(again.lost == [1, 2])
+            #expect(again.resend.isEmpty)
         }
     }
 
