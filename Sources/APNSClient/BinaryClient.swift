@@ -92,11 +92,22 @@ public final class BinaryClient: @unchecked Sendable {
     /// Sends `notification`; `completion` gets its result once: delivered (status 200) once confirmed, a
     /// refusal with the gateway's reason, a local refusal without writing, or a failure.
     public func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
+        self.send(contentsOf: [APNSClient.Submission(notification: notification, completion: completion)])
+    }
+
+    /// ``send(_:completion:)`` for several notifications: one hand-over to the event loop for all of them.
+    public func send(contentsOf submissions: [APNSClient.Submission]) {
+        guard !submissions.isEmpty else { return }
         self.eventLoop.execute {
             guard !self.closed else {
-                return completion(.failed(.unreachable("the binary client is closed")))
+                for submission in submissions {
+                    submission.completion(.failed(.unreachable("the binary client is closed")))
+                }
+                return
             }
-            self.waiting.append((Item(notification: notification, completion: completion), 0))
+            for submission in submissions {
+                self.waiting.append((Item(notification: submission.notification, completion: submission.completion), 0))
+            }
             self.pump()
         }
     }

@@ -160,17 +160,23 @@ public final class APNSSender: ManagedSender {
     }
 
     public func send(contentsOf batch: [SendRequest]) {
+        // Grouped per client, so each client's event loop is woken once for its share.
         var http2: [ObjectIdentifier: (client: APNSClient, items: [APNSClient.Submission])] = [:]
+        var binary: [ObjectIdentifier: (client: BinaryClient, items: [APNSClient.Submission])] = [:]
         for request in batch {
+            let submission = APNSClient.Submission(notification: request.notification, completion: request.completion)
             switch self.provider(request.app) {
             case .http2(let client):
-                http2[ObjectIdentifier(client), default: (client, [])].items.append(
-                    APNSClient.Submission(notification: request.notification, completion: request.completion))
+                http2[ObjectIdentifier(client), default: (client, [])].items.append(submission)
             case .binary(let clients, _, _, let next):
-                clients[next.next(of: clients.count)].send(request.notification, completion: request.completion)
+                let client = clients[next.next(of: clients.count)]
+                binary[ObjectIdentifier(client), default: (client, [])].items.append(submission)
             }
         }
         for (client, items) in http2.values {
+            client.send(contentsOf: items)
+        }
+        for (client, items) in binary.values {
             client.send(contentsOf: items)
         }
     }
