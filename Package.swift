@@ -167,6 +167,7 @@ let package = Package(
                 "APNSCore",
                 "APNSClient",
                 "Configuration",
+                "BinaryProvider",
                 "Routing",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
