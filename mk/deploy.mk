@@ -18,3 +18,10 @@ validate-deploy-config: build
 .PHONY: check-image
 check-image: deps
 	@scripts/check-image.sh
+
+## make check-fresh: the README's `make run` and `make test` as a new user on a fresh Debian 12 root with only
+## Swift installed (root, debootstrap, network to the Debian mirror and PyPI; about an hour): see
+## docs/deployment.md, "Checking the README on a fresh machine". FRESH_TEST="make …" runs a subset instead.
+.PHONY: check-fresh
+check-fresh:
+	@scripts/check-fresh.sh
