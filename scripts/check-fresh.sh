@@ -19,10 +19,10 @@
 # configuration (here https://github.com/ is served from /opt/swift-packages) are copied into the root's
 # /etc/gitconfig and their directories bound read-only into it. A real fresh machine resolves from GitHub.
 #
-# Needs root, and network access to the Debian mirror and to PyPI (the test suite's Python tools). The demo and
-# some tests listen on fixed loopback ports (2197, 9464) of this machine's network: run it when no other
-# PushBridge demo or test suite does. Every step has a time limit (FRESH_*_TIMEOUT); mounts live in a private
-# mount namespace and vanish when a step ends, fails or is killed.
+# Needs root, and network access to the Debian mirror and to PyPI (the test suite's Python tools). The user's
+# commands run in a network namespace of their own (slirp4netns gives it outgoing connections), so the fixed
+# loopback ports of the demo and the tests (2197, 9464) collide with nothing on this machine. Every step has a time
+# limit (FRESH_*_TIMEOUT); mounts live in a private mount namespace and vanish when a step ends, fails or is killed.
 set -euo pipefail
 self=$(readlink -f "$0")
 cd "$(dirname "$self")/.."
@@ -106,9 +106,10 @@ in_run() {
         debian_root_run "$PWD/$root" "$@"
 }
 
-# as_user COMMAND: a login shell of the new user in its checkout, with only what a login gives it.
+# as_user COMMAND: a login shell of the new user in its checkout, with only what a login gives it, on a network
+# of its own (a private loopback, outgoing connections through user-mode NAT).
 as_user() {
-    in_run /usr/sbin/runuser --login "$FRESH_USER" -c "cd ~/pushbridge && $1"
+    DEBIAN_ROOT_NETWORK=private in_run /usr/sbin/runuser --login "$FRESH_USER" -c "cd ~/pushbridge && $1"
 }
 
 prepare_run() {
@@ -140,14 +141,6 @@ prepare_run() {
     in_run /usr/sbin/runuser --login "$FRESH_USER" -c 'swift --version && git config --get-regexp "^url\."'
 }
 
-free_ports() {
-    for port in 2197 9464; do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "check-fresh: 127.0.0.1:$port is in use (another demo or test suite?); the demo needs it" >&2
-            return 1
-        fi
-    done
-}
 
 if [ "${1:-}" = --step ]; then
     shift
@@ -174,10 +167,8 @@ else
 fi
 rm -rf "$changes"
 step prepare 5m prepare_run
-free_ports
 step make-run "$FRESH_RUN_TIMEOUT" as_user "make run"
 grep -A12 '^  result' "$logs/make-run.log" | sed 's/^/   /'
-free_ports
 step make-test "$FRESH_TEST_TIMEOUT" as_user "$FRESH_TEST"
 grep -E '^(✔|✘|􁁛|􀢄)? *Test run with|Executed [0-9]+ tests' "$logs/make-test.log" | tail -3 | sed 's/^/   /' || true
 echo "check-fresh: passed in $(elapsed "$started") (make run, then $FRESH_TEST, as $FRESH_USER on Debian 12 with only Swift)"

@@ -43,26 +43,62 @@ debian_root_bootstrap() {
 # Optional, in the environment:
 #   DEBIAN_ROOT_LOWER=DIR DEBIAN_ROOT_CHANGES=DIR  ROOT is an overlay: DIR read-only below, the changes in
 #                                                  DEBIAN_ROOT_CHANGES (a fresh one starts from DIR unchanged);
-#   DEBIAN_ROOT_BIND_RO="PATH..."                  host directories bound read-only at the same path in ROOT.
+#   DEBIAN_ROOT_BIND_RO="PATH..."                  host directories bound read-only at the same path in ROOT;
+#   DEBIAN_ROOT_NETWORK=private                    a network namespace of its own: its own loopback (ports
+#                                                  such as the demo's 2197 and 9464 collide with nothing on this
+#                                                  machine) and outgoing connections through slirp4netns (user-
+#                                                  mode NAT and DNS; installed here when missing).
 debian_root_run() {
-    # shellcheck disable=SC2016 # expanded by the inner shell
-    unshare --mount --pid --fork --kill-child --propagation private -- /bin/bash -c '
-        set -e
-        root=$1; shift
-        if [ -n "${DEBIAN_ROOT_LOWER:-}" ]; then
-            mkdir -p "$DEBIAN_ROOT_CHANGES/upper" "$DEBIAN_ROOT_CHANGES/work" "$root"
-            mount -t overlay overlay \
-                -o "lowerdir=$DEBIAN_ROOT_LOWER,upperdir=$DEBIAN_ROOT_CHANGES/upper,workdir=$DEBIAN_ROOT_CHANGES/work" \
-                "$root"
-        fi
-        mount -t proc proc "$root/proc"
-        mount --rbind /dev "$root/dev"
-        for path in ${DEBIAN_ROOT_BIND_RO:-}; do
-            mkdir -p "$root$path"
-            mount --bind "$path" "$root$path"
-            mount -o remount,bind,ro "$root$path"
-        done
-        cp /etc/resolv.conf "$root/etc/resolv.conf"
-        exec chroot "$@"
-    ' debian_root_run "$1" "$@"
+    if [ "${DEBIAN_ROOT_NETWORK:-host}" != private ]; then
+        unshare --mount --pid --fork --kill-child --propagation private -- \
+            /bin/bash -c "$debian_root_inner" debian_root_run "$1" "$@"
+        return
+    fi
+    command -v slirp4netns >/dev/null || { apt-get update -q && apt-get install -y -q slirp4netns; } >&2
+    local status=0 namespace_pid='' slirp_pid
+    # An explicit <&0: a background command's input would otherwise be /dev/null.
+    unshare --net --mount --pid --fork --kill-child --propagation private -- \
+        /bin/bash -c "$debian_root_inner" debian_root_run "$1" "$@" <&0 &
+    local unshare_pid=$!
+    for _ in $(seq 100); do
+        namespace_pid=$(pgrep -P "$unshare_pid" | head -1) && [ -n "$namespace_pid" ] && break
+        sleep 0.1
+    done
+    slirp4netns --configure --mtu=65520 --disable-host-loopback "$namespace_pid" tap0 >/dev/null 2>&1 &
+    slirp_pid=$!
+    wait "$unshare_pid" || status=$?
+    kill "$slirp_pid" 2>/dev/null || true
+    wait "$slirp_pid" 2>/dev/null || true
+    return "$status"
 }
+
+# What runs in the new namespaces before chroot (with this machine's tools): the mounts, the network, then
+# COMMAND. Arguments: ROOT, then chroot's.
+# shellcheck disable=SC2016 # expanded by the inner shell
+debian_root_inner='
+    set -e
+    root=$1; shift
+    if [ -n "${DEBIAN_ROOT_LOWER:-}" ]; then
+        mkdir -p "$DEBIAN_ROOT_CHANGES/upper" "$DEBIAN_ROOT_CHANGES/work" "$root"
+        mount -t overlay overlay \
+            -o "lowerdir=$DEBIAN_ROOT_LOWER,upperdir=$DEBIAN_ROOT_CHANGES/upper,workdir=$DEBIAN_ROOT_CHANGES/work" \
+            "$root"
+    fi
+    mount -t proc proc "$root/proc"
+    mount --rbind /dev "$root/dev"
+    for path in ${DEBIAN_ROOT_BIND_RO:-}; do
+        mkdir -p "$root$path"
+        mount --bind "$path" "$root$path"
+        mount -o remount,bind,ro "$root$path"
+    done
+    if [ "${DEBIAN_ROOT_NETWORK:-host}" = private ]; then
+        ip link set lo up
+        # slirp4netns configures tap0 once it has attached to this namespace.
+        for _ in $(seq 100); do ip -4 -o address show dev tap0 2>/dev/null | grep -q inet && break; sleep 0.1; done
+        ip -4 -o address show dev tap0 | grep -q inet || { echo "debian_root_run: no network (slirp4netns)" >&2; exit 1; }
+        echo "nameserver 10.0.2.3" >"$root/etc/resolv.conf"   # slirp4netns forwards it to this machine'"'"'s resolver
+    else
+        cp /etc/resolv.conf "$root/etc/resolv.conf"
+    fi
+    exec chroot "$@"
+'
