@@ -51,14 +51,14 @@ debian_root_bootstrap() {
 debian_root_run() {
     if [ "${DEBIAN_ROOT_NETWORK:-host}" != private ]; then
         unshare --mount --pid --fork --kill-child --propagation private -- \
-            /bin/bash -c "$debian_root_inner" debian_root_run "$1" "$@"
+            /bin/bash -c "$debian_root_inner" debian_root_run "$@"
         return
     fi
     command -v slirp4netns >/dev/null || { apt-get update -q && apt-get install -y -q slirp4netns; } >&2
     local status=0 namespace_pid='' slirp_pid
     # An explicit <&0: a background command's input would otherwise be /dev/null.
     unshare --net --mount --pid --fork --kill-child --propagation private -- \
-        /bin/bash -c "$debian_root_inner" debian_root_run "$1" "$@" <&0 &
+        /bin/bash -c "$debian_root_inner" debian_root_run "$@" <&0 &
     local unshare_pid=$!
     for _ in $(seq 100); do
         namespace_pid=$(pgrep -P "$unshare_pid" | head -1) && [ -n "$namespace_pid" ] && break
@@ -73,7 +73,7 @@ debian_root_run() {
 }
 
 # What runs in the new namespaces before chroot (with this machine's tools): the mounts, the network, then
-# COMMAND. Arguments: ROOT, then chroot's.
+# COMMAND. Arguments: ROOT [chroot options] COMMAND...
 # shellcheck disable=SC2016 # expanded by the inner shell
 debian_root_inner='
     set -e
@@ -100,5 +100,7 @@ debian_root_inner='
     else
         cp /etc/resolv.conf "$root/etc/resolv.conf"
     fi
-    exec chroot "$@"
+    options=()   # chroot reads its options before the new root only
+    while [ "${1#--}" != "${1:-}" ]; do options+=("$1"); shift; done
+    exec chroot "${options[@]}" "$root" "$@"
 '
