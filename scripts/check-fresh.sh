@@ -129,6 +129,16 @@ prepare_run() {
     # shellcheck disable=SC2016 # expanded inside the root
     in_run /bin/bash -c 'for path in "$@"; do git config --system --add safe.directory "$path"; done' \
         safe "${repositories[@]}"
+    # This machine's network reaches PyPI through a TLS-intercepting egress proxy: its root certificates (the local
+    # ones, which update-ca-certificates adds to the system store once install-deps installs ca-certificates) and
+    # pip's setting to trust the system store go into the root too. A real fresh machine needs neither.
+    if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+        mkdir -p "$changes/upper/usr/local/share/ca-certificates"
+        cp /usr/local/share/ca-certificates/*.crt "$changes/upper/usr/local/share/ca-certificates/"
+    fi
+    if [ -f /etc/pip.conf ]; then
+        grep -E '^\[global\]|^cert *=' /etc/pip.conf >"$changes/upper/etc/pip.conf"
+    fi
     in_run /bin/bash -c "
         set -euo pipefail
         useradd --create-home --shell /bin/bash $FRESH_USER
