@@ -36,8 +36,9 @@ FRESH_RUN_TIMEOUT=${FRESH_RUN_TIMEOUT:-60m}       # make run: apt-get, package r
 FRESH_TEST_TIMEOUT=${FRESH_TEST_TIMEOUT:-75m}     # make test: the test build, the suite, fuzz-smoke
 FRESH_USER=newuser
 
-# What the Swift toolchain itself needs on Debian 12 (swift.org's list for Debian 12, as the swift:6.3-bookworm
-# image installs it), installed without recommended packages so that nothing the project needs arrives by chance.
+# What the Swift toolchain itself needs on Debian 12 (from swift.org's instructions for Debian 12: the linker, the
+# C runtime and headers clang compiles against, git for package resolution, the libraries swift, lldb and
+# Foundation load), installed without recommended packages so that nothing the project needs arrives by chance.
 toolchain_prerequisites=(
     binutils-gold libicu-dev libcurl4-openssl-dev libedit-dev libsqlite3-dev libncurses-dev libpython3-dev
     libxml2-dev pkg-config uuid-dev tzdata git gcc
