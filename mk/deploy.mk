@@ -21,7 +21,7 @@ check-image: deps
 	@scripts/check-image.sh
 
 ## make check-fresh: the README's `make run` and `make test` as a new user on a fresh Debian 12 root with only
-## Swift installed (root, debootstrap, network to the Debian mirror and PyPI; about an hour): see
+## Swift installed (root, debootstrap, network to the Debian mirror and PyPI; about 15 minutes, 7 more the first time): see
 ## docs/deployment.md, "Checking the README on a fresh machine". FRESH_TEST="make …" runs a subset instead.
 .PHONY: check-fresh
 check-fresh:
