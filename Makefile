@@ -3,17 +3,22 @@ SWIFT       ?= swift
 BUILD_FLAGS ?=
 BIN_DEBUG   := .build/debug/pushbridge
 
-.PHONY: deps build test run release clean
+.PHONY: deps python-tools build test run release clean
 
 deps:
 	@scripts/install-deps.sh
 
+## make python-tools: the pinned Python tools in .build-lint/venv (linters, jsonschema, the Tansu broker).
+python-tools: deps
+	@scripts/python-tools.sh
+
 build: deps
 	$(SWIFT) build $(BUILD_FLAGS)
 
-## make test: the whole suite, including integration tests against librdkafka's mock cluster
-## and the APNs simulator over TLS + HTTP/2, then a short run of each fuzz target (mk/fuzz.mk).
-test: deps
+## make test: the whole suite, including integration tests against librdkafka's mock cluster,
+## a real broker (Tansu, from python-tools) and the APNs simulator over TLS + HTTP/2, then a short run of
+## each fuzz target (mk/fuzz.mk).
+test: deps python-tools
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) test --skip-build $(BUILD_FLAGS)
 	$(MAKE) --no-print-directory fuzz-smoke

@@ -77,9 +77,19 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The legacy binary provider protocol: framing, error packets, the write window, feedback tuples (no I/O).
+        .target(
+            name: "BinaryProvider",
+            dependencies: [
+                "APNSCore",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "APNSClient",
             dependencies: [
+                "BinaryProvider",
                 "APNSCore",
                 "HTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -93,6 +103,7 @@ let package = Package(
         .target(
             name: "APNSSimulator",
             dependencies: [
+                "BinaryProvider",
                 "APNSCore",
                 "HTTP2",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -259,11 +270,13 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "BinaryProviderTests", dependencies: ["BinaryProvider", "APNSCore"], swiftSettings: strict),
         .testTarget(
             name: "APNSTests",
             dependencies: [
                 "APNSCore",
                 "APNSClient",
+                "BinaryProvider",
                 "APNSSimulator",
                 "HTTP2",
                 "TestSupport",
@@ -373,6 +386,12 @@ package.targets += [
         name: "FuzzConfiguration",
         dependencies: ["FuzzSupport", "Configuration", "Routing"],
         path: "Fuzz/FuzzConfiguration",
+        swiftSettings: strict
+    ),
+    .executableTarget(
+        name: "FuzzBinaryProtocol",
+        dependencies: ["FuzzSupport", "BinaryProvider"],
+        path: "Fuzz/FuzzBinaryProtocol",
         swiftSettings: strict
     ),
     .executableTarget(

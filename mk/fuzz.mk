@@ -1,6 +1,6 @@
 # Fuzzing and ThreadSanitizer (docs/fuzzing.md).
 #
-# make fuzz        libFuzzer + AddressSanitizer build of the four targets in .build-fuzz, then each target for
+# make fuzz        libFuzzer + AddressSanitizer build of the five targets in .build-fuzz, then each target for
 #                  FUZZ_SECONDS from the committed corpus Fuzz/corpus/<target>; new inputs and crashes go to
 #                  FUZZ_OUT, never into the committed corpus. FUZZ_TARGETS picks targets, FUZZ_ARGS adds libFuzzer
 #                  options (e.g. FUZZ_ARGS=-jobs=2).
@@ -9,7 +9,7 @@
 # make tsan        the whole test suite under ThreadSanitizer in .build-tsan (slow; not part of `make test`).
 FUZZ_SECONDS         ?= 60
 FUZZ_SMOKE_MUTATIONS ?= 10000
-FUZZ_TARGETS         ?= FuzzEventParser FuzzTemplate FuzzConfiguration FuzzSimulatorRequest
+FUZZ_TARGETS         ?= FuzzEventParser FuzzTemplate FuzzConfiguration FuzzSimulatorRequest FuzzBinaryProtocol
 FUZZ_SCRATCH         ?= .build-fuzz
 FUZZ_OUT             ?= $(FUZZ_SCRATCH)/findings
 FUZZ_ARGS            ?=

@@ -7,26 +7,14 @@
 #      and the references of deploy/docker-compose.yml (services, volumes, mounted files);
 #   4. when kubectl is installed, the output of `kubectl kustomize deploy/kubernetes` the same way;
 #   5. scripts/test-validate-manifests.sh: broken copies of deploy/ must be rejected (the checks can fail).
-# The tools are installed once into .build-lint/venv (pinned in lint-deploy-requirements.txt); later runs
-# install nothing and print nothing unless a check fails.
+# The tools are installed once into .build-lint/venv by scripts/python-tools.sh (pinned in
+# python-requirements.txt); later runs install nothing and print nothing unless a check fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 KUBERNETES_VERSION="${KUBERNETES_VERSION:-1.31.0}"   # the oldest Kubernetes the manifests must run on
 venv=.build-lint/venv
-requirements=scripts/lint-deploy-requirements.txt
-stamp="$venv/.installed-$(sha256sum "$requirements" | cut -c1-16)"
-
-if [[ ! -f "$stamp" ]]; then
-    echo "Installing the deployment linters into $venv (yamllint, kubernetes-validate, hadolint)"
-    rm -rf "$venv"
-    if ! python3 -m venv "$venv" >/dev/null; then
-        echo "error: python3 -m venv failed; on Debian install python3-venv (apt-get install python3-venv)" >&2
-        exit 1
-    fi
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --requirement "$requirements"
-    touch "$stamp"
-fi
+scripts/python-tools.sh
 export PATH="$PWD/$venv/bin:$PATH"
 
 yamllint --strict --format parsable deploy config .yamllint

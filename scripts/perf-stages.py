@@ -8,6 +8,7 @@ With --us-per-notification X (the run's CPU per notification), prints microsecon
 
     perf record -F 400 --call-graph dwarf,32768 -p PID -o bridge.data -- sleep 10
     perf script -i bridge.data | swift demangle --simplified | scripts/perf-stages.py --us-per-notification 41.5
+    ... | scripts/perf-stages.py --leaves send   # plus the innermost functions of the "send (request)" samples
 """
 
 import argparse
@@ -73,12 +74,17 @@ def samples(lines):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--us-per-notification", type=float, default=None)
+    parser.add_argument("--leaves", metavar="STAGE", default=None,
+                        help="also list the innermost functions of the samples of stages whose name contains STAGE")
     arguments = parser.parse_args()
-    counts, total = {}, 0
+    counts, leaves, total = {}, {}, 0
     for comm, frames in samples(sys.stdin):
         stage = classify(comm, frames)
         counts[stage] = counts.get(stage, 0) + 1
         total += 1
+        if arguments.leaves is not None and arguments.leaves in stage and frames:
+            leaf = re.sub(r"\s*\(.*?\)$", "", frames[0])[:110]
+            leaves[leaf] = leaves.get(leaf, 0) + 1
     if total == 0:
         sys.exit("no samples on stdin")
     print(f"{total} samples")
@@ -88,6 +94,10 @@ def main():
     for stage, count in sorted(counts.items(), key=lambda item: -item[1]):
         share = count / total
         print(f"| {stage} | {share * 100:.1f}% | {share * per:.1f} |" if per else f"| {stage} | {share * 100:.1f}% |")
+    if leaves:
+        print(f"\ninnermost functions in stages matching {arguments.leaves!r} (share of all samples):")
+        for leaf, count in sorted(leaves.items(), key=lambda item: -item[1])[:40]:
+            print(f"  {count / total * 100:5.1f}%  {leaf}")
 
 
 if __name__ == "__main__":

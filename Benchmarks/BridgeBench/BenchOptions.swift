@@ -36,14 +36,24 @@ struct BenchOptions {
     var directory = ".build/bench"
     /// librdkafka properties for the bridge's consumer (`kafka.consumer_properties`), from `--consumer-property K=V`.
     var consumerProperties: [(String, String)] = []
+    /// librdkafka properties for the bridge's producer (`kafka.producer_properties`), from `--producer-property K=V`.
+    var producerProperties: [(String, String)] = []
     /// Run the bridge with `--log-sender` (no APNs): the Kafka side's cost alone.
     var logSender = false
 
     static let usage = """
         usage: BridgeBench [--events N] [--server nghttpd|simulator] [--live-events N] [--live-rate N]
                            [--h2load-requests N] [--connections N] [--max-in-flight N] [--simulator-latency-ms N]
-                           [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--log-sender]
+                           [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
+                           [--log-sender]
         """
+
+    private static func property(_ argument: String, _ value: String) throws(BenchError) -> (String, String) {
+        guard let equals = value.firstIndex(of: "=") else {
+            throw BenchError("\(argument) needs K=V, got \(value)\n\(Self.usage)")
+        }
+        return (String(value[..<equals]), String(value[value.index(after: equals)...]))
+    }
 
     init(arguments: [String]) throws(BenchError) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -64,11 +74,9 @@ struct BenchOptions {
                 }
                 self.server = server
             case "--consumer-property":
-                guard let equals = value.firstIndex(of: "=") else {
-                    throw BenchError("--consumer-property needs K=V, got \(value)\n\(Self.usage)")
-                }
-                self.consumerProperties.append(
-                    (String(value[..<equals]), String(value[value.index(after: equals)...])))
+                self.consumerProperties.append(try Self.property(argument, value))
+            case "--producer-property":
+                self.producerProperties.append(try Self.property(argument, value))
             default:
                 guard let number = Int(value), number >= 0 else {
                     throw BenchError("\(argument) needs a non-negative integer, got \(value)\n\(Self.usage)")

@@ -333,7 +333,8 @@ struct BridgeBench {
           max_in_flight: \(options.maxInFlightCount)
           properties:
             log_level: "3"
-        \(Self.consumerPropertiesBlock(options))apns:
+        \(Self.propertiesBlock("consumer_properties", options.consumerProperties))\
+        \(Self.propertiesBlock("producer_properties", options.producerProperties))apns:
           environment: sandbox
           endpoint: https://127.0.0.1:\(serverPort)
           ca_file: "\(caFile)"
@@ -381,10 +382,9 @@ struct BridgeBench {
         """
     }
 
-    static func consumerPropertiesBlock(_ options: BenchOptions) -> String {
-        guard !options.consumerProperties.isEmpty else { return "" }
-        return "  consumer_properties:\n"
-            + options.consumerProperties.map { "    \($0.0): \"\($0.1)\"\n" }.joined()
+    static func propertiesBlock(_ section: String, _ properties: [(String, String)]) -> String {
+        guard !properties.isEmpty else { return "" }
+        return "  \(section):\n" + properties.map { "    \($0.0): \"\($0.1)\"\n" }.joined()
     }
 
     static func percentile(_ sorted: [Double], _ fraction: Double) -> Double {

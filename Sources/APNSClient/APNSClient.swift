@@ -84,14 +84,30 @@ public final class APNSClient: Sendable {
 
     /// ``send(_:completion:)`` for several notifications at once: those going to the same connection are
     /// handed to it together, so a burst wakes the connection's event loop once rather than per notification.
-    public func send(contentsOf notifications: [(notification: Notification, completion: @Sendable (APNSResult) -> Void)]) {
+    public func send(contentsOf submissions: [Submission]) {
         var batches: [ObjectIdentifier: (connection: HTTP2ClientConnection, requests: [Request])] = [:]
-        for (notification, completion) in notifications {
-            guard let (connection, request) = self.dispatch(notification, completion: completion) else { continue }
+        for submission in submissions {
+            guard let (connection, request) = self.dispatch(submission.notification, completion: submission.completion)
+            else { continue }
             batches[ObjectIdentifier(connection), default: (connection, [])].requests.append(request)
         }
         for (connection, requests) in batches.values {
             connection.send(contentsOf: requests)
+        }
+    }
+
+    /// A notification and what to call with its result, for ``send(contentsOf:)``. (A struct rather than a
+    /// tuple: an array of tuples stores its closures in the generic representation, one thunk per element.)
+    public struct Submission: Sendable {
+        /// The notification.
+        public var notification: Notification
+        /// Called once with the result, from any thread.
+        public var completion: @Sendable (APNSResult) -> Void
+
+        /// Creates a submission.
+        public init(notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
+            self.notification = notification
+            self.completion = completion
         }
     }
 
@@ -111,12 +127,10 @@ public final class APNSClient: Sendable {
             Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
             return nil
         }
-        return (connection, (sending.request, self.answer(sending, on: connection, completion: completion)))
+        return (connection, Request(request: sending.request, completion: self.answer(sending, on: connection, completion: completion)))
     }
 
-    private typealias Request = (
-        request: HTTP2Request, completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
-    )
+    private typealias Request = HTTP2ClientConnection.Submission
 
     /// What a request sent without a task does with its answer: a final one goes to `completion` at once, the
     /// rest (resend, renewal) goes on in a task.

@@ -20,7 +20,12 @@ public struct Notification: Sendable, Hashable {
     /// `apns-collapse-id`, at most 64 bytes; `nil` leaves the header out.
     public var collapseID: String?
     /// `apns-id`: sent so that an outcome and Apple's logs name the same notification.
-    public var id: UUID
+    public var id: UUID {
+        didSet { self.apnsID = self.id.lowercasedString }
+    }
+    /// `apns-id` as APNs wants it: the canonical UUID form, lowercase. Kept with ``id``: the request and the
+    /// outcome both need it, and writing it each time made a string per use.
+    public private(set) var apnsID: String
     /// The payload: the UTF-8 bytes of one JSON object.
     public var payload: [UInt8]
 
@@ -42,11 +47,9 @@ public struct Notification: Sendable, Hashable {
         self.expirationEpochSeconds = expirationEpochSeconds
         self.collapseID = collapseID
         self.id = id
+        self.apnsID = id.lowercasedString
         self.payload = payload
     }
-
-    /// `apns-id` as APNs wants it: the canonical UUID form, lowercase.
-    public var apnsID: String { self.id.lowercasedString }
 }
 
 extension UUID {

@@ -85,14 +85,14 @@ public final class APNSSender: ManagedSender {
 
     public func send(contentsOf batch: [SendRequest]) {
         guard !self.appClients.isEmpty else {
-            return self.defaultClient.send(contentsOf: batch.map { ($0.notification, $0.completion) })
+            return self.defaultClient.send(
+                contentsOf: batch.map { APNSClient.Submission(notification: $0.notification, completion: $0.completion) })
         }
-        var byClient: [ObjectIdentifier: (client: APNSClient, items: [(Notification, @Sendable (APNSResult) -> Void)])] =
-            [:]
+        var byClient: [ObjectIdentifier: (client: APNSClient, items: [APNSClient.Submission])] = [:]
         for request in batch {
             let client = request.app.flatMap { self.appClients[$0] } ?? self.defaultClient
             byClient[ObjectIdentifier(client), default: (client, [])].items.append(
-                (request.notification, request.completion))
+                APNSClient.Submission(notification: request.notification, completion: request.completion))
         }
         for (client, items) in byClient.values {
             client.send(contentsOf: items)

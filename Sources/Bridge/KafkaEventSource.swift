@@ -7,11 +7,17 @@ import Synchronization
 /// ``commitPeriodically(every:)``, on revocation and on close. librdkafka's background auto-commit is off:
 /// a background commit that raced the final one on close could leave the group's offset behind what was
 /// finished (seen on the mock cluster), so every commit here is synchronous and in order.
+///
+/// Finished offsets are kept here and handed to librdkafka just before each commit (periodic, on revocation,
+/// on close): storing each one as it finished cost a partition list and several allocations per event, for
+/// offsets that only a commit reads.
 public final class KafkaEventSource: EventSource {
     private let configuration: KafkaConsumerConfiguration
     private let topics: [String]
     private let logger: Logger
     private let consumer = Mutex<KafkaConsumer?>(nil)
+    /// The next offset of each partition finished since the last store, newest wins.
+    private let finished = Mutex<[KafkaPartition: Int64]>([:])
 
     /// Creates a source for `topics`; it joins the group in ``start(listener:)``.
     public init(configuration: KafkaConsumerConfiguration, topics: [String], logger: Logger) {
@@ -26,7 +32,7 @@ public final class KafkaEventSource: EventSource {
         let consumer = try KafkaConsumer(
             configuration: self.configuration,
             topics: self.topics,
-            listener: ListenerAdapter(listener: listener),
+            listener: ListenerAdapter(listener: listener, source: self),
             logger: self.logger
         )
         self.consumer.withLock { $0 = consumer }
@@ -39,14 +45,24 @@ public final class KafkaEventSource: EventSource {
     }
 
     public func markFinished(_ partition: PartitionID, nextOffset: Int64) {
+        let partition = KafkaPartition(partition)
+        self.finished.withLock { $0[partition] = nextOffset }
+    }
+
+    /// Hands the offsets finished since the last call to librdkafka, where the next commit finds them.
+    private func storeFinished(_ consumer: KafkaConsumer) {
+        let offsets = self.finished.withLock { finished in
+            let offsets = finished
+            finished.removeAll(keepingCapacity: true)
+            return offsets
+        }
+        guard !offsets.isEmpty else { return }
         do {
-            try self.consumer.withLock { $0 }?.storeOffset(nextOffset, for: KafkaPartition(partition))
+            try consumer.storeOffsets(offsets)
         } catch {
-            // The partition was revoked meanwhile: its new owner processes these events again.
-            self.logger.debug(
-                "Offset not stored",
-                metadata: ["kafka.partition": "\(partition)", "kafka.offset": "\(nextOffset)", "error": "\(error)"]
-            )
+            // A partition was revoked meanwhile (the others are stored): its new owner processes these events
+            // again.
+            self.logger.debug("Offset not stored", metadata: ["error": "\(error)"])
         }
     }
 
@@ -82,6 +98,7 @@ public final class KafkaEventSource: EventSource {
     }
 
     private func commit(_ consumer: KafkaConsumer) async {
+        self.storeFinished(consumer)
         do {
             try await consumer.commit()
         } catch {
@@ -114,13 +131,19 @@ public final class KafkaEventSource: EventSource {
 
     private struct ListenerAdapter: KafkaRebalanceListener {
         let listener: any RebalanceListener
+        weak var source: KafkaEventSource?
 
         func partitionsAssigned(_ partitions: [KafkaPartition], generation: UInt64) async {
             await self.listener.partitionsAssigned(partitions.map(PartitionID.init), generation: generation)
         }
 
+        /// The pipeline finishes what it has of `partitions`; what it finished is stored before the consumer's
+        /// synchronous commit of the revoked partitions.
         func partitionsRevoked(_ partitions: [KafkaPartition]) async {
             await self.listener.partitionsRevoked(partitions.map(PartitionID.init))
+            if let source = self.source, let consumer = source.consumer.withLock({ $0 }) {
+                source.storeFinished(consumer)
+            }
         }
     }
 }

@@ -1,28 +1,32 @@
 import Synchronization
 
 extension Pipeline {
-    /// Hands `records` to the sink without waiting, for the thread a notification's answer came in on. Once
-    /// every one is acknowledged, `acknowledged` runs (on the sink's thread), then the piece's room (`bytes`) is
-    /// returned: marking the piece first matters, because the drain waits for the room and must find every
-    /// finished offset already stored when it closes the source. A record the sink cannot take at once goes to
-    /// `later` with its acknowledgement, for ``publishLater(_:acknowledged:)`` in a task.
+    /// Hands a notification's records (its outcome, and maybe an invalid-token record) to the sink without
+    /// waiting, for the thread a notification's answer came in on. Once every one is acknowledged, `finished`
+    /// runs (on the sink's thread); it marks the piece finished, then returns the piece's room: marking first
+    /// matters, because the drain waits for the room and must find every finished offset already stored when it
+    /// closes the source. A record the sink cannot take at once goes to `later` with its acknowledgement, for
+    /// ``publishLater(_:acknowledged:)`` in a task.
     ///
     /// A record the sink fails is published again after a backoff, until acknowledged: an unacknowledged
     /// record must never let its event be committed. Retries stop once the drain timed out.
     func publishNow(
-        _ records: [OutgoingRecord], bytes: Int, acknowledged: @escaping @Sendable () -> Void,
+        _ record: OutgoingRecord, _ other: OutgoingRecord?, finished: @escaping @Sendable () -> Void,
         later: (OutgoingRecord, _ acknowledged: @escaping @Sendable () -> Void) -> Void
     ) {
-        let each = self.acknowledgement(of: records.count, bytes: bytes, acknowledged: acknowledged)
-        for record in records {
+        // One record (the common case) needs no countdown: its acknowledgement is `finished` itself.
+        let each = other == nil ? finished : Self.countdown(2, then: finished)
+        func publish(_ record: OutgoingRecord) {
             let handler = self.answerHandler(record, attempt: 0, refit: nil, failing: nil, acknowledged: each)
             if !self.sink.publishNow(record, acknowledged: handler) {
                 later(record, each)
             }
         }
+        publish(record)
+        if let other { publish(other) }
     }
 
-    /// Publishes a record ``publishNow(_:bytes:acknowledged:later:)`` could not hand over at once (its
+    /// Publishes a record ``publishNow(_:_:finished:later:)`` could not hand over at once (its
     /// acknowledgement already returns the room).
     func publishLater(_ record: OutgoingRecord, acknowledged: @escaping @Sendable () -> Void) async {
         await self.publish(record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)
@@ -37,9 +41,13 @@ extension Pipeline {
             acknowledged()
             self.releaseRoom(bytes: bytes)
         }
-        guard count > 1 else { return acknowledgedAll }
+        return count > 1 ? Self.countdown(count, then: acknowledgedAll) : acknowledgedAll
+    }
+
+    /// A closure that runs `body` on its `count`th call.
+    private static func countdown(_ count: Int, then body: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
         let countdown = Countdown(count)
-        return { if countdown.countDown() { acknowledgedAll() } }
+        return { if countdown.countDown() { body() } }
     }
 
     /// Publishes one record that can be made smaller (a dead letter): when the sink answers that it is too

@@ -292,15 +292,26 @@ public final class Pipeline: Service, Sendable {
 
     // MARK: Delivering one notification
 
-    /// One notification on its way, and what its outcome needs.
-    struct Delivery: Sendable {
-        var routed: RoutedNotification
-        var route: String
-        var app: String?
-        var event: SourceEvent
-        var ticket: Ticket
+    /// One notification on its way, and what its outcome needs. A class: it is captured by the answer's
+    /// callback and read again for the outcome, and copying its ~20 references at each step cost more than
+    /// one allocation.
+    final class Delivery: Sendable {
+        let routed: RoutedNotification
+        let route: String
+        let app: String?
+        let event: SourceEvent
+        let ticket: Ticket
         /// The room it holds in the line.
-        var bytes: Int
+        let bytes: Int
+
+        init(routed: RoutedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int) {
+            self.routed = routed
+            self.route = route
+            self.app = app
+            self.event = event
+            self.ticket = ticket
+            self.bytes = bytes
+        }
 
         var notification: Notification { self.routed.notification }
     }
@@ -437,17 +448,16 @@ public final class Pipeline: Service, Sendable {
     /// acknowledged them, counts it and finishes its piece. A record the producer cannot take at once is
     /// published from a task (see ``Resumption``).
     private func finishNow(_ delivery: Delivery, outcome: DeliveryOutcome) {
-        let notification = delivery.notification
         let route = delivery.route
         let source = delivery.event.source
         let record = OutcomeRecord(
-            notificationID: notification.apnsID,
+            notificationID: delivery.routed.notification.apnsID,
             route: route,
             source: source,
-            deviceToken: notification.deviceToken,
-            apnsTopic: notification.topic,
-            pushType: notification.pushType.rawValue,
-            priority: notification.priority.rawValue,
+            deviceToken: delivery.routed.notification.deviceToken,
+            apnsTopic: delivery.routed.notification.topic,
+            pushType: delivery.routed.notification.pushType.rawValue,
+            priority: delivery.routed.notification.priority.rawValue,
             status: outcome.status,
             httpStatus: outcome.httpStatus,
             reason: outcome.reason,
@@ -459,28 +469,31 @@ public final class Pipeline: Service, Sendable {
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
             completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds
         )
-        var records = [OutgoingRecord(topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded())]
+        let outcomeRecord = OutgoingRecord(
+            topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded())
+        var invalidTokenRecord: OutgoingRecord?
         if let reason = outcome.invalidTokenReason {
             let invalid = InvalidTokenRecord(
-                deviceToken: notification.deviceToken,
-                apnsTopic: notification.topic,
+                deviceToken: delivery.routed.notification.deviceToken,
+                apnsTopic: delivery.routed.notification.topic,
                 reason: reason,
                 invalidSinceEpochMilliseconds: outcome.invalidSinceEpochMilliseconds,
                 notificationID: record.notificationID,
                 route: route,
                 source: source
             )
-            records.append(
-                OutgoingRecord(topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
-            )
+            invalidTokenRecord = OutgoingRecord(
+                topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
         }
         let ticket = delivery.ticket
-        self.publishNow(records, bytes: delivery.bytes) { [self] in
+        let bytes = delivery.bytes
+        self.publishNow(outcomeRecord, invalidTokenRecord) { [self] in
             if let reason = outcome.invalidTokenReason {
                 self.metrics.invalidToken(reason: reason)
             }
             self.metrics.notification(route: route, status: outcome.status, reason: outcome.reason)
             self.pieceFinished(ticket)
+            self.releaseRoom(bytes: bytes)
         } later: { record, acknowledged in
             self.resumptions.continuation.yield(.publish(record, acknowledged: acknowledged))
         }
@@ -488,7 +501,7 @@ public final class Pipeline: Service, Sendable {
             self.logger.debug(
                 "Notification not delivered",
                 metadata: [
-                    "apns.token": "\(notification.deviceToken.prefix(8))",
+                    "apns.token": "\(delivery.routed.notification.deviceToken.prefix(8))",
                     "apns.status": "\(outcome.status.rawValue)",
                     "apns.reason": "\(outcome.reason ?? "")",
                     "pipeline.route": "\(route)",

@@ -149,6 +149,15 @@ public struct Doctor: Sendable {
                 timeout: self.options.kafkaTimeout
             )
         } catch {
+            if let cause = (error as? KafkaError)?.knownCause {
+                return [
+                    DoctorCheck(
+                        .fail, "kafka reachable", "\(kafka.bootstrapServers) answers, but \(cause.cause)",
+                        hint: cause.fix),
+                    DoctorCheck(
+                        .warn, "kafka topics", "not checked: Kafka is unusable", hint: "fix the cause above first"),
+                ]
+            }
             return [
                 DoctorCheck(
                     .fail, "kafka reachable",
@@ -165,7 +174,8 @@ public struct Doctor: Sendable {
             DoctorCheck(
                 .ok, "kafka reachable",
                 "\(kafka.bootstrapServers): \(metadata.brokerCount) broker\(metadata.brokerCount == 1 ? "" : "s"), "
-                    + "\(metadata.partitionCountsByTopic.count) topics"
+                    + "\(metadata.partitionCountsByTopic.count) topics "
+                    + "(librdkafka \(KafkaKnownCause.librdkafkaVersion))"
             )
         ]
         let outcomes = self.configuration.outcomes

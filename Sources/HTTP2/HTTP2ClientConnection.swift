@@ -105,17 +105,33 @@ public final class HTTP2ClientConnection: Sendable {
     public func send(
         _ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
     ) {
-        self.send(contentsOf: [(request, completion)])
+        self.send(contentsOf: [Submission(request: request, completion: completion)])
+    }
+
+    /// A request and what to call with its response, for ``send(contentsOf:)``. (A struct rather than a tuple:
+    /// an array of tuples stores its closures in the generic representation, one thunk per element.)
+    public struct Submission: Sendable {
+        /// The request.
+        public var request: HTTP2Request
+        /// Called once with the response or the error.
+        public var completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+
+        /// Creates a submission.
+        public init(
+            request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+        ) {
+            self.request = request
+            self.completion = completion
+        }
     }
 
     /// ``send(_:completion:)`` for several requests at once: one hand-over to the event loop (one wake-up) for
     /// all of them.
-    public func send(
-        contentsOf requests: [(request: HTTP2Request, completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)]
-    ) {
+    public func send(contentsOf submissions: [Submission]) {
         var accepted: [PendingRequest] = []
-        accepted.reserveCapacity(requests.count)
-        for (request, completion) in requests {
+        accepted.reserveCapacity(submissions.count)
+        for submission in submissions {
+            let (request, completion) = (submission.request, submission.completion)
             if let problem = Self.validate(request) {
                 completion(.failure(HTTP2Error(.invalidRequest, problem)))
                 continue

@@ -345,23 +345,26 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>
     ) -> Bool {
         guard let pending = self.active[streamID], pending.phase == .active else { return true }
-        let configuration = self.shared.configuration
+        // The two limits, not the whole configuration: copying it retained each of its references per field.
+        let (maxFields, maxBytes) = (
+            self.shared.configuration.maxResponseHeaderFields, self.shared.configuration.maxResponseHeaderListBytes
+        )
         pending.responseHeaderFields += 1
         pending.responseHeaderListBytes += name.count + value.count + 32
-        guard pending.responseHeaderFields <= configuration.maxResponseHeaderFields else {
+        guard pending.responseHeaderFields <= maxFields else {
             pending.finish(
                 .failure(
                     HTTP2Error(
                         .malformedResponse,
-                        "the response has more than \(configuration.maxResponseHeaderFields) header fields")))
+                        "the response has more than \(maxFields) header fields")))
             return false
         }
-        guard pending.responseHeaderListBytes <= configuration.maxResponseHeaderListBytes else {
+        guard pending.responseHeaderListBytes <= maxBytes else {
             pending.finish(
                 .failure(
                     HTTP2Error(
                         .malformedResponse,
-                        "the response headers exceed \(configuration.maxResponseHeaderListBytes) bytes")))
+                        "the response headers exceed \(maxBytes) bytes")))
             return false
         }
         if name.first == UInt8(ascii: ":") {

@@ -32,7 +32,7 @@ public final class KafkaConsumer: Sendable {
 
     /// Joins `configuration.groupID`, subscribes to `topics` and starts fetching on a new thread.
     /// Throws a ``KafkaError`` naming the property when librdkafka rejects the configuration.
-    public init(
+    public convenience init(
         configuration: KafkaConsumerConfiguration,
         topics: [String],
         listener: (any KafkaRebalanceListener)? = nil,
@@ -41,6 +41,36 @@ public final class KafkaConsumer: Sendable {
         guard !topics.isEmpty else {
             throw KafkaError(code: .invalidArgument, message: "a consumer needs at least one topic to subscribe to")
         }
+        try self.init(configuration: configuration, start: .subscribe(topics), listener: listener, logger: logger)
+    }
+
+    /// Reads `partitions` from their first offset without joining `configuration.groupID` (librdkafka's
+    /// `rd_kafka_assign` instead of a subscription): no group rebalance, and nothing is committed unless offsets
+    /// are stored. For readers that must not disturb a group or wait for a join (tools and tests; a join takes
+    /// seconds on most brokers). The group ID still names whose offsets ``committedOffsets(for:timeout:)`` reads.
+    /// An empty list reads nothing and serves only such questions.
+    public convenience init(
+        configuration: KafkaConsumerConfiguration,
+        readingFromStart partitions: [KafkaPartition],
+        logger: Logger
+    ) throws(KafkaError) {
+        try self.init(configuration: configuration, start: .assign(partitions), listener: nil, logger: logger)
+    }
+
+    /// How a consumer gets its partitions.
+    private enum Start {
+        /// A group subscription: the group coordinator assigns partitions.
+        case subscribe([String])
+        /// A fixed assignment, from each partition's first offset.
+        case assign([KafkaPartition])
+    }
+
+    private init(
+        configuration: KafkaConsumerConfiguration,
+        start: Start,
+        listener: (any KafkaRebalanceListener)?,
+        logger: Logger
+    ) throws(KafkaError) {
         let buffer = BatchBuffer(capacity: configuration.bufferedBatchCount)
         let context = ConsumerContext(
             buffer: buffer,
@@ -56,14 +86,27 @@ public final class KafkaConsumer: Sendable {
         )
         // Everything (rebalances, errors, messages) is served from the consumer queue by the poll thread.
         rd_kafka_poll_set_consumer(client.pointer)
-        let subscription = RDKafkaPartitionList(capacity: topics.count)
-        for topic in topics {
-            subscription.add(KafkaPartition(topic: topic, partition: RD_KAFKA_PARTITION_UA), offset: nil)
-        }
-        let error = rd_kafka_subscribe(client.pointer, subscription.pointer)
-        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-            client.destroy()
-            throw KafkaError(error, context: "subscribing to \(topics.joined(separator: ", "))")
+        switch start {
+        case .subscribe(let topics):
+            let subscription = RDKafkaPartitionList(capacity: topics.count)
+            for topic in topics {
+                subscription.add(KafkaPartition(topic: topic, partition: RD_KAFKA_PARTITION_UA), offset: nil)
+            }
+            let error = rd_kafka_subscribe(client.pointer, subscription.pointer)
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                client.destroy()
+                throw KafkaError(error, context: "subscribing to \(topics.joined(separator: ", "))")
+            }
+        case .assign(let partitions):
+            let assignment = RDKafkaPartitionList(capacity: partitions.count)
+            for partition in partitions {
+                assignment.add(partition, offset: Int64(RD_KAFKA_OFFSET_BEGINNING))
+            }
+            let error = rd_kafka_assign(client.pointer, assignment.pointer)
+            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                client.destroy()
+                throw KafkaError(error, context: "assigning \(partitions.map(\.description).joined(separator: ", "))")
+            }
         }
         self.client = client
         self.context = context
@@ -173,7 +216,12 @@ public final class KafkaConsumer: Sendable {
         }
     }
 
-    /// Asks the partition's leader for its current watermarks (a network round trip, at most `timeout`).
+    /// Asks the partition's leader for its current watermarks (ListOffsets, a network round trip of at most
+    /// `timeout`). Where this consumer has fetched the partition, the high watermark is the larger of the
+    /// leader's ListOffsets answer and the high watermark of the last fetch response (librdkafka's cache, as
+    /// ``lag(for:)`` reads it): a high watermark only grows, and a broker may answer ListOffsets(latest) with a
+    /// stale offset — Tansu 0.6.0 answers 1 after five records produced in one batch — while its fetch responses
+    /// carry the right one. A correct broker's answer wins over a cache that is old (a paused partition).
     public func queryWatermarks(
         for partition: KafkaPartition,
         timeout: Duration
@@ -187,6 +235,13 @@ public final class KafkaConsumer: Sendable {
                     handle, partition.topic, partition.partition, &low, &high, timeout.milliseconds)
                 guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
                     throw KafkaError(error, context: "querying the watermarks of \(partition)")
+                }
+                var cachedLow: Int64 = -1
+                var fetchedHigh: Int64 = -1
+                let cached = rd_kafka_get_watermark_offsets(
+                    handle, partition.topic, partition.partition, &cachedLow, &fetchedHigh)
+                if cached == RD_KAFKA_RESP_ERR_NO_ERROR {
+                    high = max(high, fetchedHigh)
                 }
                 return (low, high)
             }

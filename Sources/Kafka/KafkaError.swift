@@ -11,6 +11,8 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
     public var property: String?
     /// Whether librdkafka marks the error fatal: the client cannot be used any more.
     public var isFatal: Bool
+    /// What librdkafka's own words showed to be the cause, when it is one PushBridge knows (with its fix).
+    public var knownCause: KafkaKnownCause?
 
     /// Creates an error.
     public init(code: Code, message: String, property: String? = nil, isFatal: Bool = false) {
@@ -22,7 +24,7 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// `CODE_NAME: message`.
     public var description: String {
-        "\(self.code.name): \(self.message)"
+        "\(self.code.name): \(self.message)" + (self.knownCause.map { "; \($0)" } ?? "")
     }
 
     /// A librdkafka error code (`rd_kafka_resp_err_t`). Negative values are client-side errors, positive

@@ -1,4 +1,5 @@
 import CRdKafka
+import Logging
 
 /// What a cluster says about itself: its brokers and its topics (one metadata request).
 public struct KafkaMetadata: Sendable, Hashable {
@@ -16,7 +17,7 @@ public struct KafkaMetadata: Sendable, Hashable {
     /// Asks the cluster at `bootstrapServers` for its brokers and all its topics (never creating one), waiting at
     /// most `timeout`. `properties` are passed to librdkafka (security settings); librdkafka's own log lines are
     /// off unless `log_level` is given. Throws ``KafkaError`` (`_TRANSPORT`, `_TIMED_OUT`, ...) when no broker
-    /// answers in time.
+    /// answers in time, with its ``KafkaError/knownCause`` when librdkafka's errors showed one.
     public static func fetch(
         bootstrapServers: String,
         properties: [String: String] = [:],
@@ -30,13 +31,21 @@ public struct KafkaMetadata: Sendable, Hashable {
             clamping: timeout.components.seconds * 1000
                 + timeout.components.attoseconds / 1_000_000_000_000_000)
         return try await runOnDedicatedThread(name: "pushbridge.kafka.metadata") {
-            let client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: ordered, callbacks: nil)
+            // The errors are only read for their cause: nothing is logged.
+            var silent = Logger(label: "pushbridge.kafka.metadata")
+            silent.logLevel = .critical
+            let callbacks = RDKafkaCallbacks(logger: silent)
+            let client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: ordered, callbacks: callbacks)
             defer { client.destroy() }
             return try client.withHandle { handle throws(KafkaError) in
                 var metadata: UnsafePointer<rd_kafka_metadata>?
                 let result = rd_kafka_metadata(handle, 1, nil, &metadata, timeoutMilliseconds)
                 guard result == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else {
-                    throw KafkaError(result, context: "metadata request to \(bootstrapServers)")
+                    var error = KafkaError(result, context: "metadata request to \(bootstrapServers)")
+                    // librdkafka queues its errors for rd_kafka_poll, which serves them to the error callback.
+                    _ = rd_kafka_poll(handle, 0)
+                    error.knownCause = callbacks.knownCause.withLock { $0 }
+                    throw error
                 }
                 defer { rd_kafka_metadata_destroy(metadata) }
                 var topics: [String: Int] = [:]

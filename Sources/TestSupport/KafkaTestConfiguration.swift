@@ -1,10 +1,10 @@
 import Foundation
 import Kafka
 
-/// A consumer configuration for tests on the mock cluster: earliest offsets, quick heartbeats and commits,
-/// small batches. `KAFKA_TEST_DEBUG=cgrp,...` turns on librdkafka's debug contexts.
-public func consumerConfiguration(_ cluster: KafkaMockCluster, group: String) -> KafkaConsumerConfiguration {
-    var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
+/// A consumer configuration for tests on the mock cluster (or another test broker): earliest offsets, quick
+/// heartbeats and commits, small batches. `KAFKA_TEST_DEBUG=cgrp,...` turns on librdkafka's debug contexts.
+public func consumerConfiguration(_ broker: some TestKafkaBroker, group: String) -> KafkaConsumerConfiguration {
+    var configuration = KafkaConsumerConfiguration(bootstrapServers: broker.bootstrapServers, groupID: group)
     configuration.autoOffsetReset = .earliest
     configuration.commitInterval = .milliseconds(200)
     configuration.sessionTimeout = .seconds(6)

@@ -88,7 +88,7 @@ func sendManyWithCallbacks(
     _ client: APNSClient, count: Int, firstToken: Int = 0, batch: Int = 1
 ) async -> [String: [APNSResult]] {
     let (results, input) = AsyncStream.makeStream(of: (String, APNSResult).self)
-    var group: [(notification: APNSCore.Notification, completion: @Sendable (APNSResult) -> Void)] = []
+    var group: [APNSClient.Submission] = []
     for index in firstToken..<firstToken + count {
         let notification = Fixtures.notification(token: Fixtures.deviceToken(index))
         let completion: @Sendable (APNSResult) -> Void = { input.yield((notification.deviceToken, $0)) }
@@ -96,7 +96,7 @@ func sendManyWithCallbacks(
             client.send(notification, completion: completion)
             continue
         }
-        group.append((notification, completion))
+        group.append(APNSClient.Submission(notification: notification, completion: completion))
         if group.count == batch || index == firstToken + count - 1 {
             client.send(contentsOf: group)
             group.removeAll()

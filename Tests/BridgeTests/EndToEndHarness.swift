@@ -12,26 +12,44 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// The whole product for one test: librdkafka's mock cluster, the APNs simulator over TLS + HTTP/2, a
-/// configuration file that points at both, and `pushbridge run` — either in process (``BridgeRuntime``)
-/// or as a child process.
+/// The whole product for one test: a Kafka broker (librdkafka's mock cluster, or a real broker shared by a
+/// suite), the APNs simulator over TLS + HTTP/2, a configuration file that points at both, and `pushbridge run`
+/// — either in process (``BridgeRuntime``) or as a child process.
 final class EndToEnd: Sendable {
     static let keyID = "TESTKEY001"
     static let teamID = "TESTTEAM01"
-    static let inputTopic = "events"
-    static let topics = ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"]
+    static let resultTopicNames = ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"]
 
-    let cluster: KafkaMockCluster
+    /// The broker: a mock cluster of this world's own, or a broker shared with other tests.
+    let broker: any TestKafkaBroker
+    /// Whether ``close()`` closes the broker (a mock cluster made for this world).
+    private let ownsBroker: Bool
+    /// The input topic; on a shared broker its name is unique to this world.
+    let inputTopic: String
+    /// The outcome, invalid-token and dead-letter topics, in that order; unique on a shared broker too.
+    let topics: [String]
     let simulator: APNSSimulatorServer
     let directory: URL
     let tls: TestTLS
 
-    /// Starts a cluster (the input topic with `partitions` partitions) and a simulator for `scenario` (its
-    /// topics and JWT key are filled in here).
-    init(partitions: Int32 = 4, scenario: SimulatorScenario = SimulatorScenario()) async throws {
-        self.cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
-        try self.cluster.createTopic(Self.inputTopic, partitionCount: partitions)
-        for topic in Self.topics { try self.cluster.createTopic(topic, partitionCount: 1) }
+    /// The mock cluster, for the tests that make it fail.
+    var cluster: KafkaMockCluster {
+        guard let cluster = self.broker as? KafkaMockCluster else { preconditionFailure("not a mock cluster") }
+        return cluster
+    }
+
+    /// Starts a broker — a new mock cluster, or topics of their own on `broker` — (the input topic with
+    /// `partitions` partitions) and a simulator for `scenario` (its topics and JWT key are filled in here).
+    init(
+        partitions: Int32 = 4, scenario: SimulatorScenario = SimulatorScenario(), broker: (any TestKafkaBroker)? = nil
+    ) async throws {
+        let prefix = broker == nil ? "" : "e2e-\(UUID().uuidString.prefix(8).lowercased())."
+        self.broker = try broker ?? KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        self.ownsBroker = broker == nil
+        self.inputTopic = prefix + "events"
+        self.topics = Self.resultTopicNames.map { prefix + $0 }
+        try await self.broker.addTopic(self.inputTopic, partitions: partitions)
+        for topic in self.topics { try await self.broker.addTopic(topic, partitions: 1) }
         self.tls = try TestTLS.generate()
         self.directory = self.tls.directory
         var scenario = scenario
@@ -41,7 +59,7 @@ final class EndToEnd: Sendable {
 
     func close() async {
         await self.simulator.shutdown()
-        self.cluster.close()
+        if self.ownsBroker { self.cluster.close() }
     }
 
     func write(key: P256.Signing.PrivateKey, to name: String) throws {
@@ -67,7 +85,7 @@ final class EndToEnd: Sendable {
     ) throws -> String {
         let routes = routes ?? """
               - name: alerts
-                input_topic: \(Self.inputTopic)
+                input_topic: \(self.inputTopic)
                 match: { kind: alert }
                 device_tokens: "{{tokens}}"
                 topic: com.example.app
@@ -78,7 +96,7 @@ final class EndToEnd: Sendable {
             """
         let yaml = """
             kafka:
-              bootstrap_servers: "\(self.cluster.bootstrapServers)"
+              bootstrap_servers: "\(self.broker.bootstrapServers)"
               group_id: \(group)
               commit_interval: 200ms
               max_in_flight: \(maxInFlight)
@@ -105,6 +123,10 @@ final class EndToEnd: Sendable {
                 max_backoff: 200ms
             routes:
             \(routes)
+            outcomes:
+              topic: \(self.topics[0])
+              invalid_tokens_topic: \(self.topics[1])
+              dead_letter_topic: \(self.topics[2])
             admin:
               listen: \(adminListen)
             logging:
@@ -133,7 +155,7 @@ final class EndToEnd: Sendable {
     /// Produces `values` round robin over the input partitions; returns how many went to each partition.
     @discardableResult
     func produce(_ values: [String], partitions: Int32 = 4) async throws -> [Int32: Int64] {
-        var configuration = KafkaProducerConfiguration(bootstrapServers: self.cluster.bootstrapServers)
+        var configuration = KafkaProducerConfiguration(bootstrapServers: self.broker.bootstrapServers)
         configuration.linger = .milliseconds(2)
         configuration.properties = ["log_level": "0"]
         let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
@@ -144,7 +166,7 @@ final class EndToEnd: Sendable {
                 counts[partition, default: 0] += 1
                 group.addTask {
                     try await producer.send(
-                        topic: Self.inputTopic, key: Array("key-\(index)".utf8), value: Array(value.utf8),
+                        topic: self.inputTopic, key: Array("key-\(index)".utf8), value: Array(value.utf8),
                         partition: partition
                     )
                 }
@@ -191,15 +213,15 @@ final class EndToEnd: Sendable {
 
     // MARK: Reading results
 
-    /// Reads the result topics from the start until `done` holds (at most `timeout`).
+    /// Reads the result topics from the start until `done` holds (at most `timeout`), without joining a group.
     func results(
         timeout: Duration = .seconds(60),
         expectComplete: Bool = true,
         until done: @escaping @Sendable (Results) -> Bool
     ) async throws -> Results {
         let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(self.cluster, group: "reader-\(UUID())"), topics: Self.topics,
-            logger: quietLogger()
+            configuration: consumerConfiguration(self.broker, group: "reader-\(UUID())"),
+            readingFromStart: self.topics.map { KafkaPartition(topic: $0, partition: 0) }, logger: quietLogger()
         )
         let collected = Mutex(Results())
         let reader = Task {
@@ -228,7 +250,7 @@ final class EndToEnd: Sendable {
 
     /// The group's committed offsets of the input topic.
     func committed(group: String = "pushbridge", partitions: Int32 = 4) async throws -> [Int32: Int64] {
-        try await committedOffsets(self.cluster, group: group, topic: Self.inputTopic, partitions: partitions)
+        try await committedOffsets(self.broker, group: group, topic: self.inputTopic, partitions: partitions)
     }
 }
 
@@ -250,13 +272,13 @@ struct Results: Sendable {
 
     mutating func add(_ batch: [KafkaMessage]) {
         for message in batch {
-            switch message.topic {
-            case "pushbridge.outcomes":
+            // On a shared broker, the topic names carry a prefix of the test's own.
+            if message.topic.hasSuffix("pushbridge.outcomes") {
                 self.outcomes.append(Outcome(json: Self.strings(message.value), raw: message.value ?? []))
-            case "pushbridge.invalid-tokens":
+            } else if message.topic.hasSuffix("pushbridge.invalid-tokens") {
                 self.invalidTokens.append(Self.strings(message.value))
                 self.invalidTokenValues.append(message.value ?? [])
-            default:
+            } else {
                 self.deadLetters.append(message)
             }
         }

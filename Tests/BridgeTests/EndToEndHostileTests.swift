@@ -159,7 +159,7 @@ struct EndToEndHostileTests {
             let partition = Int32(index % 4)
             counts[partition, default: 0] += 1
             try await producer.send(
-                topic: EndToEnd.inputTopic, key: record.key ?? Array("key-\(index)".utf8), value: record.value,
+                topic: world.inputTopic, key: record.key ?? Array("key-\(index)".utf8), value: record.value,
                 headers: record.headers, partition: partition
             )
         }
@@ -201,7 +201,7 @@ extension EndToEnd {
     func hostileConfiguration(adminPort: Int) throws -> String {
         let routes = """
               - name: alerts
-                input_topic: \(Self.inputTopic)
+                input_topic: \(self.inputTopic)
                 match: { kind: alert }
                 device_tokens: "{{tokens}}"
                 topic: com.example.app
@@ -213,7 +213,7 @@ extension EndToEnd {
                     badge: "{{badge}}"
                   extra: "{{text2}}"
               - name: header-collapse
-                input_topic: \(Self.inputTopic)
+                input_topic: \(self.inputTopic)
                 match: { kind: alert }
                 device_tokens: "{{tokens}}"
                 topic: com.example.app
@@ -222,7 +222,7 @@ extension EndToEnd {
                   aps:
                     alert: "from a header"
               - name: items
-                input_topic: \(Self.inputTopic)
+                input_topic: \(self.inputTopic)
                 match: { kind: items }
                 device_tokens: "{{tokens}}"
                 topic: com.example.app

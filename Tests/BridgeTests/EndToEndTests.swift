@@ -16,89 +16,18 @@ import FoundationNetworking
 struct EndToEndTests {
     @Test("every event is accounted for exactly as SPEC §3 says, records match their schemas, commits reach the end")
     func accounting() async throws {
-        var scenario = SimulatorScenario()
-        let unregistered = EndToEnd.token(0xdead)
-        let bad = EndToEnd.token(0xbad)
-        scenario.unregisteredTokens = [unregistered: 1_763_000_000_000]
-        scenario.badTokens = [bad]
-        let world = try await EndToEnd(scenario: scenario)
+        let accounting = AccountingScenario()
+        let world = try await EndToEnd(scenario: accounting.simulatorScenario)
         defer { Task { await world.close() } }
-
-        var events: [String] = []
-        var expectedOutcomes: [String: Int] = [:]  // status -> count
-        var expectedDeadLetters = 0
-        var expectedInvalid = 0
-        for index in 0..<40 {
-            switch index % 8 {
-            case 0:
-                events.append(EndToEnd.alert([EndToEnd.token(index), EndToEnd.token(1000 + index)]))
-                expectedOutcomes["delivered", default: 0] += 2
-            case 1:
-                events.append(EndToEnd.alert([unregistered]))
-                expectedOutcomes["rejected", default: 0] += 1
-                expectedInvalid += 1
-            case 2:
-                events.append(EndToEnd.alert([bad]))
-                expectedOutcomes["rejected", default: 0] += 1
-                expectedInvalid += 1
-            case 3:
-                events.append(EndToEnd.alert(["zz-not-a-token"]))
-                expectedOutcomes["rejected", default: 0] += 1
-                expectedInvalid += 1
-            case 4:
-                events.append("this is not JSON")
-                expectedDeadLetters += 1
-            case 5:
-                events.append(#"{"kind":"alert","text":"no tokens"}"#)
-                expectedDeadLetters += 1
-            case 6:
-                events.append(#"{"kind":"something else"}"#)  // unmatched
-            default:
-                events.append(EndToEnd.alert([EndToEnd.token(2000 + index)], expires: 1_000))
-                expectedOutcomes["expired", default: 0] += 1
-            }
-        }
-        let perPartition = try await world.produce(events)
-        let notificationCount = expectedOutcomes.values.reduce(0, +)
-        let deadLetterCount = expectedDeadLetters
-        let invalidCount = expectedInvalid
+        let perPartition = try await world.produce(accounting.events)
         let path = try world.configuration()
 
         try await world.withBridge(configurationPath: path) { _ in
-            _ = try await world.results { results in
-                results.outcomes.count >= notificationCount && results.deadLetters.count >= deadLetterCount
-                    && results.invalidTokens.count >= invalidCount
-            }
+            _ = try await world.results(until: accounting.isComplete)
         }
 
-        let results = try await world.results { results in
-            results.outcomes.count >= notificationCount && results.deadLetters.count >= deadLetterCount
-                && results.invalidTokens.count >= invalidCount
-        }
-        // Exactly once each here: nothing crashed, so nothing was processed twice.
-        #expect(results.outcomes.count == notificationCount)
-        #expect(results.notificationIDs.count == notificationCount)
-        var statuses: [String: Int] = [:]
-        for outcome in results.outcomes { statuses[outcome.status, default: 0] += 1 }
-        #expect(statuses == expectedOutcomes)
-        #expect(results.invalidTokens.count == expectedInvalid)
-        #expect(Set(results.invalidTokens.compactMap { $0["reason"] }) == ["Unregistered", "BadDeviceToken"])
-        let unregisteredRecord = try #require(results.invalidTokens.first { $0["reason"] == "Unregistered" })
-        #expect(unregisteredRecord["invalid_since"] == "2025-11-13T02:13:20.000Z")
-        let localReject = try #require(results.outcomes.first { $0.token == "zz-not-a-token" })
-        #expect(localReject.json["http_status"] == nil)
-        #expect(localReject.reason == "BadDeviceToken")
-        #expect(results.deadLetters.count == expectedDeadLetters)
-        #expect(results.deadLetters.contains { $0.value == Array("this is not JSON".utf8) })
-        #expect(results.outcomes.filter { $0.status == "delivered" }.allSatisfy { $0.json["http_status"] == "200" })
-        #expect(world.simulator.statistics.requestsReceived == (expectedOutcomes["delivered"] ?? 0) + 10)
-
-        let report = try RecordSchemas.validate(
-            results.outcomes.map { (.outcome, $0.raw) } + results.invalidTokenValues.map { (.invalidToken, $0) }
-        )
-        #expect(report.problems.isEmpty, "schema problems: \(report.problems)")
-        #expect(report.exitStatus == 0)
-
+        let results = try await world.results(until: accounting.isComplete)
+        try accounting.check(results, world: world)
         let committed = try await world.committed()
         #expect(committed == perPartition)
     }
@@ -132,6 +61,102 @@ struct EndToEndTests {
         #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
         #expect(results.notificationIDs.count == count)
         #expect(try await world.committed() == perPartition)
+    }
+}
+
+/// The accounting test's events and what SPEC §3 says must become of each: delivered, rejected (by APNs and
+/// locally, with invalid-token records), expired, dead-lettered and unmatched events. Shared by the mock-cluster
+/// lane and the real-broker lane (RealBrokerEndToEndTests).
+struct AccountingScenario: Sendable {
+    static let unregistered = EndToEnd.token(0xdead)
+    static let bad = EndToEnd.token(0xbad)
+
+    var events: [String] = []
+    /// status -> count
+    var expectedOutcomes: [String: Int] = [:]
+    var expectedDeadLetters = 0
+    var expectedInvalid = 0
+    /// Requests that reach the simulator: the delivered ones and the ones APNs rejects.
+    var expectedRequests = 0
+
+    /// `count` events, eight kinds in turn.
+    init(count: Int = 40) {
+        for index in 0..<count {
+            switch index % 8 {
+            case 0:
+                self.events.append(EndToEnd.alert([EndToEnd.token(index), EndToEnd.token(1000 + index)]))
+                self.expectedOutcomes["delivered", default: 0] += 2
+                self.expectedRequests += 2
+            case 1:
+                self.events.append(EndToEnd.alert([Self.unregistered]))
+                self.expectedOutcomes["rejected", default: 0] += 1
+                self.expectedInvalid += 1
+                self.expectedRequests += 1
+            case 2:
+                self.events.append(EndToEnd.alert([Self.bad]))
+                self.expectedOutcomes["rejected", default: 0] += 1
+                self.expectedInvalid += 1
+                self.expectedRequests += 1
+            case 3:
+                self.events.append(EndToEnd.alert(["zz-not-a-token"]))
+                self.expectedOutcomes["rejected", default: 0] += 1
+                self.expectedInvalid += 1
+            case 4:
+                self.events.append("this is not JSON")
+                self.expectedDeadLetters += 1
+            case 5:
+                self.events.append(#"{"kind":"alert","text":"no tokens"}"#)
+                self.expectedDeadLetters += 1
+            case 6:
+                self.events.append(#"{"kind":"something else"}"#)  // unmatched
+            default:
+                self.events.append(EndToEnd.alert([EndToEnd.token(2000 + index)], expires: 1_000))
+                self.expectedOutcomes["expired", default: 0] += 1
+            }
+        }
+    }
+
+    /// The simulator's answers for the two dead tokens.
+    var simulatorScenario: SimulatorScenario {
+        var scenario = SimulatorScenario()
+        scenario.unregisteredTokens = [Self.unregistered: 1_763_000_000_000]
+        scenario.badTokens = [Self.bad]
+        return scenario
+    }
+
+    var notificationCount: Int { self.expectedOutcomes.values.reduce(0, +) }
+
+    /// Whether the result topics hold at least every expected record.
+    func isComplete(_ results: Results) -> Bool {
+        results.outcomes.count >= self.notificationCount && results.deadLetters.count >= self.expectedDeadLetters
+            && results.invalidTokens.count >= self.expectedInvalid
+    }
+
+    /// Checks the records (exactly once each: nothing crashed, so nothing was processed twice), their schemas,
+    /// and the requests the simulator saw.
+    func check(_ results: Results, world: EndToEnd) throws {
+        #expect(results.outcomes.count == self.notificationCount)
+        #expect(results.notificationIDs.count == self.notificationCount)
+        var statuses: [String: Int] = [:]
+        for outcome in results.outcomes { statuses[outcome.status, default: 0] += 1 }
+        #expect(statuses == self.expectedOutcomes)
+        #expect(results.invalidTokens.count == self.expectedInvalid)
+        #expect(Set(results.invalidTokens.compactMap { $0["reason"] }) == ["Unregistered", "BadDeviceToken"])
+        let unregisteredRecord = try #require(results.invalidTokens.first { $0["reason"] == "Unregistered" })
+        #expect(unregisteredRecord["invalid_since"] == "2025-11-13T02:13:20.000Z")
+        let localReject = try #require(results.outcomes.first { $0.token == "zz-not-a-token" })
+        #expect(localReject.json["http_status"] == nil)
+        #expect(localReject.reason == "BadDeviceToken")
+        #expect(results.deadLetters.count == self.expectedDeadLetters)
+        #expect(results.deadLetters.contains { $0.value == Array("this is not JSON".utf8) })
+        #expect(results.outcomes.filter { $0.status == "delivered" }.allSatisfy { $0.json["http_status"] == "200" })
+        #expect(world.simulator.statistics.requestsReceived == self.expectedRequests)
+
+        let report = try RecordSchemas.validate(
+            results.outcomes.map { (.outcome, $0.raw) } + results.invalidTokenValues.map { (.invalidToken, $0) }
+        )
+        #expect(report.problems.isEmpty, "schema problems: \(report.problems)")
+        #expect(report.exitStatus == 0)
     }
 }
 

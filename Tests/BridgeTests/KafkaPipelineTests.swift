@@ -127,12 +127,12 @@ func readBack(_ cluster: KafkaMockCluster, topics: [String], count: Int) async t
     return byTopic
 }
 
-/// The group's committed offsets of `topic`'s partitions.
+/// The group's committed offsets of `topic`'s partitions (asked without joining the group).
 func committedOffsets(
-    _ cluster: KafkaMockCluster, group: String, topic: String, partitions: Int32
+    _ broker: some TestKafkaBroker, group: String, topic: String, partitions: Int32
 ) async throws -> [Int32: Int64] {
     let consumer = try KafkaConsumer(
-        configuration: consumerConfiguration(cluster, group: group), topics: [topic], logger: quietLogger()
+        configuration: consumerConfiguration(broker, group: group), readingFromStart: [], logger: quietLogger()
     )
     defer { Task { await consumer.close() } }
     let offsets = try await consumer.committedOffsets(
@@ -240,5 +240,55 @@ struct KafkaGroupPipelineTests {
         let committed = try await committedOffsets(cluster, group: "pushbridge", topic: "orders", partitions: 4)
         #expect(committed == [0: 200, 1: 200, 2: 200, 3: 200])
         await producer.close()
+    }
+}
+
+@Suite("Kafka source offsets")
+struct KafkaSourceOffsetTests {
+    /// Remembers what the source told it, and finishes partition 1 up to offset 8 while it is being revoked
+    /// (as the pipeline finishes a revoked partition's in-flight events).
+    final class Listener: RebalanceListener {
+        let source = Mutex<KafkaEventSource?>(nil)
+        let revocations = Atomic<Int>(0)
+
+        func partitionsAssigned(_ partitions: [PartitionID], generation: UInt64) async {}
+
+        func partitionsRevoked(_ partitions: [PartitionID]) async {
+            if self.revocations.add(1, ordering: .relaxed).newValue == 1 {
+                self.source.withLock { $0 }?.markFinished(PartitionID(topic: "orders", partition: 1), nextOffset: 8)
+            }
+        }
+    }
+
+    @Test("offsets finished before and during a revocation are committed (the source keeps them until a commit)")
+    func revocationCommitsFinishedOffsets() async throws {
+        let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        defer { cluster.close() }
+        try cluster.createTopic("orders", partitionCount: 2)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger())
+        for index in 0..<20 {
+            try await producer.send(topic: "orders", key: nil, value: Array("e\(index)".utf8), partition: Int32(index % 2))
+        }
+        await producer.close()
+
+        let source = KafkaEventSource(
+            configuration: consumerConfiguration(cluster, group: "pushbridge"), topics: ["orders"], logger: quietLogger()
+        )
+        let listener = Listener()
+        listener.source.withLock { $0 = source }
+        let events = try await source.start(listener: listener)
+        var received = 0
+        for try await batch in events {
+            received += batch.count
+            if received >= 20 { break }
+        }
+        // Finished while assigned: the source keeps it until a commit.
+        source.markFinished(PartitionID(topic: "orders", partition: 0), nextOffset: 5)
+        // Closing commits, then revokes everything: what the listener finishes during the revocation is
+        // committed by the revocation's own commit, the last one.
+        await source.close()
+        #expect(listener.revocations.load(ordering: .relaxed) == 1)
+        let committed = try await committedOffsets(cluster, group: "pushbridge", topic: "orders", partitions: 2)
+        #expect(committed == [0: 5, 1: 8])
     }
 }

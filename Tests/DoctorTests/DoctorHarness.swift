@@ -9,9 +9,9 @@ import Logging
 import TestSupport
 import X509
 
-/// A production-like setup for `pushbridge doctor`: librdkafka's mock cluster with the topics, the APNs simulator
-/// over TLS + HTTP/2 (answering the all-zero token `BadDeviceToken`, as APNs does), a `.p8` key it trusts, and a
-/// configuration file pointing at both. Each knob breaks one thing.
+/// A production-like setup for `pushbridge doctor`: librdkafka's mock cluster (or a real broker shared by a suite)
+/// with the topics, the APNs simulator over TLS + HTTP/2 (answering the all-zero token `BadDeviceToken`, as APNs
+/// does), a `.p8` key it trusts, and a configuration file pointing at both. Each knob breaks one thing.
 final class DoctorSetup: Sendable {
     static let keyID = "DOCTORKEY1"
     static let teamID = "DOCTORTEAM"
@@ -19,7 +19,12 @@ final class DoctorSetup: Sendable {
     static let bundleID = "com.example.app"
     static let resultTopics = ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"]
 
-    let cluster: KafkaMockCluster
+    /// The broker: a mock cluster of this setup's own, or a broker shared with other tests.
+    let broker: any TestKafkaBroker
+    /// Whether ``close()`` closes the broker (a mock cluster made for this setup).
+    private let ownsBroker: Bool
+    /// Prefixed to every topic name on a shared broker, so that each setup has topics of its own.
+    let topicPrefix: String
     let simulator: APNSSimulatorServer
     let tls: TestTLS
     var directory: URL { self.tls.directory }
@@ -27,16 +32,20 @@ final class DoctorSetup: Sendable {
     /// Starts the cluster (with the input topic unless `createInputTopic` is false) and the simulator, whose
     /// clock is `simulatorClock`.
     /// With `acceptsClientCertificates`, the simulator authenticates clients by certificates the test CA signed.
+    /// With `broker`, the topics are made there instead of on a new mock cluster, with names of this setup's own.
     init(
         createInputTopic: Bool = true,
         simulatorClock: any WallClock = SystemWallClock(),
-        acceptsClientCertificates: Bool = false
+        acceptsClientCertificates: Bool = false,
+        broker: (any TestKafkaBroker)? = nil
     ) async throws {
-        self.cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        self.broker = try broker ?? KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        self.ownsBroker = broker == nil
+        self.topicPrefix = broker == nil ? "" : "doctor-\(UUID().uuidString.prefix(8).lowercased())."
         if createInputTopic {
-            try self.cluster.createTopic(Self.inputTopic, partitionCount: 2)
+            try await self.broker.addTopic(self.topicPrefix + Self.inputTopic, partitions: 2)
         }
-        for topic in Self.resultTopics { try self.cluster.createTopic(topic, partitionCount: 1) }
+        for topic in Self.resultTopics { try await self.broker.addTopic(self.topicPrefix + topic, partitions: 1) }
         self.tls = try TestTLS.generate(name: "Doctor Test")
         var scenario = SimulatorScenario()
         scenario.topics = [Self.bundleID]
@@ -50,7 +59,7 @@ final class DoctorSetup: Sendable {
 
     func close() async {
         await self.simulator.shutdown()
-        self.cluster.close()
+        if self.ownsBroker, let cluster = self.broker as? KafkaMockCluster { cluster.close() }
         self.tls.remove()
     }
 
@@ -83,7 +92,7 @@ final class DoctorSetup: Sendable {
         let authBlock = (auth ?? self.tokenAuth()).split(separator: "\n").map { "  \($0)" }.joined(separator: "\n")
         let yaml = """
             kafka:
-              bootstrap_servers: "\(bootstrapServers ?? self.cluster.bootstrapServers)"
+              bootstrap_servers: "\(bootstrapServers ?? self.broker.bootstrapServers)"
             apns:
               environment: sandbox
               endpoint: https://127.0.0.1:\(self.simulator.port)
@@ -92,12 +101,16 @@ final class DoctorSetup: Sendable {
             \(apps)
             routes:
               - name: alerts
-                input_topic: \(Self.inputTopic)
+                input_topic: \(self.topicPrefix + Self.inputTopic)
                 device_tokens: "{{token}}"
                 topic: \(Self.bundleID)
                 payload:
                   aps:
                     alert: "{{text}}"
+            outcomes:
+              topic: \(self.topicPrefix + Self.resultTopics[0])
+              invalid_tokens_topic: \(self.topicPrefix + Self.resultTopics[1])
+              dead_letter_topic: \(self.topicPrefix + Self.resultTopics[2])
             admin:
               listen: 127.0.0.1:0
 

@@ -59,7 +59,7 @@ func makeConsumer(
     )
 }
 
-func makeProducer(_ cluster: KafkaMockCluster, label: String = "producer") throws -> KafkaProducer {
+func makeProducer(_ cluster: some TestKafkaBroker, label: String = "producer") throws -> KafkaProducer {
     var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
     configuration.linger = .milliseconds(2)
     return try KafkaProducer(configuration: configuration, logger: testLogger(label))

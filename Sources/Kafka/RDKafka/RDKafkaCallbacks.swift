@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import Synchronization
 
 /// What librdkafka's C callbacks of one client reach through the client's opaque pointer. The
 /// ``RDKafkaClient`` keeps it alive until the handle is destroyed, so the callbacks never see a freed object.
@@ -17,6 +18,8 @@ final class RDKafkaCallbacks: Sendable {
     let rebalance: Rebalance?
     let delivery: Delivery?
     let fatal: Fatal?
+    /// The first known cause librdkafka's error and log lines showed (``KafkaKnownCause``).
+    let knownCause = Mutex<KafkaKnownCause?>(nil)
 
     init(logger: Logger, rebalance: Rebalance? = nil, delivery: Delivery? = nil, fatal: Fatal? = nil) {
         self.logger = logger
@@ -40,6 +43,23 @@ final class RDKafkaCallbacks: Sendable {
 
     fileprivate static func from(_ opaque: UnsafeMutableRawPointer) -> RDKafkaCallbacks {
         Unmanaged<RDKafkaCallbacks>.fromOpaque(opaque).takeUnretainedValue()
+    }
+
+    /// Keeps the known cause `text` shows, if any; logs it once, as an error with its fix. Returns whether
+    /// `text` showed one.
+    fileprivate func recognize(_ text: String) -> Bool {
+        guard let cause = KafkaKnownCause.recognize(text) else { return false }
+        let isNew = self.knownCause.withLock { known in
+            defer { known = known ?? cause }
+            return known == nil
+        }
+        if isNew {
+            self.logger.error(
+                "Kafka broker unusable with this librdkafka",
+                metadata: ["kafka.cause": "\(cause.cause)", "kafka.fix": "\(cause.fix)"]
+            )
+        }
+        return true
     }
 }
 
@@ -87,11 +107,15 @@ private func errorCallback(
         callbacks.fatal?(error)
         return
     }
+    let text = reason.map { String(cString: $0) } ?? ""
+    if callbacks.recognize(text) {
+        return
+    }
     callbacks.logger.warning(
         "Kafka client error",
         metadata: [
             "kafka.error": "\(KafkaError.Code(rawValue: code).name)",
-            "kafka.reason": "\(reason.map { String(cString: $0) } ?? "")",
+            "kafka.reason": "\(text)",
         ]
     )
 }
@@ -106,7 +130,12 @@ private func logCallback(
     guard let handle, let opaque = rd_kafka_opaque(handle) else {
         return
     }
-    let logger = RDKafkaCallbacks.from(opaque).logger
+    let callbacks = RDKafkaCallbacks.from(opaque)
+    let logger = callbacks.logger
+    let line = text.map { String(cString: $0) } ?? ""
+    if level <= 4 || line.contains("underflow") {
+        _ = callbacks.recognize(line)
+    }
     // LOG_ERR lines are mostly connection failures librdkafka retries (and reports to error_cb too).
     let swiftLevel: Logger.Level =
         switch level {
@@ -124,7 +153,7 @@ private func logCallback(
         "librdkafka",
         metadata: [
             "kafka.facility": "\(facility.map { String(cString: $0) } ?? "")",
-            "kafka.log": "\(text.map { String(cString: $0) } ?? "")",
+            "kafka.log": "\(line)",
         ]
     )
 }

@@ -1,0 +1,285 @@
+import APNSCore
+import BinaryProvider
+import DequeModule
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// How a ``BinaryClient`` reaches its gateway and confirms what it wrote.
+public struct BinaryClientConfiguration: Sendable {
+    /// The gateway's host (`gateway.push.apple.com` historically).
+    public var host: String
+    /// The gateway's port (2195 historically).
+    public var port: Int
+    /// The client certificate: the binary protocol has no token authentication.
+    public var credentials: CertificateCredentials
+    /// Extra CA certificates to trust besides the system's (a test or in-house gateway's own CA).
+    public var additionalTrustRoots: [NIOSSLCertificate] = []
+    /// The format written.
+    public var format: BinaryFormat = .framed
+    /// The payload limit checked before writing.
+    public var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
+    /// How long a written notification waits for an error packet before it counts as delivered.
+    public var quietWindow: Duration = .seconds(1)
+    /// The most notifications written and not yet confirmed on the connection.
+    public var maxUnconfirmed = 10_000
+    /// How many closes without an error packet one notification may be in doubt through before it fails
+    /// with `ConnectionLost`.
+    public var maxResendsWithoutError = 3
+    /// The longest a connection attempt may take.
+    public var connectTimeout: Duration = .seconds(10)
+
+    /// Creates a configuration with the defaults above.
+    public init(host: String, port: Int, credentials: CertificateCredentials) {
+        self.host = host
+        self.port = port
+        self.credentials = credentials
+    }
+}
+
+/// A sender on Apple's legacy binary provider protocol: one TLS connection with a client certificate, the
+/// write window of ``BinaryWriteWindow`` (confirmation after a quiet window, resend after an error packet or a
+/// close), and results in the same ``APNSResult`` terms as the HTTP/2 client, so the bridge treats both alike.
+///
+/// All state lives on one event loop; ``send(_:completion:)`` may be called from any thread and `completion`
+/// runs on the event loop. A gateway that cannot be reached fails what waits with
+/// ``APNSFailure/unreachable(_:)`` (systemic: the bridge halts and probes, as with HTTP/2).
+public final class BinaryClient: @unchecked Sendable {
+    // @unchecked: every mutable property below is touched only on `eventLoop` (each entry point hops there).
+
+    private struct Item: Sendable {
+        var notification: Notification
+        var completion: @Sendable (APNSResult) -> Void
+    }
+
+    private let configuration: BinaryClientConfiguration
+    private let eventLoop: any EventLoop
+    private let sslContext: NIOSSLContext
+    private var waiting: Deque<(item: Item, resendsWithoutError: Int)> = []
+    private var window: BinaryWriteWindow<Item>
+    private var channel: (any Channel)?
+    private var connecting = false
+    private var closed = false
+    private var confirmationTimer: Scheduled<Void>?
+
+    /// Creates a client; it connects when the first notification arrives.
+    public init(
+        configuration: BinaryClientConfiguration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws {
+        self.configuration = configuration
+        self.eventLoop = eventLoopGroup.next()
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        tls.certificateVerification = .fullVerification
+        tls.trustRoots = .default
+        tls.additionalTrustRoots = configuration.additionalTrustRoots.isEmpty
+            ? [] : [.certificates(configuration.additionalTrustRoots)]
+        tls.certificateChain = configuration.credentials.certificateChain.map { .certificate($0) }
+        tls.privateKey = .privateKey(configuration.credentials.privateKey)
+        self.sslContext = try NIOSSLContext(configuration: tls)
+        self.window = Self.newWindow(configuration)
+    }
+
+    private static func newWindow(_ configuration: BinaryClientConfiguration) -> BinaryWriteWindow<Item> {
+        BinaryWriteWindow(
+            capacity: max(1, configuration.maxUnconfirmed), quietWindow: configuration.quietWindow,
+            maxResendsWithoutError: configuration.maxResendsWithoutError)
+    }
+
+    /// Sends `notification`; `completion` gets its result once: delivered (status 200) once confirmed, a
+    /// refusal with the gateway's reason, a local refusal without writing, or a failure.
+    public func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
+        self.eventLoop.execute {
+            guard !self.closed else {
+                return completion(.failed(.unreachable("the binary client is closed")))
+            }
+            self.waiting.append((Item(notification: notification, completion: completion), 0))
+            self.pump()
+        }
+    }
+
+    /// Closes the connection after waiting (at most `timeout`) until everything written is confirmed and
+    /// nothing waits; what still waits then fails with ``APNSFailure/connectionLost``, and what is still
+    /// unconfirmed settles as in doubt when the connection closes (resent nowhere: it fails the same way).
+    public func close(timeout: Duration = .seconds(5)) async {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let idle = try? await self.eventLoop.submit { self.window.count == 0 && self.waiting.isEmpty }.get()
+            if idle ?? true { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let channel = try? await self.eventLoop.submit { () -> (any Channel)? in
+            self.closed = true
+            for (item, _) in self.waiting { item.completion(.failed(.connectionLost)) }
+            self.waiting.removeAll()
+            return self.channel
+        }.get()
+        if let channel { try? await channel.close() }
+    }
+
+    // MARK: On the event loop
+
+    private func pump() {
+        guard !self.waiting.isEmpty, !self.closed else { return }
+        guard let channel = self.channel else {
+            self.connect()
+            return
+        }
+        var wrote = false
+        let now = ContinuousClock.now
+        while !self.window.isFull, let (item, resends) = self.waiting.popFirst() {
+            var bytes: [UInt8] = []
+            do {
+                try BinaryFrame.append(
+                    item.notification, identifier: self.window.nextIdentifier, format: self.configuration.format,
+                    payloadLimitBytes: self.configuration.payloadLimitBytes, to: &bytes)
+            } catch {
+                // Refused locally, never written (like the HTTP/2 path's local validation).
+                item.completion(
+                    .answered(APNSResponse(status: 400, apnsID: item.notification.apnsID, reason: error.reason)))
+                continue
+            }
+            _ = self.window.write(item, now: now, resendsWithoutError: resends)
+            channel.write(channel.allocator.buffer(bytes: bytes), promise: nil)
+            wrote = true
+        }
+        if wrote { channel.flush() }
+        self.scheduleConfirmation()
+    }
+
+    private func connect() {
+        guard !self.connecting else { return }
+        self.connecting = true
+        let sslContext = self.sslContext
+        let host = self.configuration.host
+        let serverName = Self.isIPAddress(host) ? nil : host
+        let bootstrap = ClientBootstrap(group: self.eventLoop)
+            .connectTimeout(.nanoseconds(Self.nanoseconds(self.configuration.connectTimeout)))
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverName)
+                    try channel.pipeline.syncOperations.addHandler(tls)
+                    try channel.pipeline.syncOperations.addHandler(ErrorPacketReader(client: self))
+                }
+            }
+        bootstrap.connect(host: host, port: self.configuration.port).whenComplete { result in
+            self.connecting = false
+            switch result {
+            case .success(let channel):
+                self.channel = channel
+                self.pump()
+            case .failure(let error):
+                let reason = "cannot connect to the binary gateway \(host):\(self.configuration.port): \(error)"
+                let waiting = self.waiting
+                self.waiting.removeAll()
+                for (item, _) in waiting { item.completion(.failed(.unreachable(reason))) }
+            }
+        }
+    }
+
+    private func scheduleConfirmation() {
+        guard self.confirmationTimer == nil, let next = self.window.nextConfirmation else { return }
+        let delay = max(.zero, next - ContinuousClock.now)
+        self.confirmationTimer = self.eventLoop.scheduleTask(in: .nanoseconds(Self.nanoseconds(delay))) {
+            self.confirmationTimer = nil
+            for item in self.window.confirmDue(now: .now) {
+                item.completion(.answered(APNSResponse(status: 200, apnsID: item.notification.apnsID)))
+            }
+            self.pump()
+            self.scheduleConfirmation()
+        }
+    }
+
+    /// An error packet arrived: settle the window; the gateway closes the connection next.
+    fileprivate func errorReceived(_ response: BinaryErrorResponse) {
+        self.settle(self.window.errorReceived(response))
+    }
+
+    /// The connection ended; what it left unconfirmed (nothing, after an error packet) is in doubt.
+    fileprivate func connectionClosed(_ channel: any Channel) {
+        guard self.channel === channel else { return }
+        self.channel = nil
+        self.confirmationTimer?.cancel()
+        self.confirmationTimer = nil
+        self.settle(self.window.closedWithoutError())
+        self.window = Self.newWindow(self.configuration)
+        if self.closed {
+            let waiting = self.waiting
+            self.waiting.removeAll()
+            for (item, _) in waiting { item.completion(.failed(.connectionLost)) }
+        }
+        self.pump()
+    }
+
+    private func settle(_ settlement: BinaryWriteWindow<Item>.Settlement) {
+        for item in settlement.delivered {
+            item.completion(.answered(APNSResponse(status: 200, apnsID: item.notification.apnsID)))
+        }
+        if let (item, verdict) = settlement.failed {
+            item.completion(Self.result(of: verdict, for: item.notification))
+        }
+        for item in settlement.lost {
+            item.completion(.failed(.connectionLost))
+        }
+        // Discarded by the gateway, or in doubt: first in line again, in the order they were written.
+        for resend in settlement.resend.reversed() {
+            self.waiting.prepend((resend.item, resend.resendsWithoutError))
+        }
+    }
+
+    private static func result(of verdict: BinaryVerdict, for notification: Notification) -> APNSResult {
+        switch verdict {
+        case .notFailed:
+            .answered(APNSResponse(status: 200, apnsID: notification.apnsID))
+        case .refused(let reason):
+            .answered(APNSResponse(status: 400, apnsID: notification.apnsID, reason: reason))
+        case .retry(let status):
+            // A gateway fault: retryable, like APNs' 500 (an unknown 5xx reason is retryable).
+            .answered(APNSResponse(status: 500, apnsID: notification.apnsID, reason: .unknown(status)))
+        }
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
+            ? .max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
+    private static func isIPAddress(_ host: String) -> Bool {
+        (try? SocketAddress(ipAddress: host, port: 0)) != nil
+    }
+}
+
+/// Reads the 6-byte error packet (the only thing a gateway ever writes) and reports the connection's end.
+private final class ErrorPacketReader: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let client: BinaryClient
+    private var received: [UInt8] = []
+
+    init(client: BinaryClient) {
+        self.client = client
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard self.received.count < BinaryErrorResponse.byteCount else { return }
+        self.received.append(contentsOf: self.unwrapInboundIn(data).readableBytesView)
+        guard self.received.count >= BinaryErrorResponse.byteCount else { return }
+        if let response = BinaryErrorResponse(self.received) {
+            self.client.errorReceived(response)
+        }
+        // Anything else is not the protocol: the close that follows settles the window as in doubt.
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        self.client.connectionClosed(context.channel)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,195 @@
+import BinaryProvider
+import NIOCore
+import NIOPosix
+import NIOSSL
+import Synchronization
+
+/// How the simulated binary gateway misbehaves, counted over all its connections.
+public struct BinaryGatewayBehaviour: Sendable {
+    /// Tokens (lowercase hex) answered with status 8 (invalid token); the feedback service reports them.
+    public var unregisteredTokens: Set<String> = []
+    /// The notification (1-based, over all connections) answered with status 1 (processing error).
+    public var processingErrorAt: Int?
+    /// After this many notifications (over all connections) the gateway answers status 10 (shutdown) naming the
+    /// last one it processed, once.
+    public var shutdownAfter: Int?
+    /// After this many notifications (over all connections) the gateway drops the connection without a packet,
+    /// once.
+    public var dropAfter: Int?
+    /// The payload limit (status 7 above it).
+    public var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
+
+    /// A gateway that accepts everything well-formed.
+    public init() {}
+}
+
+/// The simulator's binary provider gateway: TLS with a client certificate signed by the given CA, Apple's
+/// framing read by ``BinaryFrameDecoder``, error packets for bad notifications and for the behaviour's knobs,
+/// and the connection closed after every packet, as Apple's gateways did.
+public final class BinaryGateway: Sendable {
+    /// What the gateway accepted and answered, for tests and the statistics.
+    public struct Statistics: Sendable, Hashable {
+        /// The device tokens (hex) of the notifications the gateway processed, in order: a token sent twice
+        /// appears twice.
+        public var processed: [String] = []
+        /// Error packets written.
+        public var errorPackets: [BinaryErrorResponse] = []
+        /// Connections accepted.
+        public var connections = 0
+        /// Connections dropped without a packet by ``BinaryGatewayBehaviour/dropAfter``.
+        public var drops = 0
+    }
+
+    private struct State {
+        var statistics = Statistics()
+        var read = 0
+        var shutdownDone = false
+        var dropDone = false
+    }
+
+    private let behaviour: BinaryGatewayBehaviour
+    private let state = Mutex(State())
+    private let listener = Mutex<(any Channel)?>(nil)
+
+    private init(behaviour: BinaryGatewayBehaviour) {
+        self.behaviour = behaviour
+    }
+
+    /// Starts a gateway on `host:port` (0: ephemeral) with the server's TLS material; clients must present a
+    /// certificate signed by one of `clientCertificateTrustRoots`.
+    public static func start(
+        behaviour: BinaryGatewayBehaviour,
+        certificateChain: [NIOSSLCertificate],
+        privateKey: NIOSSLPrivateKey,
+        clientCertificateTrustRoots: [NIOSSLCertificate],
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) async throws -> BinaryGateway {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: certificateChain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        tls.minimumTLSVersion = .tlsv12
+        tls.certificateVerification = .noHostnameVerification
+        tls.trustRoots = .certificates(clientCertificateTrustRoots)
+        let sslContext = try NIOSSLContext(configuration: tls)
+        let gateway = BinaryGateway(behaviour: behaviour)
+        let bootstrap = ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    gateway.state.withLock { $0.statistics.connections += 1 }
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try channel.pipeline.syncOperations.addHandler(GatewayHandler(gateway: gateway))
+                }
+            }
+        let listener = try await bootstrap.bind(host: host, port: port).get()
+        gateway.listener.withLock { $0 = listener }
+        return gateway
+    }
+
+    /// The bound port.
+    public var port: Int { self.listener.withLock { $0?.localAddress?.port } ?? 0 }
+
+    /// The counts so far.
+    public var statistics: Statistics { self.state.withLock { $0.statistics } }
+
+    /// Stops listening (open connections end with their clients).
+    public func close() async {
+        guard let listener = self.listener.withLock({ $0 }) else { return }
+        try? await listener.close()
+    }
+
+    /// What to do after reading one notification.
+    fileprivate enum Answer {
+        case accept
+        case packet(BinaryErrorResponse)
+        case drop
+    }
+
+    fileprivate func decide(_ result: BinaryFrameDecoder.Result, lastAccepted: UInt32?) -> Answer {
+        let notification: DecodedBinaryNotification
+        switch result {
+        case .failure(let problem):
+            return self.packet(BinaryErrorResponse(status: problem.status, identifier: problem.identifier))
+        case .success(let decoded):
+            notification = decoded
+        }
+        let token = BinaryFrame.hex(notification.token)
+        return self.state.withLock { state -> Answer in
+            state.read += 1
+            if let drop = self.behaviour.dropAfter, !state.dropDone, state.read > drop {
+                state.dropDone = true
+                state.statistics.drops += 1
+                return .drop
+            }
+            if let shutdown = self.behaviour.shutdownAfter, !state.shutdownDone, state.read > shutdown {
+                state.shutdownDone = true
+                let response = BinaryErrorResponse(status: .shutdown, identifier: lastAccepted ?? 0)
+                state.statistics.errorPackets.append(response)
+                return .packet(response)
+            }
+            var status: BinaryStatus?
+            if state.read == self.behaviour.processingErrorAt {
+                status = .processingError
+            } else if self.behaviour.unregisteredTokens.contains(token) {
+                status = .invalidToken
+            }
+            guard let status else {
+                state.statistics.processed.append(token)
+                return .accept
+            }
+            let response = BinaryErrorResponse(status: status, identifier: notification.identifier)
+            state.statistics.errorPackets.append(response)
+            return .packet(response)
+        }
+    }
+
+    private func packet(_ response: BinaryErrorResponse) -> Answer {
+        self.state.withLock { $0.statistics.errorPackets.append(response) }
+        return .packet(response)
+    }
+
+    fileprivate var payloadLimitBytes: Int { self.behaviour.payloadLimitBytes }
+}
+
+/// One gateway connection: decodes, answers the first fault with a packet and closes.
+private final class GatewayHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let gateway: BinaryGateway
+    private var decoder: BinaryFrameDecoder
+    private var lastAccepted: UInt32?
+    private var closing = false
+
+    init(gateway: BinaryGateway) {
+        self.gateway = gateway
+        self.decoder = BinaryFrameDecoder(payloadLimitBytes: gateway.payloadLimitBytes)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !self.closing else { return }
+        let buffer = self.unwrapInboundIn(data)
+        for result in self.decoder.read(buffer.readableBytesView) {
+            switch self.gateway.decide(result, lastAccepted: self.lastAccepted) {
+            case .accept:
+                if case .success(let notification) = result { self.lastAccepted = notification.identifier }
+            case .packet(let response):
+                self.closing = true
+                let bytes = context.channel.allocator.buffer(bytes: response.bytes)
+                let channel = context.channel
+                context.writeAndFlush(self.wrapOutboundOut(bytes)).whenComplete { _ in channel.close(promise: nil) }
+                return
+            case .drop:
+                self.closing = true
+                context.close(promise: nil)
+                return
+            }
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

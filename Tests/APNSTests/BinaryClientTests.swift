@@ -1,0 +1,154 @@
+import APNSClient
+import APNSCore
+import APNSSimulator
+import BinaryProvider
+import Foundation
+import Testing
+import TestSupport
+
+/// The binary sender against the simulator's binary gateway, over TLS with a client certificate: every
+/// notification ends with exactly one result, whatever the gateway does.
+@Suite("Binary client against the simulated gateway")
+struct BinaryClientTests {
+    struct Run {
+        var results: [String: [APNSResult]]
+        var gateway: BinaryGateway.Statistics
+    }
+
+    /// Sends `count` notifications (tokens 0..<count) through a new client to a new gateway with `behaviour`.
+    func run(
+        _ behaviour: BinaryGatewayBehaviour, count: Int = 20, format: BinaryFormat = .framed,
+        extra: [APNSCore.Notification] = []
+    ) async throws -> Run {
+        let tls = try TestTLS.generate()
+        let gateway = try await BinaryGateway.start(
+            behaviour: behaviour, certificateChain: try tls.serverCertificateChain(),
+            privateKey: try tls.serverPrivateKey(), clientCertificateTrustRoots: [try tls.caCertificate()])
+        var configuration = BinaryClientConfiguration(
+            host: "127.0.0.1", port: gateway.port,
+            credentials: CertificateCredentials(
+                certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
+        configuration.additionalTrustRoots = [try tls.caCertificate()]
+        configuration.format = format
+        configuration.quietWindow = .milliseconds(300)
+        let client = try BinaryClient(configuration: configuration)
+        let (stream, input) = AsyncStream.makeStream(of: (String, APNSResult).self)
+        let notifications = (0..<count).map { Fixtures.notification(token: Fixtures.deviceToken($0)) } + extra
+        for notification in notifications {
+            client.send(notification) { input.yield((notification.deviceToken, $0)) }
+        }
+        var results: [String: [APNSResult]] = [:]
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(30))
+            input.finish()
+        }
+        var received = 0
+        for await (token, result) in stream {
+            results[token, default: []].append(result)
+            received += 1
+            if received == notifications.count { break }
+        }
+        timeout.cancel()
+        // Late duplicates of a result would show here.
+        try await Task.sleep(for: .milliseconds(400))
+        await client.close()
+        input.finish()
+        for await (token, result) in stream { results[token, default: []].append(result) }
+        let statistics = gateway.statistics
+        await gateway.close()
+        return Run(results: results, gateway: statistics)
+    }
+
+    static func status(_ result: APNSResult?) -> Int? {
+        if case .answered(let response) = result { return response.status }
+        return nil
+    }
+
+    static func reason(_ result: APNSResult?) -> Reason? {
+        if case .answered(let response) = result { return response.reason }
+        return nil
+    }
+
+    @Test("everything well-formed is delivered once the quiet window passed; each is written once", arguments: BinaryFormat.allCases)
+    func delivered(format: BinaryFormat) async throws {
+        let run = try await self.run(BinaryGatewayBehaviour(), format: format)
+        #expect(run.results.count == 20)
+        #expect(run.results.values.allSatisfy { $0.count == 1 && Self.status($0.first) == 200 })
+        #expect(run.gateway.processed.sorted() == (0..<20).map { Fixtures.deviceToken($0) }.sorted())
+    }
+
+    @Test(
+        "an invalid token at the start, middle or end: it is refused, the others are delivered and written once",
+        arguments: [0, 9, 19])
+    func invalidToken(at index: Int) async throws {
+        var behaviour = BinaryGatewayBehaviour()
+        behaviour.unregisteredTokens = [Fixtures.deviceToken(index)]
+        let run = try await self.run(behaviour)
+        #expect(run.results.values.allSatisfy { $0.count == 1 }, "exactly one result per notification")
+        let bad = run.results[Fixtures.deviceToken(index)]?.first
+        #expect(Self.status(bad) == 400)
+        #expect(Self.reason(bad) == .badDeviceToken)
+        #expect(run.results.filter { Self.status($0.value.first) == 200 }.count == 19)
+        let expected = (0..<20).filter { $0 != index }.map { Fixtures.deviceToken($0) }
+        #expect(run.gateway.processed.sorted() == expected.sorted(), "nothing lost, nothing written twice")
+        // The error closes the connection; what followed the bad one is written on a second connection.
+        #expect(run.gateway.connections == (index == 19 ? 1 : 2))
+    }
+
+    @Test("two invalid tokens: the second error comes on the reconnected connection; both refused, the rest delivered")
+    func errorOnReconnect() async throws {
+        var behaviour = BinaryGatewayBehaviour()
+        behaviour.unregisteredTokens = [Fixtures.deviceToken(3), Fixtures.deviceToken(12)]
+        let run = try await self.run(behaviour)
+        #expect(run.results.values.allSatisfy { $0.count == 1 })
+        #expect(Self.reason(run.results[Fixtures.deviceToken(3)]?.first) == .badDeviceToken)
+        #expect(Self.reason(run.results[Fixtures.deviceToken(12)]?.first) == .badDeviceToken)
+        #expect(run.results.filter { Self.status($0.value.first) == 200 }.count == 18)
+        #expect(run.gateway.processed.count == 18)
+        #expect(run.gateway.connections >= 3)
+    }
+
+    @Test("a shutdown packet names the last processed: everything is delivered, each written once")
+    func shutdown() async throws {
+        var behaviour = BinaryGatewayBehaviour()
+        behaviour.shutdownAfter = 5
+        let run = try await self.run(behaviour)
+        #expect(run.results.values.allSatisfy { $0.count == 1 && Self.status($0.first) == 200 })
+        #expect(run.results.count == 20)
+        #expect(run.gateway.processed.sorted() == (0..<20).map { Fixtures.deviceToken($0) }.sorted())
+        #expect(run.gateway.errorPackets.first?.status == .shutdown)
+    }
+
+    @Test("a connection dropped without a packet: everything unconfirmed is written again and delivered")
+    func dropped() async throws {
+        var behaviour = BinaryGatewayBehaviour()
+        behaviour.dropAfter = 5
+        let run = try await self.run(behaviour)
+        #expect(run.results.values.allSatisfy { $0.count == 1 && Self.status($0.first) == 200 })
+        #expect(run.results.count == 20)
+        // The five processed before the drop were still unconfirmed: the protocol cannot tell, so they are
+        // written again (the duplicates the protocol makes unavoidable).
+        #expect(Set(run.gateway.processed) == Set((0..<20).map { Fixtures.deviceToken($0) }))
+        #expect(run.gateway.drops == 1)
+    }
+
+    @Test("a processing error is a retryable answer for that notification only")
+    func processingError() async throws {
+        var behaviour = BinaryGatewayBehaviour()
+        behaviour.processingErrorAt = 3
+        let run = try await self.run(behaviour)
+        let failed = run.results[Fixtures.deviceToken(2)]?.first
+        #expect(Self.status(failed) == 500)
+        #expect(failed?.disposition == .retryable)
+        #expect(run.results.filter { Self.status($0.value.first) == 200 }.count == 19)
+    }
+
+    @Test("a notification the protocol cannot carry is refused locally and never written")
+    func localRefusal() async throws {
+        let short = Fixtures.notification(token: "abcd")
+        let run = try await self.run(BinaryGatewayBehaviour(), count: 3, extra: [short])
+        #expect(Self.reason(run.results["abcd"]?.first) == .badDeviceToken)
+        #expect(run.gateway.processed.count == 3)
+        #expect(run.gateway.errorPackets.isEmpty)
+    }
+}

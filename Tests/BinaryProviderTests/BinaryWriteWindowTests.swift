@@ -1,0 +1,106 @@
+import BinaryProvider
+import Testing
+
+@Suite("Binary write window")
+struct BinaryWriteWindowTests {
+    let start = ContinuousClock.now
+
+    /// A window with `count` notifications written (items 0..<count), one millisecond apart.
+    func window(
+        writing count: Int, capacity: Int = 100, firstIdentifier: UInt32 = 1, maxResends: Int = 2
+    ) -> BinaryWriteWindow<Int> {
+        var window = BinaryWriteWindow<Int>(
+            capacity: capacity, quietWindow: .seconds(1), maxResendsWithoutError: maxResends,
+            firstIdentifier: firstIdentifier)
+        for item in 0..<count { _ = window.write(item, now: self.start + .milliseconds(item)) }
+        return window
+    }
+
+    @Test("identifiers are consecutive per connection")
+    func identifiers() {
+        var window = BinaryWriteWindow<Int>(capacity: 10, quietWindow: .seconds(1), maxResendsWithoutError: 2)
+        #expect(window.write(0, now: self.start) == 1)
+        #expect(window.write(1, now: self.start) == 2)
+        #expect(window.unconfirmed.map(\.identifier) == [1, 2])
+    }
+
+    @Test("a notification is delivered once written for the quiet window with the connection open")
+    func quietWindow() {
+        var window = self.window(writing: 3)
+        #expect(window.confirmDue(now: self.start + .milliseconds(999)).isEmpty)
+        #expect(window.nextConfirmation == self.start + .seconds(1))
+        #expect(window.confirmDue(now: self.start + .milliseconds(1001)) == [0, 1])
+        #expect(window.count == 1)
+    }
+
+    @Test(
+        "an error packet: those before the named one are delivered, it fails, those after are sent again",
+        arguments: [0, 4, 9])
+    func errorPacket(failing index: Int) {
+        var window = self.window(writing: 10)
+        let settlement = window.errorReceived(
+            BinaryErrorResponse(status: .invalidToken, identifier: UInt32(index + 1)))
+        #expect(settlement.delivered == Array(0..<index))
+        #expect(settlement.failed?.item == index)
+        #expect(settlement.failed?.verdict == .refused(.badDeviceToken))
+        #expect(settlement.resend.map(\.item) == Array(index + 1..<10))
+        #expect(settlement.resend.allSatisfy { $0.resendsWithoutError == 0 }, "a discarded notification is no attempt")
+        #expect(settlement.lost.isEmpty)
+        #expect(window.count == 0)
+    }
+
+    @Test("a shutdown names the last notification processed: it and those before are delivered")
+    func shutdown() {
+        var window = self.window(writing: 5)
+        let settlement = window.errorReceived(BinaryErrorResponse(status: .shutdown, identifier: 3))
+        #expect(settlement.delivered == [0, 1, 2])
+        #expect(settlement.failed == nil)
+        #expect(settlement.resend.map(\.item) == [3, 4])
+    }
+
+    @Test("an error naming a notification already confirmed, or never written, pins nothing: all are sent again")
+    func unknownIdentifier() {
+        for identifier: UInt32 in [1, 99, 0] {
+            var window = self.window(writing: 3)
+            _ = window.confirmDue(now: self.start + .milliseconds(1000))  // confirms item 0 (identifier 1)
+            let settlement = window.errorReceived(BinaryErrorResponse(status: .invalidToken, identifier: identifier))
+            #expect(settlement.failed == nil)
+            #expect(settlement.delivered.isEmpty)
+            #expect(settlement.resend.map(\.item) == [1, 2])
+        }
+    }
+
+    @Test("identifiers wrap past 2^32 - 1 and are still found")
+    func wrapping() {
+        var window = self.window(writing: 4, firstIdentifier: .max - 1)
+        #expect(window.unconfirmed.map(\.identifier) == [.max - 1, .max, 0, 1])
+        let settlement = window.errorReceived(BinaryErrorResponse(status: .invalidPayloadSize, identifier: 0))
+        #expect(settlement.delivered == [0, 1])
+        #expect(settlement.failed?.item == 2)
+        #expect(settlement.failed?.verdict == .refused(.payloadTooLarge))
+        #expect(settlement.resend.map(\.item) == [3])
+    }
+
+    @Test("a close without an error packet sends everything again, until a notification was in doubt too often")
+    func closedWithoutError() {
+        var window = self.window(writing: 2, maxResends: 1)
+        let first = window.closedWithoutError()
+        #expect(first.resend.map(\.item) == [0, 1])
+        #expect(first.resend.map(\.resendsWithoutError) == [1, 1])
+        var next = BinaryWriteWindow<Int>(capacity: 10, quietWindow: .seconds(1), maxResendsWithoutError: 1)
+        for resend in first.resend {
+            _ = next.write(resend.item, now: self.start, resendsWithoutError: resend.resendsWithoutError)
+        }
+        let second = next.closedWithoutError()
+        #expect(second.resend.isEmpty)
+        #expect(second.lost == [0, 1])
+    }
+
+    @Test("the window is full at its capacity: the writer waits")
+    func capacity() {
+        var window = self.window(writing: 3, capacity: 3)
+        #expect(window.isFull)
+        _ = window.confirmDue(now: self.start + .seconds(1))
+        #expect(!window.isFull)
+    }
+}
