@@ -327,6 +327,17 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
+            name: "PushBridgeCLITests",
+            dependencies: [
+                "PushBridgeCLI",
+                "Bridge",
+                "Configuration",
+                "Kafka",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "BenchTests",
             dependencies: [
                 "BenchSupport",

@@ -11,19 +11,19 @@
 # Then, inside that root (chroot, as the image's user 10001), it runs the Dockerfile's own check (no
 # missing shared library, `pushbridge --help`), `pushbridge validate` on the shipped configuration, and
 # `pushbridge demo`: embedded Kafka, the APNs simulator over TLS + HTTP/2 and the bridge, which exits 0 only
-# when every event is accounted for. Needs root and network access to deb.debian.org; the root file system
-# is cached in $IMAGE_ROOT (default .build-image/rootfs) and reused.
+# when every event is accounted for. Needs root and network access to the Debian mirror; the root file system
+# is cached in $IMAGE_ROOT (default .build-image/rootfs) and reused. The root machinery is shared with
+# scripts/check-fresh.sh in scripts/lib/debian-root.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/debian-root.sh
+. scripts/lib/debian-root.sh
 
 DOCKERFILE=deploy/Dockerfile
 IMAGE_ROOT=${IMAGE_ROOT:-.build-image/rootfs}
 SWIFT=${SWIFT:-swift}
 
-if [ "$(id -u)" != 0 ]; then
-    echo "check-image: needs root (debootstrap and chroot)" >&2
-    exit 1
-fi
+debian_root_require_root check-image
 
 # The runtime packages, read from the Dockerfile's runtime stage so that this check follows it.
 runtime_packages=$(
@@ -43,27 +43,11 @@ $SWIFT build -c release --product pushbridge --static-swift-stdlib --scratch-pat
 binary="$($SWIFT build -c release --scratch-path "$scratch" --show-bin-path)/pushbridge"
 
 echo "== runtime stage: Debian 12 minbase in $IMAGE_ROOT, packages:$runtime_packages"
-if [ ! -x "$IMAGE_ROOT/usr/bin/apt-get" ]; then
-    command -v debootstrap >/dev/null || { apt-get update -q && apt-get install -y -q debootstrap; }
-    rm -rf "$IMAGE_ROOT"
-    mkdir -p "$(dirname "$IMAGE_ROOT")"
-    debootstrap --variant=minbase bookworm "$IMAGE_ROOT" http://deb.debian.org/debian >/dev/null
-fi
-
-run_in_root() {
-    # A private mount namespace: /proc and /dev are mounted for the commands and vanish with them.
-    # shellcheck disable=SC2016 # expanded by the inner shell
-    unshare --mount --fork -- bash -c '
-        root=$1; shift
-        mount -t proc proc "$root/proc"
-        mount --rbind /dev "$root/dev"
-        cp /etc/resolv.conf "$root/etc/resolv.conf"
-        exec chroot "$@"
-    ' run_in_root "$IMAGE_ROOT" "$@"
-}
+debian_root_bootstrap "$IMAGE_ROOT"
+run_in_root() { debian_root_run "$IMAGE_ROOT" "$@"; }
 
 # shellcheck disable=SC2086 # the package list is split on purpose
-run_in_root "$IMAGE_ROOT" /bin/bash -c "
+run_in_root /bin/bash -c "
     set -euo pipefail
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null
@@ -84,7 +68,7 @@ done
 mapfile -t environment < <(sed -n '/^FROM .* AS runtime/,$p' "$DOCKERFILE" | sed -n 's/^ENV //p')
 
 echo "== the Dockerfile's check: no missing shared library, pushbridge --help"
-run_in_root --userspec=10001:10001 "$IMAGE_ROOT" /bin/bash -c "
+run_in_root --userspec=10001:10001 /bin/bash -c "
     set -euo pipefail
     if ldd /usr/local/bin/pushbridge | grep 'not found'; then exit 1; fi
     pushbridge --help >/dev/null
@@ -96,12 +80,12 @@ echo "   size of the binary: $(du -h "$IMAGE_ROOT/usr/local/bin/pushbridge" | cu
 echo "== pushbridge validate on the shipped configuration (its secrets and key files are not here: only the"
 echo "   structure is checked, so the expected errors are the missing key files)"
 # shellcheck disable=SC2016 # expanded inside the root
-run_in_root --userspec=10001:10001 "$IMAGE_ROOT" /usr/bin/env "${environment[@]}" /bin/bash -c '
+run_in_root --userspec=10001:10001 /usr/bin/env "${environment[@]}" /bin/bash -c '
     cd /app && pushbridge validate --config "$PUSHBRIDGE_CONFIG" || true
 ' | sed 's/^/   /'
 
 echo "== pushbridge demo as user 10001 in /app (embedded Kafka, APNs simulator, the bridge)"
-run_in_root --userspec=10001:10001 "$IMAGE_ROOT" /usr/bin/env "${environment[@]}" /bin/bash -c '
+run_in_root --userspec=10001:10001 /usr/bin/env "${environment[@]}" /bin/bash -c '
     cd /app && pushbridge demo --events 200
 ' | sed 's/^/   /'
 echo "check-image: the runtime stage runs the demo to completion"

@@ -7,8 +7,9 @@ packages=(
     librdkafka-dev   # Kafka client (librdkafka 2.0.2) and its mock cluster
     libnghttp2-dev   # HTTP/2 framing and HPACK
     libssl-dev       # OpenSSL headers, for a complete native toolchain
+    libstdc++-12-dev # C++ standard library headers: swift-nio-ssl and swift-crypto compile BoringSSL's C++ sources
     pkg-config       # how SwiftPM finds the two libraries above
-    kcat             # Kafka CLI, used by tests and the demo docs
+    kcat             # Kafka CLI: the demo prints how to join its cluster with it, and the docs use it
     nghttp2-client   # h2load: the reference HTTP/2 client for benchmarks
     nghttp2-server   # nghttpd: the reference HTTP/2 server for benchmarks
     openssl          # test certificates

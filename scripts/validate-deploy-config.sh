@@ -12,9 +12,12 @@ config=deploy/kubernetes/pushbridge.yaml
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The variables of one environment, as NAME=VALUE lines.
+# The variables of one environment, as NAME=VALUE lines. PyYAML comes with yamllint in the project's virtual
+# environment (scripts/lint-deploy.sh); the system Python need not have it.
+python=.build-lint/venv/bin/python
+[[ -x "$python" ]] || { echo "error: $python is missing; run make lint-deploy first" >&2; exit 1; }
 kubernetes_environment() {
-    python3 -c 'import yaml, sys
+    "$python" -c 'import yaml, sys
 for generator in yaml.safe_load(open(sys.argv[1]))["configMapGenerator"]:
     if generator["name"] == "pushbridge-env":
         print("\n".join(generator["literals"]))' deploy/kubernetes/kustomization.yaml

@@ -42,7 +42,7 @@ public struct NghttpdServer: Sendable {
             "nghttpd", "-a", "127.0.0.1", "-d", documentRoot, "-m", "\(maxConcurrentStreams)", "\(port)",
             privateKeyPath, certificatePath,
         ]
-        let process = try ChildProcess.spawn("/usr/bin/env", arguments, logFile: logFile)
+        let process = try ChildProcess.spawn(try Self.executable(), Array(arguments.dropFirst()), logFile: logFile)
         let server = NghttpdServer(process: process, port: port, commandLine: arguments.joined(separator: " "))
         // Up to 5 s for nghttpd to load its key and listen.
         for _ in 0..<100 {
@@ -89,6 +89,17 @@ public struct NghttpdServer: Sendable {
             }
             close(descriptor)
         }
+    }
+
+    /// nghttpd's path: the first on `PATH`, else `/usr/sbin/nghttpd`, where Debian's nghttp2-server installs it and
+    /// which is not on a user's `PATH` (only root's).
+    static func executable() throws(BenchSupportError) -> String {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let candidates = path.split(separator: ":").map { "\($0)/nghttpd" } + ["/usr/sbin/nghttpd"]
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw BenchSupportError("nghttpd not found on PATH nor in /usr/sbin: install nghttp2-server (make deps)")
+        }
+        return found
     }
 
     /// A port on 127.0.0.1 that nothing listens on now: bound with port 0, read back, released.

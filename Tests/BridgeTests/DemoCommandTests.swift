@@ -21,9 +21,15 @@ struct DemoCommandTests {
         #expect(rows["rejected"] == 20)
         #expect(rows["invalid tokens"] == 20)
         #expect(rows["failed"] == 0)
+        // Every 20th matches no route: the row is the bridge's pushbridge_events_unmatched_total, compared with the
+        // plan by the demo itself (DemoTallyTests: a miscount fails it).
         #expect(rows["unmatched (skipped)"] == 10)
         #expect((rows["delivered"] ?? 0) > 200)
         #expect(result.standardOutput.contains("20 dead letters expected, 20 written"))
+        #expect(result.standardOutput.contains("20 invalid tokens expected, 20 written"))
+        #expect(
+            result.standardOutput.contains(
+                "10 unmatched events expected, 10 counted by the bridge (pushbridge_events_unmatched_total)"))
     }
 
     /// The container image runs PushBridge as user 10001. A socket option that needs privileges (once,

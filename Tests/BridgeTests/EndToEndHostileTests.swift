@@ -267,15 +267,12 @@ func peakResidentBytes(of pid: Int32) throws -> Int {
 
 /// A metric's samples over all its labels in a Prometheus text exposition.
 func metricSamples(_ exposition: String, _ name: String) -> [Double] {
-    exposition.split(separator: "\n").compactMap { line in
-        guard line.hasPrefix(name + "{") || line.hasPrefix(name + " ") else { return nil }
-        return line.split(separator: " ").last.flatMap { Double($0) }
-    }
+    PrometheusExposition.samples(of: name, in: exposition)
 }
 
 /// The sum of a metric's samples over all its labels.
 func metricSum(_ exposition: String, _ name: String) -> Double {
-    metricSamples(exposition, name).reduce(0, +)
+    PrometheusExposition.sum(of: name, in: exposition)
 }
 
 @Suite("End to end: a fatal producer error", .serialized)

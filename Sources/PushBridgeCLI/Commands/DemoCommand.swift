@@ -93,7 +93,7 @@ struct DemoCommand: AsyncParsableCommand {
 
         let sender = try APNSSender(configuration: configuration, logger: logger)
         let runtime = BridgeRuntime(loaded: loaded, registry: PrometheusCollectorRegistry(), logger: logger)
-        let tally = DemoTally(outcomes: configuration.outcomes)
+        let tally = DemoTally(outcomes: configuration.outcomes, registry: runtime.registry)
         let reader = try KafkaConsumer(
             configuration: DemoEvents.readerConfiguration(cluster),
             topics: [configuration.outcomes.outcomes, configuration.outcomes.invalidTokens,
@@ -131,8 +131,12 @@ struct DemoCommand: AsyncParsableCommand {
         await simulator.shutdown()
 
         FileHandleOutput.standardOutput(tally.summary(plan: plan, simulator: simulator.statistics) + "\n")
-        if !tally.accountsFor(plan) {
-            FileHandleOutput.standardError("pushbridge demo: not every event was accounted for\n")
+        let discrepancies = tally.discrepancies(plan)
+        if !discrepancies.isEmpty {
+            FileHandleOutput.standardError(
+                "pushbridge demo: not every event was accounted for:\n"
+                    + discrepancies.map { "  \($0)\n" }.joined()
+            )
             throw ExitCode(1)
         }
     }
@@ -264,7 +268,9 @@ struct DemoEvents: Sendable, CustomStringConvertible {
     }
 }
 
-/// What the result topics hold so far, de-duplicated by notification id.
+/// What became of the sample events so far: the result topics' records (de-duplicated by notification id, dead
+/// letters by source coordinates) and the bridge's own count of events no route matched
+/// (`pushbridge_events_unmatched_total`, which is all an unmatched event leaves behind).
 final class DemoTally: Sendable {
     private struct State {
         var statusByNotification: [String: String] = [:]
@@ -272,11 +278,40 @@ final class DemoTally: Sendable {
         var deadLetters = Set<String>()
     }
 
+    /// The counts the summary reports, each read from where the bridge put it.
+    struct Counts: Sendable {
+        /// Outcomes by status (`delivered`, `rejected`, …).
+        var byStatus: [String: Int]
+        /// Notifications with an outcome.
+        var outcomes: Int
+        var deadLetters: Int
+        var invalidTokens: Int
+        /// `pushbridge_events_unmatched_total` over all topics.
+        var unmatchedEvents: Int
+    }
+
+    /// One number the plan predicts, and what was counted.
+    struct Check: Sendable, CustomStringConvertible {
+        var counted: Int
+        var expected: Int
+        /// What is counted, e.g. "dead letters".
+        var noun: String
+        /// How it was counted, e.g. "written".
+        var how: String
+
+        var description: String { "\(self.expected) \(self.noun) expected, \(self.counted) \(self.how)" }
+    }
+
+    static let unmatchedMetric = "pushbridge_events_unmatched_total"
+
     private let outcomes: OutcomeTopics
+    private let registry: PrometheusCollectorRegistry
     private let state = Mutex(State())
 
-    init(outcomes: OutcomeTopics) {
+    /// A tally of the records on `outcomes`' topics and of the metrics in `registry`, the bridge's.
+    init(outcomes: OutcomeTopics, registry: PrometheusCollectorRegistry) {
         self.outcomes = outcomes
+        self.registry = registry
     }
 
     func add(_ batch: [KafkaMessage]) {
@@ -304,12 +339,44 @@ final class DemoTally: Sendable {
         }
     }
 
-    func accountsFor(_ plan: DemoEvents) -> Bool {
-        self.state.withLock { state in
-            state.statusByNotification.count >= plan.notificationCount
-                && state.deadLetters.count >= plan.deadLetterCount
-                && state.invalidTokens.count >= plan.unregisteredCount + plan.malformedTokenCount
+    func counts() -> Counts {
+        let exposition = self.registry.emitToString()
+        let unmatched = Int(PrometheusExposition.sum(of: Self.unmatchedMetric, in: exposition))
+        return self.state.withLock { state in
+            var byStatus: [String: Int] = [:]
+            for status in state.statusByNotification.values { byStatus[status, default: 0] += 1 }
+            return Counts(
+                byStatus: byStatus, outcomes: state.statusByNotification.count, deadLetters: state.deadLetters.count,
+                invalidTokens: state.invalidTokens.count, unmatchedEvents: unmatched
+            )
         }
+    }
+
+    /// The plan's predictions next to the counts.
+    static func checks(_ counts: Counts, plan: DemoEvents) -> [Check] {
+        [
+            Check(counted: counts.outcomes, expected: plan.notificationCount, noun: "notifications", how: "outcomes"),
+            Check(counted: counts.deadLetters, expected: plan.deadLetterCount, noun: "dead letters", how: "written"),
+            Check(
+                counted: counts.invalidTokens, expected: plan.unregisteredCount + plan.malformedTokenCount,
+                noun: "invalid tokens", how: "written"
+            ),
+            Check(
+                counted: counts.unmatchedEvents, expected: plan.unmatchedCount, noun: "unmatched events",
+                how: "counted by the bridge (\(Self.unmatchedMetric))"
+            ),
+        ]
+    }
+
+    /// Whether everything the plan predicts has arrived (the demo then stops the bridge).
+    func accountsFor(_ plan: DemoEvents) -> Bool {
+        Self.checks(self.counts(), plan: plan).allSatisfy { $0.counted >= $0.expected }
+    }
+
+    /// Every prediction of the plan that the counts do not meet exactly; empty when every event is accounted for.
+    /// More is as wrong as fewer: an unmatched event counted twice, or a notification nobody asked for.
+    func discrepancies(_ plan: DemoEvents) -> [String] {
+        Self.checks(self.counts(), plan: plan).filter { $0.counted != $0.expected }.map(\.description)
     }
 
     func progressLine(plan: DemoEvents, elapsed: Duration) -> String {
@@ -321,31 +388,31 @@ final class DemoTally: Sendable {
         }
     }
 
+    /// The summary table's rows: what, how many, where it was read.
+    func rows(_ counts: Counts) -> [(name: String, count: Int, place: String)] {
+        [
+            ("delivered", counts.byStatus["delivered"] ?? 0, self.outcomes.outcomes),
+            ("rejected", counts.byStatus["rejected"] ?? 0, self.outcomes.outcomes),
+            ("failed", counts.byStatus["failed"] ?? 0, self.outcomes.outcomes),
+            ("expired", counts.byStatus["expired"] ?? 0, self.outcomes.outcomes),
+            ("dead-lettered", counts.deadLetters, self.outcomes.deadLetters),
+            ("invalid tokens", counts.invalidTokens, self.outcomes.invalidTokens),
+            ("unmatched (skipped)", counts.unmatchedEvents, Self.unmatchedMetric),
+        ]
+    }
+
     func summary(plan: DemoEvents, simulator: SimulatorStatistics) -> String {
-        self.state.withLock { state in
-            var counts: [String: Int] = [:]
-            for status in state.statusByNotification.values { counts[status, default: 0] += 1 }
-            let rows: [(String, Int, String)] = [
-                ("delivered", counts["delivered"] ?? 0, self.outcomes.outcomes),
-                ("rejected", counts["rejected"] ?? 0, self.outcomes.outcomes),
-                ("failed", counts["failed"] ?? 0, self.outcomes.outcomes),
-                ("expired", counts["expired"] ?? 0, self.outcomes.outcomes),
-                ("dead-lettered", state.deadLetters.count, self.outcomes.deadLetters),
-                ("invalid tokens", state.invalidTokens.count, self.outcomes.invalidTokens),
-                ("unmatched (skipped)", plan.unmatchedCount, "pushbridge_events_unmatched_total"),
-            ]
-            var text = "\n  result                 count   where\n"
-            text += "  --------------------  ------  ------------------------------\n"
-            for (name, count, place) in rows {
-                text += "  " + name.padding(toLength: 20, withPad: " ", startingAt: 0)
-                    + String(repeating: " ", count: max(1, 8 - String(count).count)) + "\(count)  \(place)\n"
-            }
-            text += "\n  \(plan.events.count) events: \(plan.notificationCount) notifications expected, "
-                + "\(state.statusByNotification.count) outcomes; \(plan.deadLetterCount) dead letters expected, "
-                + "\(state.deadLetters.count) written.\n"
-            text += "  The simulator received \(simulator.requestsReceived) requests "
-                + "(\(simulator.byStatus[200] ?? 0) answered 200).\n"
-            return text
+        let counts = self.counts()
+        var text = "\n  result                 count   where\n"
+        text += "  --------------------  ------  ------------------------------\n"
+        for (name, count, place) in self.rows(counts) {
+            text += "  " + name.padding(toLength: 20, withPad: " ", startingAt: 0)
+                + String(repeating: " ", count: max(1, 8 - String(count).count)) + "\(count)  \(place)\n"
         }
+        let checks = Self.checks(counts, plan: plan).map(\.description)
+        text += "\n  \(plan.events.count) events: " + checks.joined(separator: "; ") + ".\n"
+        text += "  The simulator received \(simulator.requestsReceived) requests "
+            + "(\(simulator.byStatus[200] ?? 0) answered 200).\n"
+        return text
     }
 }
