@@ -4,6 +4,7 @@ import DequeModule
 import NIOCore
 import NIOPosix
 import NIOSSL
+import NIOTLS
 import Synchronization
 
 /// How a ``BinaryClient`` reaches its gateway and confirms what it wrote.
@@ -60,6 +61,9 @@ public final class BinaryClient: @unchecked Sendable {
     private var window: BinaryWriteWindow<Item>
     private var channel: (any Channel)?
     private var connecting = false
+    /// The connection being opened, until its TLS handshake completes.
+    private var handshaking: (any Channel)?
+    private var handshakeError: (any Error)?
     private var closed = false
     private var confirmationTimer: Scheduled<Void>?
     private let connected = Atomic<Int>(0)
@@ -188,19 +192,38 @@ public final class BinaryClient: @unchecked Sendable {
                 }
             }
         bootstrap.connect(host: host, port: self.configuration.port).whenComplete { result in
-            self.connecting = false
             switch result {
             case .success(let channel):
-                self.channel = channel
-                self.connected.store(1, ordering: .relaxed)
-                self.pump()
+                // Nothing is written before the TLS handshake completed (handshakeCompleted(_:)): a notification
+                // written into a handshake that then fails must not count as delivered by its quiet window.
+                self.handshaking = channel
             case .failure(let error):
-                let reason = "cannot connect to the binary gateway \(host):\(self.configuration.port): \(error)"
-                let waiting = self.waiting
-                self.waiting.removeAll()
-                for (item, _) in waiting { item.completion(.failed(.unreachable(reason))) }
+                self.connecting = false
+                self.failWaiting("cannot connect to the binary gateway \(host):\(self.configuration.port): \(error)")
             }
         }
+    }
+
+    /// The TLS handshake of the connection being opened completed: it is the connection now.
+    fileprivate func handshakeCompleted(_ channel: any Channel) {
+        guard self.handshaking === channel else { return }
+        self.handshaking = nil
+        self.connecting = false
+        self.channel = channel
+        self.connected.store(1, ordering: .relaxed)
+        self.pump()
+    }
+
+    /// An error on `channel` (a TLS failure, most often), kept to say why a handshake failed.
+    fileprivate func connectionFailed(_ channel: any Channel, _ error: any Error) {
+        if self.handshaking === channel { self.handshakeError = error }
+    }
+
+    /// Everything waiting fails with ``APNSFailure/unreachable(_:)`` (systemic: the bridge halts and probes).
+    private func failWaiting(_ reason: String) {
+        let waiting = self.waiting
+        self.waiting.removeAll()
+        for (item, _) in waiting { item.completion(.failed(.unreachable(reason))) }
     }
 
     private func scheduleConfirmation() {
@@ -223,6 +246,16 @@ public final class BinaryClient: @unchecked Sendable {
 
     /// The connection ended; what it left unconfirmed (nothing, after an error packet) is in doubt.
     fileprivate func connectionClosed(_ channel: any Channel) {
+        if self.handshaking === channel {
+            // Closed before the handshake completed: nothing was written; the gateway cannot be used.
+            self.handshaking = nil
+            self.connecting = false
+            let why = self.handshakeError.map { "\($0)" } ?? "the connection closed during the TLS handshake"
+            self.handshakeError = nil
+            self.failWaiting(
+                "TLS with the binary gateway \(self.configuration.host):\(self.configuration.port) failed: \(why)")
+            return
+        }
         guard self.channel === channel else { return }
         self.channel = nil
         self.connected.store(0, ordering: .relaxed)
@@ -299,12 +332,20 @@ private final class ErrorPacketReader: ChannelInboundHandler {
         context.close(promise: nil)
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let tls = event as? TLSUserEvent, case .handshakeCompleted = tls {
+            self.client.handshakeCompleted(context.channel)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         self.client.connectionClosed(context.channel)
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.client.connectionFailed(context.channel, error)
         context.close(promise: nil)
     }
 }

@@ -15,22 +15,25 @@ struct BinaryClientTests {
         var gateway: BinaryGateway.Statistics
     }
 
-    /// Sends `count` notifications (tokens 0..<count) through a new client to a new gateway with `behaviour`.
+    /// Sends `count` notifications (tokens 0..<count) through a new client to a new gateway with `behaviour`
+    /// (whose server certificate the client does not trust when `untrustedGateway`).
     func run(
         _ behaviour: BinaryGatewayBehaviour, count: Int = 20, format: BinaryFormat = .framed,
-        extra: [APNSCore.Notification] = []
+        extra: [APNSCore.Notification] = [], untrustedGateway: Bool = false
     ) async throws -> Run {
         let tls = try TestTLS.generate()
+        let serverTLS = untrustedGateway ? try TestTLS.generate(name: "Other") : tls
         let gateway = try await BinaryGateway.start(
-            behaviour: behaviour, certificateChain: try tls.serverCertificateChain(),
-            privateKey: try tls.serverPrivateKey(), clientCertificateTrustRoots: [try tls.caCertificate()])
+            behaviour: behaviour, certificateChain: try serverTLS.serverCertificateChain(),
+            privateKey: try serverTLS.serverPrivateKey(), clientCertificateTrustRoots: [try tls.caCertificate()])
         var configuration = BinaryClientConfiguration(
             host: "127.0.0.1", port: gateway.port,
             credentials: CertificateCredentials(
                 certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
         configuration.additionalTrustRoots = [try tls.caCertificate()]
         configuration.format = format
-        configuration.quietWindow = .milliseconds(300)
+        // Long enough that an error packet is never late for it, even on a loaded machine.
+        configuration.quietWindow = .seconds(1)
         let client = try BinaryClient(configuration: configuration)
         let (stream, input) = AsyncStream.makeStream(of: (String, APNSResult).self)
         let notifications = (0..<count).map { Fixtures.notification(token: Fixtures.deviceToken($0)) } + extra
@@ -150,5 +153,20 @@ struct BinaryClientTests {
         #expect(Self.reason(run.results["abcd"]?.first) == .badDeviceToken)
         #expect(run.gateway.processed.count == 3)
         #expect(run.gateway.errorPackets.isEmpty)
+    }
+
+    @Test("a gateway whose certificate is not trusted: nothing counts as delivered, everything fails Unreachable")
+    func untrustedGateway() async throws {
+        let run = try await self.run(BinaryGatewayBehaviour(), count: 5, untrustedGateway: true)
+        #expect(run.results.count == 5)
+        for results in run.results.values {
+            #expect(results.count == 1)
+            guard case .failed(.unreachable(let why)) = results.first else {
+                Issue.record("expected Unreachable, got \(String(describing: results.first))")
+                continue
+            }
+            #expect(why.contains("TLS"))
+        }
+        #expect(run.gateway.processed.isEmpty)
     }
 }

@@ -127,7 +127,7 @@ struct SimulatorBinaryCommandTests {
             credentials: CertificateCredentials(
                 certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
         configuration.additionalTrustRoots = [try tls.caCertificate()]
-        configuration.quietWindow = .milliseconds(200)
+        configuration.quietWindow = .seconds(1)
         let client = try BinaryClient(configuration: configuration)
         var statuses: [Int] = []
         for index in 0..<3 {

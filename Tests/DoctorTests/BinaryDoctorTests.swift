@@ -22,7 +22,7 @@ import TestSupport
                 environment: sandbox
                 ca_file: \(setup.tls.caCertificatePath)
                 auth: { type: certificate, cert_file: \(setup.tls.clientCertificatePath), key_file: \(setup.tls.clientKeyPath) }
-                binary: { gateway: "127.0.0.1:\(gateway.port)", quiet_window: 200ms }
+                binary: { gateway: "127.0.0.1:\(gateway.port)", quiet_window: 2s }
             """
         let checks = try await setup.doctor(try setup.configuration(apps: apps))
         await gateway.close()
