@@ -116,34 +116,23 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let notification: APNSCore.Notification
-        let configuration: APNSClientConfiguration
-        do {
-            notification = try self.makeNotification()
-            configuration = try self.makeConfiguration()
-        } catch let error as UsageError {
-            FileHandleOutput.standardError("error: \(error.message)\n")
-            throw ExitCode(2)
-        } catch let error as CredentialError {
-            FileHandleOutput.standardError("error: \(error)\n")
-            throw ExitCode(2)
-        }
-        if self.providerProtocol == "binary" {
-            return try await self.sendBinary(notification)
-        }
-        guard self.providerProtocol == "http2" else {
+        let notification = try Self.usage { try self.makeNotification() }
+        let result: APNSResult
+        switch self.providerProtocol {
+        case "http2":
+            let configuration = try Self.usage { try self.makeConfiguration() }
+            try Self.refuseLocally(notification, NotificationValidation.validate(notification), rules: "Apple's rules")
+            let client = APNSClient(configuration: configuration)
+            result = await client.send(notification)
+            await client.shutdown()
+        case "binary":
+            let client = try Self.usage { try self.makeBinaryClient(for: notification) }
+            result = await client.send(notification)
+            await client.close()
+        default:
             FileHandleOutput.standardError("error: --protocol must be http2 or binary, got '\(self.providerProtocol)'\n")
             throw ExitCode(2)
         }
-        if let reason = NotificationValidation.validate(notification) {
-            Self.print(
-                .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason)))
-            FileHandleOutput.standardError("not sent: the notification breaks Apple's rules (\(reason.rawValue))\n")
-            throw ExitCode(1)
-        }
-        let client = APNSClient(configuration: configuration)
-        let result = await client.send(notification)
-        await client.shutdown()
         Self.print(result)
         if case .answered(let response) = result, response.status == 200 {
             return
@@ -151,58 +140,57 @@ struct SendCommand: AsyncParsableCommand {
         throw ExitCode(1)
     }
 
-    /// `--protocol binary`: one notification through a ``BinaryClient``; `delivered` means no error packet came
-    /// within the quiet window (1 s) on an open connection (docs/binary-protocol.md).
-    private func sendBinary(_ notification: APNSCore.Notification) async throws {
-        let client: BinaryClient
+    /// Runs `body`; a usage, credential or TLS-file problem ends the command with exit status 2.
+    private static func usage<Value>(_ body: () throws -> Value) throws -> Value {
         do {
-            guard let format = BinaryFormat(rawValue: self.format) else {
-                throw UsageError(message: "--format must be framed, enhanced or simple, got '\(self.format)'")
-            }
-            guard self.endpoint == nil else {
-                throw UsageError(message: "--endpoint is for HTTP/2; give the binary gateway with --gateway host:port")
-            }
-            guard case .certificate(let credentials) = try self.makeAuthentication() else {
-                throw UsageError(message: "the binary protocol takes certificate auth only (--cert-file)")
-            }
-            var gateway = BinaryProtocolSettings.appleGateway(self.sandbox ? .sandbox : .production)
-            if let text = self.gateway {
-                guard let parsed = APNSSettings.Endpoint(hostAndPort: text) else {
-                    throw UsageError(message: "--gateway '\(text)' is not host:port")
-                }
-                gateway = parsed
-            }
-            var configuration = BinaryClientConfiguration(host: gateway.host, port: gateway.port, credentials: credentials)
-            configuration.format = format
-            configuration.connectTimeout = .seconds(min(self.timeout, 10))
-            if let caFile = self.caFile {
-                configuration.additionalTrustRoots = try NIOSSLCertificate.fromPEMFile(caFile)
-            }
-            if let fault = BinaryFrame.validate(
-                notification, format: format, payloadLimitBytes: configuration.payloadLimitBytes)
-            {
-                Self.print(.answered(APNSResponse(status: 400, apnsID: notification.apnsID, reason: fault.reason)))
-                FileHandleOutput.standardError("not sent: \(fault)\n")
-                throw ExitCode(1)
-            }
-            client = try BinaryClient(configuration: configuration)
+            return try body()
         } catch let error as UsageError {
             FileHandleOutput.standardError("error: \(error.message)\n")
-            throw ExitCode(2)
         } catch let error as CredentialError {
             FileHandleOutput.standardError("error: \(error)\n")
-            throw ExitCode(2)
         } catch let error as NIOSSLError {
             FileHandleOutput.standardError("error: --ca-file: \(error)\n")
-            throw ExitCode(2)
         }
-        let result = await client.send(notification)
-        await client.close()
-        Self.print(result)
-        if case .answered(let response) = result, response.status == 200 {
-            return
-        }
+        throw ExitCode(2)
+    }
+
+    /// Prints the local refusal and ends with exit status 1 when `reason` is not `nil`.
+    private static func refuseLocally(_ notification: APNSCore.Notification, _ reason: Reason?, rules: String) throws {
+        guard let reason else { return }
+        Self.print(.answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason)))
+        FileHandleOutput.standardError("not sent: the notification breaks \(rules) (\(reason.rawValue))\n")
         throw ExitCode(1)
+    }
+
+    /// `--protocol binary`: a ``BinaryClient`` for the gateway; `delivered` will mean no error packet came within
+    /// the quiet window (1 s) on an open connection (docs/binary-protocol.md). A notification the binary protocol
+    /// cannot carry ends the command first (exit 1).
+    private func makeBinaryClient(for notification: APNSCore.Notification) throws -> BinaryClient {
+        guard let format = BinaryFormat(rawValue: self.format) else {
+            throw UsageError(message: "--format must be framed, enhanced or simple, got '\(self.format)'")
+        }
+        guard self.endpoint == nil else {
+            throw UsageError(message: "--endpoint is for HTTP/2; give the binary gateway with --gateway host:port")
+        }
+        guard case .certificate(let credentials) = try self.makeAuthentication() else {
+            throw UsageError(message: "the binary protocol takes certificate auth only (--cert-file)")
+        }
+        var gateway = BinaryProtocolSettings.appleGateway(self.sandbox ? .sandbox : .production)
+        if let text = self.gateway {
+            guard let parsed = APNSSettings.Endpoint(hostAndPort: text) else {
+                throw UsageError(message: "--gateway '\(text)' is not host:port")
+            }
+            gateway = parsed
+        }
+        var configuration = BinaryClientConfiguration(host: gateway.host, port: gateway.port, credentials: credentials)
+        configuration.format = format
+        configuration.connectTimeout = .seconds(min(self.timeout, 10))
+        if let caFile = self.caFile {
+            configuration.additionalTrustRoots = try NIOSSLCertificate.fromPEMFile(caFile)
+        }
+        let fault = BinaryFrame.validate(notification, format: format, payloadLimitBytes: configuration.payloadLimitBytes)
+        try Self.refuseLocally(notification, fault?.reason, rules: "the binary protocol's rules")
+        return try BinaryClient(configuration: configuration)
     }
 
     private static func print(_ result: APNSResult) {
