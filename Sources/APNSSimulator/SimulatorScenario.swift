@@ -76,6 +76,9 @@ public struct SimulatorScenario: Sendable {
     /// The least time between two different tokens on one connection before `TooManyProviderTokenUpdates`.
     public var minimumTokenUpdateInterval: Duration = .seconds(20 * 60)
 
+    /// The binary gateway's faults (`binary_gateway:`; used with `pushbridge simulator --binary-port`).
+    public var binaryGateway = BinaryGatewayBehaviour()
+
     /// A scenario that accepts everything well formed from any topic, without keys.
     public init() {}
 }
@@ -144,7 +147,7 @@ private struct ScenarioReader {
             root, path: "",
             allowed: [
                 "topics", "jwt_keys", "certificate_auth", "tokens", "faults", "latency_ms", "connections",
-                "provider_tokens",
+                "provider_tokens", "binary_gateway",
             ])
         if let topics = top["topics"] {
             scenario.topics = Set(try self.strings(topics.node, path: "topics"))
@@ -169,6 +172,9 @@ private struct ScenarioReader {
         }
         if let latency = top["latency_ms"] {
             scenario.latency = .milliseconds(try self.integer(latency.node, path: "latency_ms", range: 0...600_000))
+        }
+        if let gateway = top["binary_gateway"] {
+            try self.binaryGateway(gateway.node, into: &scenario)
         }
         if let tokenRules = top["provider_tokens"] {
             let path = "provider_tokens"
@@ -271,6 +277,26 @@ private struct ScenarioReader {
         if total > 1 {
             throw self.error(node, "faults", "rate_429 + rate_500 + rate_503 is \(total); their sum must be at most 1")
         }
+    }
+
+    private func binaryGateway(_ node: Node, into scenario: inout SimulatorScenario) throws(ScenarioError) {
+        let path = "binary_gateway"
+        let map = try self.mapping(
+            node, path: path, allowed: ["processing_error_at", "shutdown_after", "drop_after", "payload_limit"])
+        var behaviour = scenario.binaryGateway
+        if let at = map["processing_error_at"] {
+            behaviour.processingErrorAt = try self.integer(at.node, path: "\(path).processing_error_at", range: 1...Int.max)
+        }
+        if let after = map["shutdown_after"] {
+            behaviour.shutdownAfter = try self.integer(after.node, path: "\(path).shutdown_after", range: 0...Int.max)
+        }
+        if let after = map["drop_after"] {
+            behaviour.dropAfter = try self.integer(after.node, path: "\(path).drop_after", range: 0...Int.max)
+        }
+        if let limit = map["payload_limit"] {
+            behaviour.payloadLimitBytes = try self.integer(limit.node, path: "\(path).payload_limit", range: 1...4096)
+        }
+        scenario.binaryGateway = behaviour
     }
 
     private func connections(_ node: Node, into scenario: inout SimulatorScenario) throws(ScenarioError) {

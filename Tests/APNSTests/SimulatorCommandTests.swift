@@ -94,19 +94,19 @@ final class ProcessOutput: Sendable {
 
 @Suite("pushbridge simulator --binary-port (the built executable)", .timeLimit(.minutes(1)))
 struct SimulatorBinaryCommandTests {
-    @Test("runs a binary gateway beside the HTTP/2 one: a certificate client is answered, listed tokens are refused")
-    func binaryGateway() async throws {
-        let tls = try TestTLS.generate()
-        let unregistered = Fixtures.deviceToken(2)
+    /// A running `pushbridge simulator --binary-port 0` with `scenario` (plus the client CA), its output, and a
+    /// binary client configuration for its gateway.
+    struct Running {
+        let process: Process
+        let output: ProcessOutput
+        let port: String
+        let client: BinaryClientConfiguration
+    }
+
+    static func start(_ tls: TestTLS, scenario: String) async throws -> Running {
         let scenarioPath = tls.directory.appendingPathComponent("scenario.yaml").path
         try Data(
-            """
-            certificate_auth:
-              client_ca_file: \(tls.caCertificatePath)
-            tokens:
-              unregistered: ["\(unregistered)"]
-
-            """.utf8
+            "certificate_auth:\n  client_ca_file: \(tls.caCertificatePath)\n\(scenario)".utf8
         ).write(to: URL(fileURLWithPath: scenarioPath))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: SendCommandTests.executable)
@@ -118,8 +118,6 @@ struct SimulatorBinaryCommandTests {
         process.standardOutput = output.pipe
         process.standardError = FileHandle.nullDevice
         try process.run()
-        defer { if process.isRunning { process.terminate() } }
-
         let started = try #require(await output.wait(containing: "binary gateway listening on"))
         let portText = try #require(started.firstMatch(of: /binary gateway listening on 127\.0\.0\.1:(\d+)/)?.1)
         var configuration = BinaryClientConfiguration(
@@ -128,6 +126,30 @@ struct SimulatorBinaryCommandTests {
                 certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
         configuration.additionalTrustRoots = [try tls.caCertificate()]
         configuration.quietWindow = .seconds(1)
+        return Running(process: process, output: output, port: String(portText), client: configuration)
+    }
+
+    @Test("the scenario's binary_gateway faults reach the gateway: a processing error on the first notification")
+    func scenarioFaults() async throws {
+        let tls = try TestTLS.generate()
+        let running = try await Self.start(tls, scenario: "binary_gateway: {processing_error_at: 1}\n")
+        defer { if running.process.isRunning { running.process.terminate() } }
+        let client = try BinaryClient(configuration: running.client)
+        let first = await client.send(Fixtures.notification(token: Fixtures.deviceToken(1)))
+        let second = await client.send(Fixtures.notification(token: Fixtures.deviceToken(2)))
+        await client.close()
+        #expect(first.status == 500)
+        #expect(second.status == 200)
+    }
+
+    @Test("runs a binary gateway beside the HTTP/2 one: a certificate client is answered, listed tokens are refused")
+    func binaryGateway() async throws {
+        let tls = try TestTLS.generate()
+        let unregistered = Fixtures.deviceToken(2)
+        let running = try await Self.start(tls, scenario: "tokens:\n  unregistered: [\"\(unregistered)\"]\n")
+        let (process, output, portText) = (running.process, running.output, running.port)
+        defer { if process.isRunning { process.terminate() } }
+        let configuration = running.client
         let client = try BinaryClient(configuration: configuration)
         var statuses: [Int] = []
         for index in 0..<3 {

@@ -40,6 +40,29 @@ struct SimulatorScenarioTests {
         #expect(error?.description.contains("goaway_after_streams") == true)
     }
 
+    @Test("binary_gateway sets the binary gateway's faults; a wrong key or value names its path")
+    func binaryGateway() throws {
+        let scenario = try SimulatorScenario.parse(
+            yaml: "binary_gateway: {processing_error_at: 3, shutdown_after: 5, drop_after: 7, payload_limit: 256}\n",
+            file: "s.yaml")
+        #expect(scenario.binaryGateway.processingErrorAt == 3)
+        #expect(scenario.binaryGateway.shutdownAfter == 5)
+        #expect(scenario.binaryGateway.dropAfter == 7)
+        #expect(scenario.binaryGateway.payloadLimitBytes == 256)
+        do {
+            _ = try SimulatorScenario.parse(yaml: "binary_gateway: {shutdown: 5}\n", file: "s.yaml")
+            Issue.record("an unknown key was accepted")
+        } catch {
+            #expect(error.keyPath == "binary_gateway.shutdown")
+        }
+        do {
+            _ = try SimulatorScenario.parse(yaml: "binary_gateway: {processing_error_at: 0}\n", file: "s.yaml")
+            Issue.record("processing_error_at 0 was accepted")
+        } catch {
+            #expect(error.keyPath == "binary_gateway.processing_error_at")
+        }
+    }
+
     @Test("a rate outside 0...1 and rates summing over 1 are errors")
     func rates() {
         #expect(throws: ScenarioError.self) {

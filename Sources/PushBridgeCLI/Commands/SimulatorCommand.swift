@@ -108,9 +108,9 @@ struct SimulatorCommand: AsyncParsableCommand {
                 await server.shutdown()
                 throw ExitCode(2)
             }
-            var behaviour = BinaryGatewayBehaviour()
+            var behaviour = scenario.binaryGateway
             // A token the scenario marks unregistered or bad is an invalid token to the binary gateway (status 8).
-            behaviour.unregisteredTokens = Set(scenario.unregisteredTokens.keys).union(scenario.badTokens)
+            behaviour.unregisteredTokens.formUnion(Set(scenario.unregisteredTokens.keys).union(scenario.badTokens))
             do {
                 gateway = try await BinaryGateway.start(
                     behaviour: behaviour, certificateChain: try NIOSSLCertificate.fromPEMFile(certificatePath),
