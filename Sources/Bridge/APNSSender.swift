@@ -1,12 +1,12 @@
 import APNSClient
 import APNSCore
-import Synchronization
-import NIOSSL
 import BinaryProvider
 import Configuration
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
+import Synchronization
 
 /// The pipeline's sender on APNs: one provider for the `apns` block and one per entry under `apps`. A provider
 /// is an ``APNSClient`` (a pool of HTTP/2 connections with its own credentials) or, for `protocol: binary`, the

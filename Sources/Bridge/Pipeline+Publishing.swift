@@ -32,16 +32,13 @@ extension Pipeline {
         await self.publish(record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)
     }
 
-    /// What each of `count` records calls once acknowledged: the last one runs `acknowledged`, then returns the
-    /// piece's room.
-    private func acknowledgement(
-        of count: Int, bytes: Int, acknowledged: @escaping @Sendable () -> Void
-    ) -> @Sendable () -> Void {
-        let acknowledgedAll: @Sendable () -> Void = { [self] in
+    /// What a single record (a dead letter) calls once acknowledged: `acknowledged`, then the piece's room is
+    /// returned.
+    private func acknowledgement(bytes: Int, acknowledged: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+        { [self] in
             acknowledged()
             self.releaseRoom(bytes: bytes)
         }
-        return count > 1 ? Self.countdown(count, then: acknowledgedAll) : acknowledgedAll
     }
 
     /// A closure that runs `body` on its `count`th call.
@@ -59,7 +56,7 @@ extension Pipeline {
         let budget = RefitBudget(maxBytes: self.configuration.maxRecordBytes, refit: refit)
         await self.publish(
             record, attempt: 0, refit: budget, failing: nil,
-            acknowledged: self.acknowledgement(of: 1, bytes: bytes, acknowledged: acknowledged))
+            acknowledged: self.acknowledgement(bytes: bytes, acknowledged: acknowledged))
     }
 
     /// The smallest size a dead letter is cut down to when the broker keeps refusing it as too large.

@@ -1,11 +1,11 @@
 import APNSClient
 import APNSCore
+import BinaryProvider
 import Crypto
 import Foundation
 import Synchronization
 import Testing
 import TestSupport
-import BinaryProvider
 
 @Suite("pushbridge simulator (the built executable)", .timeLimit(.minutes(1)))
 struct SimulatorCommandTests {

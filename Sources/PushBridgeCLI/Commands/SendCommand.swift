@@ -1,10 +1,10 @@
 import APNSClient
-import NIOSSL
-import Configuration
-import BinaryProvider
 import APNSCore
 import ArgumentParser
+import BinaryProvider
+import Configuration
 import Foundation
+import NIOSSL
 
 /// `pushbridge send`: send one notification to APNs and print the result.
 ///
