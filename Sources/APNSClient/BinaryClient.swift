@@ -15,8 +15,9 @@ public struct BinaryClientConfiguration: Sendable {
     public var port: Int
     /// The client certificate: the binary protocol has no token authentication.
     public var credentials: CertificateCredentials
-    /// Extra CA certificates to trust besides the system's (a test or in-house gateway's own CA).
-    public var additionalTrustRoots: [NIOSSLCertificate] = []
+    /// A PEM file of extra CA certificates to trust besides the system's (a test or in-house gateway's own CA),
+    /// like ``APNSClientConfiguration/additionalTrustRootsPEMFile``.
+    public var additionalTrustRootsPEMFile: String?
     /// The format written.
     public var format: BinaryFormat = .framed
     /// The payload limit checked before writing.
@@ -68,7 +69,8 @@ public final class BinaryClient: @unchecked Sendable {
     private var confirmationTimer: Scheduled<Void>?
     private let connected = Atomic<Int>(0)
 
-    /// Creates a client; it connects when the first notification arrives.
+    /// Creates a client; it connects when the first notification arrives. Throws a ``CredentialError`` naming the
+    /// file when the extra CA file does not load.
     public init(
         configuration: BinaryClientConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
@@ -79,8 +81,13 @@ public final class BinaryClient: @unchecked Sendable {
         tls.minimumTLSVersion = .tlsv12
         tls.certificateVerification = .fullVerification
         tls.trustRoots = .default
-        tls.additionalTrustRoots = configuration.additionalTrustRoots.isEmpty
-            ? [] : [.certificates(configuration.additionalTrustRoots)]
+        if let file = configuration.additionalTrustRootsPEMFile {
+            do {
+                tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(file))]
+            } catch {
+                throw CredentialError(code: .invalidCertificate, file: file, cause: "not a readable PEM certificate")
+            }
+        }
         tls.certificateChain = configuration.credentials.certificateChain.map { .certificate($0) }
         tls.privateKey = .privateKey(configuration.credentials.privateKey)
         self.sslContext = try NIOSSLContext(configuration: tls)

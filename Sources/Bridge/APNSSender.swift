@@ -5,7 +5,6 @@ import Configuration
 import Logging
 import NIOCore
 import NIOPosix
-import NIOSSL
 import Synchronization
 
 /// The pipeline's sender on APNs: one provider for the `apns` block and one per entry under `apps`. A provider
@@ -81,9 +80,7 @@ public final class APNSSender: ManagedSender {
             }
             let gateway = settings.binary.gateway ?? BinaryProtocolSettings.appleGateway(settings.environment)
             var binary = BinaryClientConfiguration(host: gateway.host, port: gateway.port, credentials: credentials)
-            if let caFile = settings.caFile {
-                binary.additionalTrustRoots = try Self.certificates(caFile)
-            }
+            binary.additionalTrustRootsPEMFile = settings.caFile
             binary.format = settings.binary.format
             binary.payloadLimitBytes = settings.binary.payloadLimitBytes
             binary.quietWindow = settings.binary.quietWindow
@@ -94,14 +91,6 @@ public final class APNSSender: ManagedSender {
             }
             return .binary(
                 clients, format: binary.format, payloadLimitBytes: binary.payloadLimitBytes, next: BinaryRotation())
-        }
-    }
-
-    private static func certificates(_ file: String) throws(CredentialError) -> [NIOSSLCertificate] {
-        do {
-            return try NIOSSLCertificate.fromPEMFile(file)
-        } catch {
-            throw CredentialError(code: .invalidCertificate, file: file, cause: "not a readable PEM certificate")
         }
     }
 

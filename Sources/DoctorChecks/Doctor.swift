@@ -483,11 +483,9 @@ public struct Doctor: Sendable {
         configuration.maxResendsWithoutError = 0
         configuration.connectTimeout = self.options.apnsTimeout
         let name = "\(scope) binary gateway"
+        configuration.additionalTrustRootsPEMFile = settings.caFile
         let client: BinaryClient
         do {
-            if let caFile = settings.caFile {
-                configuration.additionalTrustRoots = try NIOSSLCertificate.fromPEMFile(caFile)
-            }
             client = try BinaryClient(configuration: configuration, eventLoopGroup: self.eventLoopGroup)
         } catch {
             return [tcp, DoctorCheck(.fail, name, "cannot set up TLS for the gateway: \(error)", hint: "check ca_file")]

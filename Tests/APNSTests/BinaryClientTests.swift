@@ -30,7 +30,7 @@ struct BinaryClientTests {
             host: "127.0.0.1", port: gateway.port,
             credentials: CertificateCredentials(
                 certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
-        configuration.additionalTrustRoots = [try tls.caCertificate()]
+        configuration.additionalTrustRootsPEMFile = tls.caCertificatePath
         configuration.format = format
         // Long enough that an error packet is never late for it, even on a loaded machine.
         configuration.quietWindow = .seconds(1)
@@ -168,5 +168,21 @@ struct BinaryClientTests {
             #expect(why.contains("TLS"))
         }
         #expect(run.gateway.processed.isEmpty)
+    }
+
+    @Test("an extra CA file that does not load is a credential error naming the file")
+    func badCAFile() throws {
+        let tls = try TestTLS.generate()
+        var configuration = BinaryClientConfiguration(
+            host: "127.0.0.1", port: 1,
+            credentials: CertificateCredentials(
+                certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
+        configuration.additionalTrustRootsPEMFile = tls.directory.appendingPathComponent("missing.pem").path
+        do {
+            _ = try BinaryClient(configuration: configuration)
+            Issue.record("a missing CA file was accepted")
+        } catch let error as CredentialError {
+            #expect(error.file.hasSuffix("missing.pem"))
+        }
     }
 }

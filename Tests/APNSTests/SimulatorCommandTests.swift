@@ -124,7 +124,7 @@ struct SimulatorBinaryCommandTests {
             host: "127.0.0.1", port: try #require(Int(portText)),
             credentials: CertificateCredentials(
                 certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
-        configuration.additionalTrustRoots = [try tls.caCertificate()]
+        configuration.additionalTrustRootsPEMFile = tls.caCertificatePath
         configuration.quietWindow = .seconds(1)
         return Running(process: process, output: output, port: String(portText), client: configuration)
     }

@@ -140,7 +140,8 @@ struct SendCommand: AsyncParsableCommand {
         throw ExitCode(1)
     }
 
-    /// Runs `body`; a usage, credential or TLS-file problem ends the command with exit status 2.
+    /// Runs `body`; a usage or credential problem (a CA file included) or TLS material NIOSSL refuses ends the
+    /// command with exit status 2.
     private static func usage<Value>(_ body: () throws -> Value) throws -> Value {
         do {
             return try body()
@@ -149,7 +150,7 @@ struct SendCommand: AsyncParsableCommand {
         } catch let error as CredentialError {
             FileHandleOutput.standardError("error: \(error)\n")
         } catch let error as NIOSSLError {
-            FileHandleOutput.standardError("error: --ca-file: \(error)\n")
+            FileHandleOutput.standardError("error: the TLS material is not usable: \(error)\n")
         }
         throw ExitCode(2)
     }
@@ -185,9 +186,7 @@ struct SendCommand: AsyncParsableCommand {
         var configuration = BinaryClientConfiguration(host: gateway.host, port: gateway.port, credentials: credentials)
         configuration.format = format
         configuration.connectTimeout = .seconds(min(self.timeout, 10))
-        if let caFile = self.caFile {
-            configuration.additionalTrustRoots = try NIOSSLCertificate.fromPEMFile(caFile)
-        }
+        configuration.additionalTrustRootsPEMFile = self.caFile
         let fault = BinaryFrame.validate(notification, format: format, payloadLimitBytes: configuration.payloadLimitBytes)
         try Self.refuseLocally(notification, fault?.reason, rules: "the binary protocol's rules")
         return try BinaryClient(configuration: configuration)
