@@ -78,6 +78,7 @@ public final class Pipeline: Service, Sendable {
     let metrics: BridgeMetrics
     let logger: Logger
     private let validate: @Sendable (Notification, _ payloadIsJSONObject: Bool, _ app: String?) -> Reason?
+    private let recordHeaders: @Sendable (_ app: String?) -> [(String, [UInt8]?)]
     private let epochMilliseconds: @Sendable () -> Int64
 
     /// The halt gate: closed while a systemic fault stops the line.
@@ -100,6 +101,8 @@ public final class Pipeline: Service, Sendable {
     /// - Parameters:
     ///   - validate: the bridge's own check of a notification before it is sent; a non-`nil` reason
     ///     rejects it with Apple's reason for that fault, without sending.
+    ///   - recordHeaders: the Kafka headers of the outcome and invalid-token records of a notification for `app`
+    ///     (``RecordHeader``).
     ///   - epochMilliseconds: the wall clock, for expiry and record timestamps.
     public init(
         source: any EventSource,
@@ -112,6 +115,7 @@ public final class Pipeline: Service, Sendable {
         validate: @escaping @Sendable (Notification, _ payloadIsJSONObject: Bool, _ app: String?) -> Reason? = {
             _, _, _ in nil
         },
+        recordHeaders: @escaping @Sendable (_ app: String?) -> [(String, [UInt8]?)] = { _ in [] },
         epochMilliseconds: @escaping @Sendable () -> Int64 = Pipeline.systemEpochMilliseconds
     ) {
         self.source = source
@@ -122,6 +126,7 @@ public final class Pipeline: Service, Sendable {
         self.metrics = metrics
         self.logger = logger
         self.validate = validate
+        self.recordHeaders = recordHeaders
         self.epochMilliseconds = epochMilliseconds
         let flow = FlowController(
             source: source,
@@ -471,8 +476,9 @@ public final class Pipeline: Service, Sendable {
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
             completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds
         )
+        let headers = self.recordHeaders(delivery.app)
         let outcomeRecord = OutgoingRecord(
-            topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded())
+            topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded(), headers: headers)
         var invalidTokenRecord: OutgoingRecord?
         if let reason = outcome.invalidTokenReason {
             let invalid = InvalidTokenRecord(
@@ -485,7 +491,8 @@ public final class Pipeline: Service, Sendable {
                 source: source
             )
             invalidTokenRecord = OutgoingRecord(
-                topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
+                topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded(),
+                headers: headers)
         }
         let ticket = delivery.ticket
         let bytes = delivery.bytes

@@ -36,6 +36,18 @@ public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
     case expired
 }
 
+/// Kafka headers on outcome and invalid-token records.
+public enum RecordHeader {
+    /// `pushbridge-protocol`: the provider protocol a notification went out on, on its outcome and invalid-token
+    /// records; present only for `binary` (absent means HTTP/2, the protocol of every record before it).
+    public static let protocolName = "pushbridge-protocol"
+
+    /// The headers for records of a notification sent with `providerProtocol` (`nil`: HTTP/2, no header).
+    public static func headers(providerProtocol: String?) -> [(String, [UInt8]?)] {
+        providerProtocol.map { [(Self.protocolName, Array($0.utf8))] } ?? []
+    }
+}
+
 /// `pushbridge.outcome.v1`: one per notification, keyed by the device token.
 public struct OutcomeRecord: Sendable, Hashable {
     /// The schema name written into every outcome.
