@@ -1,3 +1,5 @@
+import APNSCore
+
 /// The names a template sees while it renders: the event's JSON, `_kafka`, `_headers`, and the values of the
 /// sections it is inside.
 struct RenderScope {
@@ -292,14 +294,14 @@ extension JSONValue {
         switch self {
         case .string(let string):
             if escaped {
-                JSONValue.appendEscaped(string, to: &bytes)
+                JSONText.appendEscaped(string, to: &bytes)
             } else {
                 bytes.append(contentsOf: string.utf8)
             }
         case .array, .object:
             let json = self.serialized()
             if escaped {
-                json.withUnsafeBufferPointer { JSONValue.appendEscaped(utf8: $0, to: &bytes) }
+                json.withUnsafeBufferPointer { JSONText.appendEscaped(utf8: $0, to: &bytes) }
             } else {
                 bytes.append(contentsOf: json)
             }
