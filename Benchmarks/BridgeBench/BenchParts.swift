@@ -14,7 +14,7 @@ extension EventFactory {
         let loaded = try ConfigurationLoader().load(file: configurationPath)
         let event = self.event(0)
         let mappings = loaded.router.map(
-            event: RoutingEvent(
+            event: SourceEvent(
                 topic: BridgeBench.inputTopic, partition: 0, offset: 0, key: event.key, value: event.value)
         )
         guard case .notifications(let notifications)? = mappings.first?.outcome, let first = notifications.first

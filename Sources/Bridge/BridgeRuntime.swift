@@ -254,7 +254,7 @@ public protocol ManagedSender: NotificationSender {
     /// APNs connections open now (`pushbridge_apns_connections`).
     var openConnections: Int { get }
     /// A fault Apple would reject `notification` for, found without sending it; `nil` when none.
-    /// `payloadIsJSONObject`: the payload is known to be a JSON object (see ``RoutedNotification``); `app`: the
+    /// `payloadIsJSONObject`: the payload is known to be a JSON object (see ``Routing/MappedNotification``); `app`: the
     /// app it goes to (`nil`: the default block), whose protocol decides the rules.
     func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason?
     /// The provider protocol `app`'s notifications go out on when it is not HTTP/2 (`"binary"`), for the

@@ -1,22 +1,6 @@
-/// Where an event came from: the coordinates every record carries back to Kafka.
-public struct SourceCoordinates: Sendable, Hashable {
-    /// The input topic.
-    public var topic: String
-    /// The input partition.
-    public var partition: Int32
-    /// The event's offset in that partition.
-    public var offset: Int64
-    /// The event's key bytes, if it had one.
-    public var key: [UInt8]?
+import Routing
 
-    /// Creates source coordinates.
-    public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?) {
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.key = key
-    }
-
+extension SourceCoordinates {
     /// The key as text for JSON records: UTF-8, with invalid sequences replaced by U+FFFD, and at most
     /// ``RecordText/maximumFieldBytes`` of it.
     var keyText: String? {

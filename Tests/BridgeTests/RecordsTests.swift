@@ -1,5 +1,6 @@
 import APNSCore
 import Foundation
+import Routing
 import Testing
 
 @testable import Bridge
