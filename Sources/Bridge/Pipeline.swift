@@ -461,14 +461,15 @@ public final class Pipeline: Service, Sendable {
     private func finishNow(_ delivery: Delivery, outcome: DeliveryOutcome) {
         let route = delivery.route
         let source = delivery.event.source
+        let notification = delivery.notification
         let record = OutcomeRecord(
-            notificationID: delivery.routed.notification.apnsID,
+            notificationID: notification.apnsID,
             route: route,
             source: source,
-            deviceToken: delivery.routed.notification.deviceToken,
-            apnsTopic: delivery.routed.notification.topic,
-            pushType: delivery.routed.notification.pushType.rawValue,
-            priority: delivery.routed.notification.priority.rawValue,
+            deviceToken: notification.deviceToken,
+            apnsTopic: notification.topic,
+            pushType: notification.pushType.rawValue,
+            priority: notification.priority.rawValue,
             status: outcome.status,
             httpStatus: outcome.httpStatus,
             reason: outcome.reason,
@@ -486,8 +487,8 @@ public final class Pipeline: Service, Sendable {
         var invalidTokenRecord: OutgoingRecord?
         if let reason = outcome.invalidTokenReason {
             let invalid = InvalidTokenRecord(
-                deviceToken: delivery.routed.notification.deviceToken,
-                apnsTopic: delivery.routed.notification.topic,
+                deviceToken: notification.deviceToken,
+                apnsTopic: notification.topic,
                 reason: reason,
                 invalidSinceEpochMilliseconds: outcome.invalidSinceEpochMilliseconds,
                 notificationID: record.notificationID,
@@ -514,7 +515,7 @@ public final class Pipeline: Service, Sendable {
             self.logger.debug(
                 "Notification not delivered",
                 metadata: [
-                    "apns.token": "\(delivery.routed.notification.deviceToken.prefix(8))",
+                    "apns.token": "\(notification.deviceToken.prefix(8))",
                     "apns.status": "\(outcome.status.rawValue)",
                     "apns.reason": "\(outcome.reason ?? "")",
                     "pipeline.route": "\(route)",
