@@ -20,7 +20,7 @@ struct RouteDiagnostics {
 }
 
 /// One route, checked and with its templates parsed.
-struct CompiledRoute: Sendable {
+final class CompiledRoute: Sendable {
     /// How `apns-expiration` is found.
     enum Expiration: Sendable {
         case none
