@@ -97,9 +97,11 @@ public final class FeedbackClient: Sendable {
     ) throws {
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup
+        // A poll that ends early (a limit, the timeout) closes at once: waiting the default 5 s for the service's
+        // close_notify would keep a flooding service's bytes coming, and the event loop decrypting them.
         self.sslContext = try NIOSSLContext.binaryProtocolClient(
             credentials: configuration.credentials,
-            additionalTrustRootsPEMFile: configuration.additionalTrustRootsPEMFile)
+            additionalTrustRootsPEMFile: configuration.additionalTrustRootsPEMFile, shutdownTimeout: .milliseconds(100))
     }
 
     /// The service as `host:port`, for messages.
@@ -205,6 +207,7 @@ private final class PollState: @unchecked Sendable {
         do {
             self.tuples += try self.reader.read(taken)
         } catch {
+            self.tuples += error.tuplesBefore.prefix(max(0, self.maxTuples - self.tuples.count))
             self.finish(.malformed(error.detail))
             return
         }
@@ -301,9 +304,10 @@ extension NIOSSLContext {
     /// system's roots plus the extra CA file, and the client certificate. Throws a ``CredentialError`` naming the
     /// CA file when it does not load.
     static func binaryProtocolClient(
-        credentials: CertificateCredentials, additionalTrustRootsPEMFile: String?
+        credentials: CertificateCredentials, additionalTrustRootsPEMFile: String?, shutdownTimeout: TimeAmount? = nil
     ) throws -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
+        if let shutdownTimeout { tls.shutdownTimeout = shutdownTimeout }
         tls.minimumTLSVersion = .tlsv12
         tls.certificateVerification = .fullVerification
         tls.trustRoots = .default
