@@ -271,6 +271,8 @@ struct Results: Sendable {
     var outcomes: [Outcome] = []
     var invalidTokens: [[String: String]] = []
     var invalidTokenValues: [[UInt8]] = []
+    /// The invalid-token records as consumed, with their headers.
+    var invalidTokenMessages: [KafkaMessage] = []
     var deadLetters: [KafkaMessage] = []
 
     mutating func add(_ batch: [KafkaMessage]) {
@@ -281,6 +283,7 @@ struct Results: Sendable {
             } else if message.topic.hasSuffix("pushbridge.invalid-tokens") {
                 self.invalidTokens.append(Self.strings(message.value))
                 self.invalidTokenValues.append(message.value ?? [])
+                self.invalidTokenMessages.append(message)
             } else {
                 self.deadLetters.append(message)
             }
