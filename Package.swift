@@ -359,6 +359,7 @@ let package = Package(
                 "Kafka",
                 "APNSCore",
                 "APNSSimulator",
+                "BinaryProvider",
                 "Configuration",
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -26,7 +26,7 @@ struct EndToEndBinaryTests {
                 protocol: binary
                 ca_file: \(world.tls.caCertificatePath)
                 auth: { type: certificate, cert_file: \(world.tls.clientCertificatePath), key_file: \(world.tls.clientKeyPath) }
-                binary: { gateway: "127.0.0.1:\(gateway.port)", quiet_window: 1s }
+                binary: { gateway: "127.0.0.1:\(gateway.port)", quiet_window: 1s, feedback: { enabled: false } }
             """
         let routes = """
               - name: alerts
