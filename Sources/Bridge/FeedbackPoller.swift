@@ -145,7 +145,9 @@ public struct FeedbackPoller: Service {
             self.metrics.feedbackTokensPublished(app: self.app, count: summary.published)
             for _ in 0..<summary.published { self.metrics.invalidToken(reason: "Unregistered") }
         }
-        self.logger.info(
+        // Info only when there was something: an empty poll every interval is routine.
+        self.logger.log(
+            level: summary.read > 0 ? .info : .debug,
             "Polled the feedback service",
             metadata: [
                 "feedback.endpoint": "\(self.client.endpoint)", "feedback.tuples": "\(summary.read)",
