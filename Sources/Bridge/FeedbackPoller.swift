@@ -116,11 +116,13 @@ public struct FeedbackPoller: Service {
         }
         summary.read = poll.tuples.count
         summary.end = poll.end
-        var records: [OutgoingRecord] = []
-        records.reserveCapacity(poll.tuples.count)
+        var tuples: [FeedbackTuple] = []
+        tuples.reserveCapacity(poll.tuples.count)
         for tuple in poll.tuples {
             guard tuple.token.count == BinaryFrame.deviceTokenBytes else {
                 summary.skipped += 1
+                // The first few are logged one by one, the rest only counted: a service may send thousands.
+                guard summary.skipped <= Self.skippedTokensLogged else { continue }
                 self.logger.warning(
                     "The feedback service reported a token that is not 32 bytes; skipped",
                     metadata: [
@@ -128,9 +130,14 @@ public struct FeedbackPoller: Service {
                     ])
                 continue
             }
-            records.append(self.record(for: tuple))
+            tuples.append(tuple)
         }
         if summary.skipped > 0 { self.metrics.feedbackTokenSkipped(app: self.app, count: summary.skipped) }
+        if summary.skipped > Self.skippedTokensLogged {
+            self.logger.warning(
+                "More feedback tokens were not 32 bytes; skipped",
+                metadata: ["feedback.skipped": "\(summary.skipped - Self.skippedTokensLogged)"])
+        }
         if poll.end != .closed && poll.end != .cancelled {
             self.metrics.feedbackPollFailed(app: self.app)
             self.logger.warning(
@@ -140,7 +147,7 @@ public struct FeedbackPoller: Service {
                     "feedback.tuples": "\(poll.tuples.count)", "feedback.bytes": "\(poll.bytesRead)",
                 ])
         }
-        summary.published = await self.publish(records)
+        summary.published = await self.publish(tuples)
         if summary.published > 0 {
             self.metrics.feedbackTokensPublished(app: self.app, count: summary.published)
             for _ in 0..<summary.published { self.metrics.invalidToken(reason: "Unregistered") }
@@ -156,6 +163,9 @@ public struct FeedbackPoller: Service {
         return summary
     }
 
+    /// How many skipped tokens of one poll are logged one by one.
+    static let skippedTokensLogged = 5
+
     /// The invalid-token record for one tuple.
     func record(for tuple: FeedbackTuple) -> OutgoingRecord {
         let record = InvalidTokenRecordV2(
@@ -166,17 +176,18 @@ public struct FeedbackPoller: Service {
             headers: [(RecordHeader.protocolName, Array("binary".utf8))])
     }
 
-    /// Publishes `records` until Kafka acknowledged each (those it fails are published again after a backoff);
-    /// returns how many were acknowledged. On cancellation (shutdown) it stops waiting: what was handed over is
+    /// Publishes a record per tuple until Kafka acknowledged each (those it fails are published again after a
+    /// backoff); returns how many were acknowledged. Records are made as they are handed over, so a poll holds its
+    /// tuples and not their records too. On cancellation (shutdown) it stops waiting: what was handed over is
     /// flushed by the producer's close, which comes after the pollers stopped.
-    private func publish(_ records: [OutgoingRecord]) async -> Int {
-        var pending = records
+    private func publish(_ tuples: [FeedbackTuple]) async -> Int {
+        var pending = tuples
         var published = 0
         var attempt = 0
         while !pending.isEmpty {
             let acknowledgements = Acknowledgements(count: pending.count)
-            for (index, record) in pending.enumerated() {
-                await self.sink.publish(record) { error in acknowledgements.answer(index, error: error) }
+            for (index, tuple) in pending.enumerated() {
+                await self.sink.publish(self.record(for: tuple)) { error in acknowledgements.answer(index, error: error) }
             }
             let answers = await acknowledgements.wait()
             published += answers.acknowledged

@@ -94,6 +94,40 @@ struct FeedbackPollerTests {
         await gateway.close()
     }
 
+    @Test("records Kafka fails are published again until acknowledged; the poll counts them only then")
+    func kafkaFailuresAreRetried() async throws {
+        let world = try await EndToEnd()
+        defer { Task { await world.close() } }
+        var behaviour = BinaryGatewayBehaviour()
+        behaviour.feedbackTokens = [FeedbackTuple(timeEpochSeconds: 1_700_000_000, token: Self.bytes(EndToEnd.token(0xC3)))]
+        let gateway = try await BinaryGateway.start(
+            behaviour: behaviour, certificateChain: try world.tls.serverCertificateChain(),
+            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
+        let service = try await BinaryFeedbackService.start(
+            gateway: gateway, certificateChain: try world.tls.serverCertificateChain(),
+            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
+        var configuration = KafkaProducerConfiguration(bootstrapServers: world.broker.bootstrapServers)
+        // Deliveries fail fast while the broker is down, so the poller's own retry is what gets the record through.
+        configuration.properties = ["log_level": "0", "message.timeout.ms": "300"]
+        let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
+        let registry = PrometheusCollectorRegistry()
+        let poller = try self.poller(world, port: service.port, producer: producer, registry: registry)
+        try world.cluster.setBrokerDown(1)
+        let poll = Task { await poller.pollOnce() }
+        let failures: @Sendable () -> Double = {
+            metricSum(String(decoding: registry.emitToBuffer(), as: UTF8.self), "pushbridge_feedback_poll_failures_total")
+        }
+        try await waitUntil(timeout: .seconds(20)) { failures() >= 1 }
+        try world.cluster.setBrokerUp(1)
+        let summary = await poll.value
+        #expect(summary.published == 1)
+        let results = try await world.results { $0.invalidTokens.count >= 1 }
+        #expect(results.invalidTokens.map { $0["device_token"] } == [EndToEnd.token(0xC3)])
+        await producer.close()
+        await service.close()
+        await gateway.close()
+    }
+
     @Test("a service that cannot be reached is counted and polled again every interval; shutdown stops the poller at once")
     func unreachableServiceIsRetried() async throws {
         let world = try await EndToEnd()
