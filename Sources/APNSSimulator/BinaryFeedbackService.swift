@@ -38,19 +38,12 @@ public final class BinaryFeedbackService: Sendable {
         port: Int = 0,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> BinaryFeedbackService {
-        let sslContext = try BinaryGateway.serverTLSContext(
-            certificateChain: certificateChain, privateKey: privateKey,
-            clientCertificateTrustRoots: clientCertificateTrustRoots)
         let service = BinaryFeedbackService(gateway: gateway)
-        let bootstrap = ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try channel.pipeline.syncOperations.addHandler(FeedbackWriter(service: service))
-                }
-            }
-        let listener = try await bootstrap.bind(host: host, port: port).get()
+        let listener = try await BinaryGateway.listen(
+            certificateChain: certificateChain, privateKey: privateKey,
+            clientCertificateTrustRoots: clientCertificateTrustRoots, host: host, port: port,
+            eventLoopGroup: eventLoopGroup
+        ) { FeedbackWriter(service: service) }
         service.listener.withLock { $0 = listener }
         return service
     }

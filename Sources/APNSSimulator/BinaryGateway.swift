@@ -86,18 +86,30 @@ public final class BinaryGateway: Sendable {
         }
     }
 
-    /// A server TLS context with the simulator's certificate that asks for a client certificate signed by one of
-    /// `clientCertificateTrustRoots` (the binary gateway's and the feedback service's).
-    static func serverTLSContext(
+    /// Listens on `host:port` (0: ephemeral) over TLS with the simulator's certificate, asking for a client
+    /// certificate signed by one of `clientCertificateTrustRoots` (the binary gateway's and the feedback service's
+    /// way); each accepted connection gets the handler `makeHandler` returns, after TLS.
+    static func listen(
         certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey,
-        clientCertificateTrustRoots: [NIOSSLCertificate]
-    ) throws -> NIOSSLContext {
+        clientCertificateTrustRoots: [NIOSSLCertificate], host: String, port: Int,
+        eventLoopGroup: any EventLoopGroup, makeHandler: @escaping @Sendable () -> any ChannelHandler
+    ) async throws -> any Channel {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: certificateChain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
         tls.minimumTLSVersion = .tlsv12
         tls.certificateVerification = .noHostnameVerification
         tls.trustRoots = .certificates(clientCertificateTrustRoots)
-        return try NIOSSLContext(configuration: tls)
+        let sslContext = try NIOSSLContext(configuration: tls)
+        return try await ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try channel.pipeline.syncOperations.addHandler(makeHandler())
+                }
+            }
+            .bind(host: host, port: port).get()
     }
 
     /// Starts a gateway on `host:port` (0: ephemeral) with the server's TLS material; clients must present a
@@ -111,21 +123,15 @@ public final class BinaryGateway: Sendable {
         port: Int = 0,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> BinaryGateway {
-        let sslContext = try Self.serverTLSContext(
-            certificateChain: certificateChain, privateKey: privateKey,
-            clientCertificateTrustRoots: clientCertificateTrustRoots)
         let gateway = BinaryGateway(behaviour: behaviour)
-        let bootstrap = ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    gateway.state.withLock { $0.statistics.connections += 1 }
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try channel.pipeline.syncOperations.addHandler(GatewayHandler(gateway: gateway))
-                }
-            }
-        let listener = try await bootstrap.bind(host: host, port: port).get()
+        let listener = try await Self.listen(
+            certificateChain: certificateChain, privateKey: privateKey,
+            clientCertificateTrustRoots: clientCertificateTrustRoots, host: host, port: port,
+            eventLoopGroup: eventLoopGroup
+        ) {
+            gateway.state.withLock { $0.statistics.connections += 1 }
+            return GatewayHandler(gateway: gateway)
+        }
         gateway.listener.withLock { $0 = listener }
         return gateway
     }

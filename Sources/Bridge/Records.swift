@@ -166,37 +166,11 @@ public struct InvalidTokenRecord: Sendable, Hashable {
 
     /// The record's value: UTF-8 JSON.
     public func encoded() -> [UInt8] {
-        Self.encode(
-            schema: Self.schema, deviceToken: self.deviceToken, apnsTopic: self.apnsTopic, reason: self.reason,
+        InvalidTokenRecordV2(
+            deviceToken: self.deviceToken, apnsTopic: self.apnsTopic, reason: self.reason,
             invalidSinceEpochMilliseconds: self.invalidSinceEpochMilliseconds, notificationID: self.notificationID,
-            route: self.route, source: self.source)
-    }
-
-    /// The invalid-token fields of both versions, in their order; v2 writes `null` for what it lacks.
-    static func encode(
-        schema: String, deviceToken: String, apnsTopic: String, reason: String,
-        invalidSinceEpochMilliseconds: Int64?, notificationID: String?, route: String?, source: SourceCoordinates?
-    ) -> [UInt8] {
-        var json = JSONWriter(reservingCapacity: 384)
-        json.beginObject()
-        json.key("schema")
-        json.string(schema)
-        json.key("device_token")
-        json.string(RecordText.bounded(deviceToken))
-        json.key("apns_topic")
-        json.string(RecordText.bounded(apnsTopic))
-        json.key("reason")
-        json.string(RecordText.bounded(reason))
-        json.key("invalid_since")
-        json.timestamp(epochMilliseconds: invalidSinceEpochMilliseconds)
-        json.key("notification_id")
-        json.string(notificationID)
-        json.key("route")
-        json.string(route)
-        json.key("source")
-        if let source { json.source(source) } else { json.null() }
-        json.endObject()
-        return json.bytes
+            route: self.route, source: self.source
+        ).encoded(schema: Self.schema)
     }
 }
 
@@ -237,10 +211,32 @@ public struct InvalidTokenRecordV2: Sendable, Hashable {
 
     /// The record's value: UTF-8 JSON.
     public func encoded() -> [UInt8] {
-        InvalidTokenRecord.encode(
-            schema: Self.schema, deviceToken: self.deviceToken, apnsTopic: self.apnsTopic, reason: self.reason,
-            invalidSinceEpochMilliseconds: self.invalidSinceEpochMilliseconds, notificationID: self.notificationID,
-            route: self.route, source: self.source)
+        self.encoded(schema: Self.schema)
+    }
+
+    /// The fields of both versions, in their order, under `schema`; `null` for what this record lacks (v1 lacks
+    /// nothing).
+    func encoded(schema: String) -> [UInt8] {
+        var json = JSONWriter(reservingCapacity: 384)
+        json.beginObject()
+        json.key("schema")
+        json.string(schema)
+        json.key("device_token")
+        json.string(RecordText.bounded(self.deviceToken))
+        json.key("apns_topic")
+        json.string(RecordText.bounded(self.apnsTopic))
+        json.key("reason")
+        json.string(RecordText.bounded(self.reason))
+        json.key("invalid_since")
+        json.timestamp(epochMilliseconds: self.invalidSinceEpochMilliseconds)
+        json.key("notification_id")
+        json.string(self.notificationID)
+        json.key("route")
+        json.string(self.route)
+        json.key("source")
+        if let source = self.source { json.source(source) } else { json.null() }
+        json.endObject()
+        return json.bytes
     }
 }
 
