@@ -33,13 +33,7 @@ struct FeedbackClientTests {
 
     /// A gateway refusing `unregistered` and its feedback service, on this suite's TLS material.
     func simulator(_ behaviour: BinaryGatewayBehaviour) async throws -> (BinaryGateway, BinaryFeedbackService) {
-        let gateway = try await BinaryGateway.start(
-            behaviour: behaviour, certificateChain: try self.tls.serverCertificateChain(),
-            privateKey: try self.tls.serverPrivateKey(), clientCertificateTrustRoots: [try self.tls.caCertificate()])
-        let feedback = try await BinaryFeedbackService.start(
-            gateway: gateway, certificateChain: try self.tls.serverCertificateChain(),
-            privateKey: try self.tls.serverPrivateKey(), clientCertificateTrustRoots: [try self.tls.caCertificate()])
-        return (gateway, feedback)
+        try await self.tls.startBinarySimulator(behaviour)
     }
 
     @Test("the service reports the tokens the gateway refused, with the time it refused them, once")

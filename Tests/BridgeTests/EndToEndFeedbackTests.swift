@@ -22,12 +22,7 @@ struct EndToEndFeedbackTests {
         var behaviour = BinaryGatewayBehaviour()
         behaviour.unregisteredTokens = Set(dead)
         behaviour.feedbackTokens = [onlyFeedback]
-        let gateway = try await BinaryGateway.start(
-            behaviour: behaviour, certificateChain: try world.tls.serverCertificateChain(),
-            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
-        let feedback = try await BinaryFeedbackService.start(
-            gateway: gateway, certificateChain: try world.tls.serverCertificateChain(),
-            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
+        let (gateway, feedback) = try await world.tls.startBinarySimulator(behaviour)
         defer {
             Task {
                 await feedback.close()

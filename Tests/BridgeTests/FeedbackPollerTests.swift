@@ -49,12 +49,7 @@ struct FeedbackPollerTests {
             FeedbackTuple(timeEpochSeconds: 1_700_000_001, token: [1, 2, 3, 4]),
             FeedbackTuple(timeEpochSeconds: 1_700_000_002, token: Self.bytes(tokens[1])),
         ]
-        let gateway = try await BinaryGateway.start(
-            behaviour: behaviour, certificateChain: try world.tls.serverCertificateChain(),
-            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
-        let service = try await BinaryFeedbackService.start(
-            gateway: gateway, certificateChain: try world.tls.serverCertificateChain(),
-            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
+        let (gateway, service) = try await world.tls.startBinarySimulator(behaviour)
         let producer = try self.producer(world)
         let registry = PrometheusCollectorRegistry()
         let poller = try self.poller(world, port: service.port, producer: producer, registry: registry)
@@ -100,12 +95,7 @@ struct FeedbackPollerTests {
         defer { Task { await world.close() } }
         var behaviour = BinaryGatewayBehaviour()
         behaviour.feedbackTokens = [FeedbackTuple(timeEpochSeconds: 1_700_000_000, token: Self.bytes(EndToEnd.token(0xC3)))]
-        let gateway = try await BinaryGateway.start(
-            behaviour: behaviour, certificateChain: try world.tls.serverCertificateChain(),
-            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
-        let service = try await BinaryFeedbackService.start(
-            gateway: gateway, certificateChain: try world.tls.serverCertificateChain(),
-            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
+        let (gateway, service) = try await world.tls.startBinarySimulator(behaviour)
         var configuration = KafkaProducerConfiguration(bootstrapServers: world.broker.bootstrapServers)
         // Deliveries fail fast while the broker is down, so the poller's own retry is what gets the record through.
         configuration.properties = ["log_level": "0", "message.timeout.ms": "300"]
@@ -132,10 +122,9 @@ struct FeedbackPollerTests {
     func unreachableServiceIsRetried() async throws {
         let world = try await EndToEnd()
         defer { Task { await world.close() } }
-        let gateway = try await BinaryGateway.start(
-            behaviour: BinaryGatewayBehaviour(), certificateChain: try world.tls.serverCertificateChain(),
-            privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
-        let port = gateway.port
+        let (gateway, service) = try await world.tls.startBinarySimulator()
+        let port = service.port
+        await service.close()
         await gateway.close()
         let producer = try self.producer(world)
         let registry = PrometheusCollectorRegistry()

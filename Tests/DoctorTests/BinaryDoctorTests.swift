@@ -19,14 +19,8 @@ import TestSupport
         if unregisteredProbe { behaviour.unregisteredTokens = [Doctor.probeDeviceToken] }
         behaviour.feedbackTokens = feedbackTokens
         let other = try TestTLS.generate(name: "Other")
-        let gatewayTLS = trustsGateway ? setup.tls : other
-        let gateway = try await BinaryGateway.start(
-            behaviour: behaviour, certificateChain: try gatewayTLS.serverCertificateChain(),
-            privateKey: try gatewayTLS.serverPrivateKey(), clientCertificateTrustRoots: [try setup.tls.caCertificate()])
-        let feedback = try await BinaryFeedbackService.start(
-            gateway: gateway, certificateChain: try gatewayTLS.serverCertificateChain(),
-            privateKey: try gatewayTLS.serverPrivateKey(),
-            clientCertificateTrustRoots: [try (trustsClient ? setup.tls : other).caCertificate()])
+        let (gateway, feedback) = try await setup.tls.startBinarySimulator(
+            behaviour, server: trustsGateway ? nil : other, clientCA: trustsClient ? nil : other)
         let apps = """
             apps:
               legacy:
