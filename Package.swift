@@ -250,6 +250,23 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Benchmarks (make bench-binary, mk/binary.mk): the legacy binary provider client against the simulator
+        .executableTarget(
+            name: "BinaryBench",
+            dependencies: [
+                "APNSClient",
+                "APNSCore",
+                "BenchSupport",
+                "BinaryProvider",
+                "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Benchmarks/BinaryBench",
+            swiftSettings: strict
+        ),
+
         // MARK: Benchmarks (make bench, mk/bench.mk): the bridge end to end, `pushbridge run` against nghttpd or the
         // simulator
         .executableTarget(

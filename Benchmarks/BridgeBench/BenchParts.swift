@@ -14,7 +14,7 @@ extension EventFactory {
         let loaded = try ConfigurationLoader().load(file: configurationPath)
         let event = self.event(0)
         let mappings = loaded.router.map(
-            event: RoutingEvent(
+            event: SourceEvent(
                 topic: BridgeBench.inputTopic, partition: 0, offset: 0, key: event.key, value: event.value)
         )
         guard case .notifications(let notifications)? = mappings.first?.outcome, let first = notifications.first
@@ -56,31 +56,11 @@ struct BenchServer {
 
     /// `pushbridge simulator`; its port is read from its first line of output.
     static func simulator(pushbridge: String, arguments: [String]) throws -> BenchServer {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: pushbridge)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        try process.run()
-        // The port line comes first; the simulator prints nothing else until it stops.
-        var text = ""
-        while true {
-            let data = output.fileHandleForReading.availableData
-            if data.isEmpty { break }
-            text += String(decoding: data, as: UTF8.self)
-            // "APNs simulator listening on 127.0.0.1:PORT (statistics: ...)"
-            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("APNs simulator listening on ") })
-            else { continue }
-            let address = line.dropFirst("APNs simulator listening on ".count).prefix { $0 != " " }
-            guard let port = address.split(separator: ":").last.flatMap({ Int($0) }) else { break }
-            return BenchServer(
-                server: .simulator, pid: process.processIdentifier, port: port,
-                description: "pushbridge " + arguments.joined(separator: " "),
-                stopProcess: { if process.isRunning { process.terminate() } })
-        }
-        process.terminate()
-        throw BenchError("the simulator did not print its port")
+        let simulator = try AnnouncingProcess.start(
+            pushbridge, arguments, announcing: ["APNs simulator listening on "])
+        return BenchServer(
+            server: .simulator, pid: simulator.pid, port: simulator.ports[0],
+            description: "pushbridge " + arguments.joined(separator: " "), stopProcess: simulator.stop)
     }
 }
 

@@ -42,7 +42,7 @@ do {
 }
 
 /// 1024 distinct events, as a producer would send them, with `tokenCount` tokens each.
-func makeEvents(tokenCount: Int) -> [RoutingEvent] {
+func makeEvents(tokenCount: Int) -> [SourceEvent] {
     (0..<1024).map { index in
         let tokens = (0..<tokenCount).map {
             "\"\(String(repeating: String(format: "%02x", (index + $0) % 256), count: 32))\""
@@ -54,7 +54,7 @@ func makeEvents(tokenCount: Int) -> [RoutingEvent] {
             "customer":{"id":"customer-\(index)","apns_tokens":[\(tokens.joined(separator: ","))],\
             "unread_count":\(index % 10)}}
             """
-        return RoutingEvent(
+        return SourceEvent(
             topic: "orders.shipped", partition: Int32(index % 12), offset: Int64(index),
             key: Array("customer-\(index)".utf8),
             timestampMilliseconds: 1_700_000_000_000, headers: [("trace-id", Array("trace-\(index)".utf8))],
@@ -71,7 +71,7 @@ func threadCPUSeconds() -> Double {
 }
 
 /// Maps `events` round-robin for `seconds` of CPU time; returns events and notifications per CPU second.
-func measure(_ events: [RoutingEvent], seconds: Double) -> (events: Double, notifications: Double, payloadBytes: Int) {
+func measure(_ events: [SourceEvent], seconds: Double) -> (events: Double, notifications: Double, payloadBytes: Int) {
     var mapped = 0
     var notifications = 0
     var payloadBytes = 0

@@ -101,7 +101,7 @@ func fuzzOne(_ bytes: [UInt8]) {
         precondition(again == normalised(parsed), "document changed in a serialisation round trip")
     }
 
-    let event = RoutingEvent(
+    let event = SourceEvent(
         topic: "orders", partition: 3, offset: 42, key: Array("customer-1".utf8),
         timestampMilliseconds: 1_700_000_000_000, headers: [("trace-id", Array("trace-1".utf8))], value: bytes)
     for mapping in router.map(event: event) {

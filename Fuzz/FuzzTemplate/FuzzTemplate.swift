@@ -60,7 +60,7 @@ func fuzzOne(_ bytes: [UInt8]) {
     let split = bytes.firstIndex(of: 0)
     let template = String(decoding: bytes[..<(split ?? bytes.endIndex)], as: UTF8.self)
     let value = split.map { Array(bytes[($0 + 1)...]) } ?? fixedEvent
-    let event = RoutingEvent(
+    let event = SourceEvent(
         topic: "t", partition: 0, offset: 7, key: Array(token.utf8), timestampMilliseconds: 1_700_000_000_000,
         headers: [("h", Array("v".utf8)), ("x.y", [0xFF, 0x0A])], value: value)
 

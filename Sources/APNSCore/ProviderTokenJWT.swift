@@ -108,20 +108,3 @@ public enum Base64URL {
         return Array(data)
     }
 }
-
-/// Writing JSON strings by hand on the few hot paths that need no encoder.
-enum JSONText {
-    /// `string` escaped for use between JSON quotes.
-    static func escaped(_ string: String) -> String {
-        var out = ""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
-}

@@ -192,6 +192,13 @@ public final class APNSSender: ManagedSender {
         }
     }
 
+    public func providerProtocol(app: String?) -> String? {
+        switch self.provider(app) {
+        case .http2: nil
+        case .binary: "binary"
+        }
+    }
+
     public func shutdown() async {
         for provider in self.providers {
             switch provider {

@@ -123,7 +123,8 @@ public struct BridgeRuntime: Sendable {
             ),
             metrics: self.metrics,
             logger: self.logger.with(label: "pushbridge.pipeline"),
-            validate: sender.validate
+            validate: sender.validate,
+            recordHeaders: { RecordHeader.headers(providerProtocol: sender.providerProtocol(app: $0)) }
         )
         let registry = self.registry
         let admin = AdminServer(
@@ -260,9 +261,12 @@ public protocol ManagedSender: NotificationSender {
     /// APNs connections open now (`pushbridge_apns_connections`).
     var openConnections: Int { get }
     /// A fault Apple would reject `notification` for, found without sending it; `nil` when none.
-    /// `payloadIsJSONObject`: the payload is known to be a JSON object (see ``RoutedNotification``); `app`: the
+    /// `payloadIsJSONObject`: the payload is known to be a JSON object (see ``Routing/MappedNotification``); `app`: the
     /// app it goes to (`nil`: the default block), whose protocol decides the rules.
     func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason?
+    /// The provider protocol `app`'s notifications go out on when it is not HTTP/2 (`"binary"`), for the
+    /// `pushbridge-protocol` header of their records; `nil` for HTTP/2.
+    func providerProtocol(app: String?) -> String?
     /// Closes connections; called after the pipeline drained.
     func shutdown() async
 }
@@ -270,6 +274,7 @@ public protocol ManagedSender: NotificationSender {
 extension LogSender: ManagedSender {
     public var openConnections: Int { 0 }
     public func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? { nil }
+    public func providerProtocol(app: String?) -> String? { nil }
     public func shutdown() async {}
 }
 

@@ -173,7 +173,7 @@ public struct FeedbackPoller: Service {
             invalidSinceEpochMilliseconds: Int64(tuple.timeEpochSeconds) * 1000)
         return OutgoingRecord(
             topic: self.invalidTokensTopic, key: record.key, value: record.encoded(),
-            headers: [(RecordHeader.protocolName, Array("binary".utf8))])
+            headers: RecordHeader.headers(providerProtocol: APNSSettings.ProviderProtocol.binary.rawValue))
     }
 
     /// Publishes a record per tuple until Kafka acknowledged each (those it fails are published again after a

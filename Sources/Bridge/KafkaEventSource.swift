@@ -1,5 +1,6 @@
 import Kafka
 import Logging
+import Routing
 import Synchronization
 
 /// The pipeline's event source on a Kafka consumer group (SPEC §4): one ``KafkaConsumer`` subscribed to every

@@ -1,4 +1,5 @@
 import APNSCore
+import Routing
 
 /// One partition of an input topic.
 public struct PartitionID: Sendable, Hashable, CustomStringConvertible {
@@ -16,41 +17,7 @@ public struct PartitionID: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(self.topic)[\(self.partition)]" }
 }
 
-/// One consumed event, as the pipeline sees it, whatever the broker.
-public struct SourceEvent: Sendable {
-    /// Where it came from; `key` is the event's key.
-    public var source: SourceCoordinates
-    /// The value bytes; `nil` for a tombstone.
-    public var value: [UInt8]?
-    /// The headers, in order; a name may repeat; a `nil` value is a null header (not an empty one).
-    public var headers: [(String, [UInt8]?)]
-    /// The broker timestamp in milliseconds since the epoch, when known.
-    public var timestampMilliseconds: Int64?
-    /// The assignment of its partition it was fetched under (see
-    /// ``RebalanceListener/partitionsAssigned(_:generation:)``).
-    public var assignmentGeneration: UInt64
-
-    /// Creates an event.
-    public init(
-        source: SourceCoordinates, value: [UInt8]?, headers: [(String, [UInt8]?)], timestampMilliseconds: Int64?,
-        assignmentGeneration: UInt64 = 0
-    ) {
-        self.source = source
-        self.value = value
-        self.headers = headers
-        self.timestampMilliseconds = timestampMilliseconds
-        self.assignmentGeneration = assignmentGeneration
-    }
-
-    /// The bytes the event holds in memory: value, key and headers.
-    public var byteCount: Int {
-        var count = (self.value?.count ?? 0) + (self.source.key?.count ?? 0) + self.source.topic.utf8.count
-        for (name, value) in self.headers {
-            count += name.utf8.count + (value?.count ?? 0)
-        }
-        return count
-    }
-
+extension SourceEvent {
     /// The partition it came from.
     public var partition: PartitionID {
         PartitionID(topic: self.source.topic, partition: self.source.partition)
@@ -182,35 +149,8 @@ extension RecordSink {
     }
 }
 
-/// A notification to send, and a fault already known against it.
-public struct RoutedNotification: Sendable {
-    /// The request.
-    public var notification: Notification
-    /// A fault the mapper found that APNs would reject the notification for (e.g. `PayloadTooLarge`): the
-    /// notification is not sent and its outcome is `rejected` with this reason.
-    public var localFault: Reason?
-    /// Whether the mapper wrote the payload as a JSON object itself, so the check before sending need not
-    /// parse it again (see ``APNSCore/NotificationValidation/validate(_:payloadIsJSONObject:)``).
-    public var payloadIsJSONObject: Bool
-
-    /// Creates a routed notification.
-    public init(_ notification: Notification, localFault: Reason? = nil, payloadIsJSONObject: Bool = false) {
-        self.notification = notification
-        self.localFault = localFault
-        self.payloadIsJSONObject = payloadIsJSONObject
-    }
-}
-
-/// What one route made of an event.
-public enum RouteResult: Sendable {
-    /// Notifications to send, in token order.
-    case notifications(route: String, app: String?, [RoutedNotification])
-    /// The event cannot become a notification through this route.
-    case deadLetter(route: String, reason: String)
-}
-
 /// Maps events to notifications (routes and templates, in production).
 public protocol EventMapper: Sendable {
     /// What each matching route makes of `event`. An empty array means no route matched.
-    func map(_ event: SourceEvent) -> [RouteResult]
+    func map(_ event: SourceEvent) -> [RouteMapping]
 }

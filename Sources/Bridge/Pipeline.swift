@@ -2,6 +2,7 @@ import APNSCore
 import CoreMetrics
 import struct Foundation.Date
 import Logging
+import Routing
 import ServiceLifecycle
 import Synchronization
 
@@ -78,6 +79,7 @@ public final class Pipeline: Service, Sendable {
     let metrics: BridgeMetrics
     let logger: Logger
     private let validate: @Sendable (Notification, _ payloadIsJSONObject: Bool, _ app: String?) -> Reason?
+    private let recordHeaders: @Sendable (_ app: String?) -> [(String, [UInt8]?)]
     private let epochMilliseconds: @Sendable () -> Int64
 
     /// The halt gate: closed while a systemic fault stops the line.
@@ -100,6 +102,8 @@ public final class Pipeline: Service, Sendable {
     /// - Parameters:
     ///   - validate: the bridge's own check of a notification before it is sent; a non-`nil` reason
     ///     rejects it with Apple's reason for that fault, without sending.
+    ///   - recordHeaders: the Kafka headers of the outcome and invalid-token records of a notification for `app`
+    ///     (``RecordHeader``).
     ///   - epochMilliseconds: the wall clock, for expiry and record timestamps.
     public init(
         source: any EventSource,
@@ -112,6 +116,7 @@ public final class Pipeline: Service, Sendable {
         validate: @escaping @Sendable (Notification, _ payloadIsJSONObject: Bool, _ app: String?) -> Reason? = {
             _, _, _ in nil
         },
+        recordHeaders: @escaping @Sendable (_ app: String?) -> [(String, [UInt8]?)] = { _ in [] },
         epochMilliseconds: @escaping @Sendable () -> Int64 = Pipeline.systemEpochMilliseconds
     ) {
         self.source = source
@@ -122,6 +127,7 @@ public final class Pipeline: Service, Sendable {
         self.metrics = metrics
         self.logger = logger
         self.validate = validate
+        self.recordHeaders = recordHeaders
         self.epochMilliseconds = epochMilliseconds
         let flow = FlowController(
             source: source,
@@ -234,8 +240,8 @@ public final class Pipeline: Service, Sendable {
         let results = self.mapper.map(event)
         var pieces = 0
         for result in results {
-            switch result {
-            case .notifications(_, _, let notifications): pieces += notifications.count
+            switch result.outcome {
+            case .notifications(let notifications): pieces += notifications.count
             case .deadLetter: pieces += 1
             }
         }
@@ -252,8 +258,9 @@ public final class Pipeline: Service, Sendable {
         // piece is acknowledged; each piece adds what it holds itself.
         var share = PieceBytes(eventBytes: event.byteCount, pieces: pieces)
         for result in results {
-            switch result {
-            case .notifications(let route, let app, let notifications):
+            let route = result.route
+            switch result.outcome {
+            case .notifications(let notifications):
                 for routed in notifications {
                     let bytes = share.next() + routed.notification.payload.count + Self.pieceOverheadBytes
                     if self.flow.acquireNow(bytes: bytes) != true {
@@ -262,16 +269,18 @@ public final class Pipeline: Service, Sendable {
                         guard await self.flow.acquire(bytes: bytes) else { return false }
                     }
                     self.start(
-                        Delivery(routed: routed, route: route, app: app, event: event, ticket: ticket, bytes: bytes),
+                        Delivery(
+                            routed: routed, route: route, app: result.app, event: event, ticket: ticket, bytes: bytes),
                         in: &group, sends: &sends)
                     if sends.count >= Self.sendBatchSize { self.send(&sends) }
                 }
-            case .deadLetter(let route, let reason):
+            case .deadLetter(let reason):
                 // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
                 let bytes = share.next() + (event.value?.count ?? 0) + Self.pieceOverheadBytes
                 guard await self.flow.acquire(bytes: bytes) else { return false }
                 group.addTask {
-                    await self.deadLetter(reason: reason, route: route, event: event, ticket: ticket, bytes: bytes)
+                    await self.deadLetter(
+                        reason: reason.description, route: route, event: event, ticket: ticket, bytes: bytes)
                 }
             }
         }
@@ -298,7 +307,7 @@ public final class Pipeline: Service, Sendable {
     /// callback and read again for the outcome, and copying its ~20 references at each step cost more than
     /// one allocation.
     final class Delivery: Sendable {
-        let routed: RoutedNotification
+        let routed: MappedNotification
         let route: String
         let app: String?
         let event: SourceEvent
@@ -306,7 +315,7 @@ public final class Pipeline: Service, Sendable {
         /// The room it holds in the line.
         let bytes: Int
 
-        init(routed: RoutedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int) {
+        init(routed: MappedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int) {
             self.routed = routed
             self.route = route
             self.app = app
@@ -333,7 +342,7 @@ public final class Pipeline: Service, Sendable {
         let notification = delivery.notification
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: notification.expirationEpochSeconds,
-            localFault: delivery.routed.localFault
+            localFault: delivery.routed.localRejection
                 ?? self.validate(notification, delivery.routed.payloadIsJSONObject, delivery.app),
             maxAttempts: self.configuration.maxAttempts,
             backoff: self.configuration.retryBackoff
@@ -471,8 +480,9 @@ public final class Pipeline: Service, Sendable {
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
             completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds
         )
+        let headers = self.recordHeaders(delivery.app)
         let outcomeRecord = OutgoingRecord(
-            topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded())
+            topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded(), headers: headers)
         var invalidTokenRecord: OutgoingRecord?
         if let reason = outcome.invalidTokenReason {
             let invalid = InvalidTokenRecord(
@@ -485,7 +495,8 @@ public final class Pipeline: Service, Sendable {
                 source: source
             )
             invalidTokenRecord = OutgoingRecord(
-                topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded())
+                topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded(),
+                headers: headers)
         }
         let ticket = delivery.ticket
         let bytes = delivery.bytes

@@ -1,22 +1,6 @@
-/// Where an event came from: the coordinates every record carries back to Kafka.
-public struct SourceCoordinates: Sendable, Hashable {
-    /// The input topic.
-    public var topic: String
-    /// The input partition.
-    public var partition: Int32
-    /// The event's offset in that partition.
-    public var offset: Int64
-    /// The event's key bytes, if it had one.
-    public var key: [UInt8]?
+import Routing
 
-    /// Creates source coordinates.
-    public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?) {
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.key = key
-    }
-
+extension SourceCoordinates {
     /// The key as text for JSON records: UTF-8, with invalid sequences replaced by U+FFFD, and at most
     /// ``RecordText/maximumFieldBytes`` of it.
     var keyText: String? {
@@ -34,6 +18,18 @@ public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
     case failed
     /// `apns-expiration` passed before the notification could be sent.
     case expired
+}
+
+/// Kafka headers on outcome and invalid-token records.
+public enum RecordHeader {
+    /// `pushbridge-protocol`: the provider protocol a notification went out on, on its outcome and invalid-token
+    /// records; present only for `binary` (absent means HTTP/2, the protocol of every record before it).
+    public static let protocolName = "pushbridge-protocol"
+
+    /// The headers for records of a notification sent with `providerProtocol` (`nil`: HTTP/2, no header).
+    public static func headers(providerProtocol: String?) -> [(String, [UInt8]?)] {
+        providerProtocol.map { [(Self.protocolName, Array($0.utf8))] } ?? []
+    }
 }
 
 /// `pushbridge.outcome.v1`: one per notification, keyed by the device token.
@@ -238,13 +234,6 @@ public struct InvalidTokenRecordV2: Sendable, Hashable {
         json.endObject()
         return json.bytes
     }
-}
-
-/// Kafka record headers the bridge adds to its outcome and invalid-token records.
-public enum RecordHeader {
-    /// `pushbridge-protocol`: the provider protocol the record's notification or token came through (`binary`
-    /// for the legacy binary protocol).
-    public static let protocolName = "pushbridge-protocol"
 }
 
 /// A dead letter: the source event's bytes and headers unchanged, plus headers that say why (SPEC §3).

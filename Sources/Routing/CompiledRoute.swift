@@ -348,7 +348,7 @@ struct CompiledRoute: Sendable {
         notifications.reserveCapacity(tokens.count)
         for (index, token) in tokens.enumerated() {
             let id = NotificationID.make(
-                topic: event.topic, partition: event.partition, offset: event.offset, route: self.name,
+                topic: event.source.topic, partition: event.source.partition, offset: event.source.offset, route: self.name,
                 tokenIndex: index)
             let notification = Notification(
                 deviceToken: token, topic: self.topic, pushType: self.pushType, priority: self.priority,
@@ -356,7 +356,9 @@ struct CompiledRoute: Sendable {
             let rejection =
                 tokenFault ?? NotificationValidation.validateDeviceTokenCharacters(token) ?? eventFault ?? payloadFault
             notifications.append(
-                MappedNotification(tokenIndex: index, notification: notification, localRejection: rejection))
+                MappedNotification(
+                    tokenIndex: index, notification: notification, localRejection: rejection,
+                    payloadIsJSONObject: true))
         }
         return .success(notifications)
     }

@@ -1,3 +1,5 @@
+import APNSCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -72,7 +74,7 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
             if segment.utf8.count > 64 {
                 segment = String(decoding: segment.utf8.prefix(64), as: UTF8.self) + "…"
             }
-            JSONValue.appendEscaped(segment, to: &bytes)
+            JSONText.appendEscaped(segment, to: &bytes)
         }
         let limit = Self.maximumPathTextBytes
         if bytes.count > limit {

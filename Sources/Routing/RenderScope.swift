@@ -1,12 +1,14 @@
+import APNSCore
+
 /// The names a template sees while it renders: the event's JSON, `_kafka`, `_headers`, and the values of the
 /// sections it is inside.
 struct RenderScope {
-    let event: RoutingEvent
+    let event: SourceEvent
     let document: JSONValue
     /// Values of the open sections, innermost last.
     private var frames: [JSONValue] = []
 
-    init(event: RoutingEvent, document: JSONValue) {
+    init(event: SourceEvent, document: JSONValue) {
         self.event = event
         self.document = document
     }
@@ -22,10 +24,11 @@ struct RenderScope {
         case .kafka:
             return self.kafka(path.segments)
         case .headers:
+            // Templates see a null header as an empty one (dead letters keep it null).
             guard let name = path.segments.first else {
-                return .object(self.event.headers.map { (key: $0.name, value: Self.text($0.value)) })
+                return .object(self.event.headers.map { (key: $0.0, value: Self.text($0.1 ?? [])) })
             }
-            return self.event.headers.last(where: { $0.name == name }).map { Self.text($0.value) }
+            return self.event.headers.last(where: { $0.0 == name }).map { Self.text($0.1 ?? []) }
         case .scope:
             let first = path.segments[0]
             var start: JSONValue?
@@ -60,11 +63,11 @@ struct RenderScope {
         case .implicit:
             return 1
         case .kafka:
-            return 1 + (self.event.key?.count ?? 0) >> 4
+            return 1 + (self.event.source.key?.count ?? 0) >> 4
         case .headers:
             var cost = 1 + self.event.headers.count
-            for header in self.event.headers where path.segments.first.map({ $0 == header.name }) ?? true {
-                cost += header.value.count >> 4
+            for (name, value) in self.event.headers where path.segments.first.map({ $0 == name }) ?? true {
+                cost += (value?.count ?? 0) >> 4
             }
             return cost
         case .scope:
@@ -92,19 +95,19 @@ struct RenderScope {
     private func kafka(_ segments: [String]) -> JSONValue? {
         guard let field = segments.first else {
             return .object([
-                (key: "topic", value: .string(self.event.topic)),
-                (key: "partition", value: .integer(Int64(self.event.partition))),
-                (key: "offset", value: .integer(self.event.offset)),
-                (key: "key", value: self.event.key.map(Self.text) ?? .null),
+                (key: "topic", value: .string(self.event.source.topic)),
+                (key: "partition", value: .integer(Int64(self.event.source.partition))),
+                (key: "offset", value: .integer(self.event.source.offset)),
+                (key: "key", value: self.event.source.key.map(Self.text) ?? .null),
                 (key: "timestamp", value: self.event.timestampMilliseconds.map(JSONValue.integer) ?? .null),
             ])
         }
         guard segments.count == 1 else { return nil }
         switch field {
-        case "topic": return .string(self.event.topic)
-        case "partition": return .integer(Int64(self.event.partition))
-        case "offset": return .integer(self.event.offset)
-        case "key": return self.event.key.map(Self.text) ?? .null
+        case "topic": return .string(self.event.source.topic)
+        case "partition": return .integer(Int64(self.event.source.partition))
+        case "offset": return .integer(self.event.source.offset)
+        case "key": return self.event.source.key.map(Self.text) ?? .null
         case "timestamp": return self.event.timestampMilliseconds.map(JSONValue.integer) ?? .null
         default: return nil
         }
@@ -292,14 +295,14 @@ extension JSONValue {
         switch self {
         case .string(let string):
             if escaped {
-                JSONValue.appendEscaped(string, to: &bytes)
+                JSONText.appendEscaped(string, to: &bytes)
             } else {
                 bytes.append(contentsOf: string.utf8)
             }
         case .array, .object:
             let json = self.serialized()
             if escaped {
-                json.withUnsafeBufferPointer { JSONValue.appendEscaped(utf8: $0, to: &bytes) }
+                json.withUnsafeBufferPointer { JSONText.appendEscaped(utf8: $0, to: &bytes) }
             } else {
                 bytes.append(contentsOf: json)
             }

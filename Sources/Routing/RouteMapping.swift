@@ -43,12 +43,19 @@ public struct MappedNotification: Sendable {
     /// publishes a `rejected` outcome with this reason and a null `http_status` (SPEC §3), exactly as for the
     /// sender's own validation (which also checks the token's format). `nil`: nothing known against it.
     public var localRejection: Reason?
+    /// Whether the payload is known to be a JSON object, so the check before sending need not parse it again
+    /// (see ``APNSCore/NotificationValidation/validate(_:payloadIsJSONObject:)``). The router's are: a route's
+    /// payload template is an object (checked when it compiles) and `payload_from` takes only an object.
+    public var payloadIsJSONObject: Bool
 
     /// Creates a mapped notification.
-    public init(tokenIndex: Int, notification: Notification, localRejection: Reason? = nil) {
+    public init(
+        tokenIndex: Int, notification: Notification, localRejection: Reason? = nil, payloadIsJSONObject: Bool = false
+    ) {
         self.tokenIndex = tokenIndex
         self.notification = notification
         self.localRejection = localRejection
+        self.payloadIsJSONObject = payloadIsJSONObject
     }
 }
 

@@ -75,8 +75,8 @@ public struct Router: Sendable {
     /// An event whose value is not JSON (or is a tombstone) cannot be matched by any route: it becomes one dead
     /// letter with an empty route name (data contract: one dead letter per event, never one per route, so a
     /// large unreadable event is not multiplied by the number of routes).
-    public func map(event: RoutingEvent) -> [RouteMapping] {
-        guard let (indices, projection) = self.routesByTopic[event.topic] else { return [] }
+    public func map(event: SourceEvent) -> [RouteMapping] {
+        guard let (indices, projection) = self.routesByTopic[event.source.topic] else { return [] }
         let document: JSONValue
         do {
             document = try Self.parseValue(of: event, projection: projection)
@@ -102,7 +102,7 @@ public struct Router: Sendable {
     /// What the route named `name` makes of `event`, for `pushbridge render`: whether it matches, and if so its
     /// mapping. `nil` when there is no such route. The event's topic is not checked, so any input can be tried
     /// against any route.
-    public func trial(of event: RoutingEvent, route name: String) -> RouteTrial? {
+    public func trial(of event: SourceEvent, route name: String) -> RouteTrial? {
         guard let route = self.routes.first(where: { $0.name == name }) else { return nil }
         let document: JSONValue
         do {
@@ -129,7 +129,7 @@ public struct Router: Sendable {
     }
 
     private static func parseValue(
-        of event: RoutingEvent,
+        of event: SourceEvent,
         projection: JSONProjection
     ) throws(Unreadable) -> JSONValue {
         guard let value = event.value else {

@@ -1,3 +1,4 @@
+import APNSCore
 import Mustache
 
 /// A dotted name in a template tag or a route field (`order.id`, `_kafka.offset`, `.`), split once.
@@ -213,7 +214,7 @@ private struct TagScanner {
         func flush() {
             guard !text.isEmpty else { return }
             var escaped: [UInt8] = []
-            text.withUnsafeBufferPointer { JSONValue.appendEscaped(utf8: $0, to: &escaped) }
+            text.withUnsafeBufferPointer { JSONText.appendEscaped(utf8: $0, to: &escaped) }
             segments.append(.text(raw: text, escaped: escaped))
             text = []
         }

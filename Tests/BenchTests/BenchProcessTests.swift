@@ -64,3 +64,34 @@ struct BenchProcessTests {
         #expect(waitpid(server.pid, nil, WNOHANG) == -1)
     }
 }
+
+/// `make bench` and `make bench-binary` read the simulator's ports from its first lines of output.
+@Suite(.timeLimit(.minutes(1)))
+struct AnnouncingProcessTests {
+    @Test func readsEveryAnnouncedPortOfTheSimulator() throws {
+        let executable = try #require(PushBridgeExecutable.url, "the pushbridge executable is built with the tests")
+        let tls = BenchProcessTests.tls
+        let scenario = tls.directory.appendingPathComponent("announcing-\(UUID()).yaml").path
+        try Data("certificate_auth: { client_ca_file: \(tls.caCertificatePath) }\n".utf8)
+            .write(to: URL(fileURLWithPath: scenario))
+        let simulator = try AnnouncingProcess.start(
+            executable.path,
+            [
+                "simulator", "--port", "0", "--binary-port", "0", "--tls-cert", tls.serverCertificatePath,
+                "--tls-key", tls.serverKeyPath, "--scenario", scenario,
+            ],
+            announcing: ["APNs simulator listening on ", "binary gateway listening on "])
+        defer { simulator.stop() }
+        #expect(simulator.ports.count == 2)
+        #expect(simulator.ports.allSatisfy { $0 > 0 })
+        #expect(simulator.ports[0] != simulator.ports[1])
+    }
+
+    @Test func aProcessThatEndsWithoutAnnouncingIsAnErrorQuotingItsOutput() {
+        #expect {
+            _ = try AnnouncingProcess.start("/bin/echo", ["nothing to see"], announcing: ["listening on "])
+        } throws: { error in
+            "\(error)".contains("did not print listening on") && "\(error)".contains("nothing to see")
+        }
+    }
+}

@@ -3,6 +3,7 @@ import Bridge
 import Foundation
 import Kafka
 import Logging
+import Routing
 import TestSupport
 import Testing
 

@@ -51,6 +51,8 @@ struct EndToEndBinaryTests {
         #expect(refused?.status == "rejected")
         #expect(refused?.reason == "BadDeviceToken")
         #expect(results.invalidTokens.map { $0["device_token"] } == [dead])
+        #expect(results.outcomes.allSatisfy { $0.providerProtocol == "binary" }, "each outcome names its protocol")
+        #expect(results.invalidTokenProtocols == ["binary"])
         #expect(try await world.committed() == perPartition)
         #expect(gateway.statistics.processed.count == count - 1, "nothing the gateway processed is sent twice")
         #expect(world.simulator.engine.statistics.requestsReceived == 0, "nothing went to the HTTP/2 simulator")

@@ -262,15 +262,20 @@ struct Results: Sendable {
     struct Outcome: Sendable {
         var json: [String: String]
         var raw: [UInt8]
+        var headers: [KafkaHeader] = []
         var notificationID: String { self.json["notification_id"] ?? "" }
         var status: String { self.json["status"] ?? "" }
         var token: String { self.json["device_token"] ?? "" }
         var reason: String? { self.json["reason"] }
+        /// The `pushbridge-protocol` header's value; `nil` when absent.
+        var providerProtocol: String? { Results.providerProtocol(self.headers) }
     }
 
     var outcomes: [Outcome] = []
     var invalidTokens: [[String: String]] = []
     var invalidTokenValues: [[UInt8]] = []
+    /// The `pushbridge-protocol` header of each invalid-token record (`nil`: absent), in the order of `invalidTokens`.
+    var invalidTokenProtocols: [String?] = []
     /// The invalid-token records as consumed, with their headers.
     var invalidTokenMessages: [KafkaMessage] = []
     var deadLetters: [KafkaMessage] = []
@@ -279,10 +284,12 @@ struct Results: Sendable {
         for message in batch {
             // On a shared broker, the topic names carry a prefix of the test's own.
             if message.topic.hasSuffix("pushbridge.outcomes") {
-                self.outcomes.append(Outcome(json: Self.strings(message.value), raw: message.value ?? []))
+                self.outcomes.append(
+                    Outcome(json: Self.strings(message.value), raw: message.value ?? [], headers: message.headers))
             } else if message.topic.hasSuffix("pushbridge.invalid-tokens") {
                 self.invalidTokens.append(Self.strings(message.value))
                 self.invalidTokenValues.append(message.value ?? [])
+                self.invalidTokenProtocols.append(Self.providerProtocol(message.headers))
                 self.invalidTokenMessages.append(message)
             } else {
                 self.deadLetters.append(message)
@@ -298,6 +305,11 @@ struct Results: Sendable {
         var latest: [String: Outcome] = [:]
         for outcome in self.outcomes { latest[outcome.notificationID] = outcome }
         return latest
+    }
+
+    /// The value of the `pushbridge-protocol` header among `headers`; `nil` when absent.
+    static func providerProtocol(_ headers: [KafkaHeader]) -> String? {
+        headers.first { $0.name == "pushbridge-protocol" }.map { String(decoding: $0.value ?? [], as: UTF8.self) }
     }
 
     /// A record's top-level fields as text (numbers and null as their JSON text).

@@ -141,6 +141,8 @@ struct AccountingScenario: Sendable {
         for outcome in results.outcomes { statuses[outcome.status, default: 0] += 1 }
         #expect(statuses == self.expectedOutcomes)
         #expect(results.invalidTokens.count == self.expectedInvalid)
+        #expect(results.outcomes.allSatisfy { $0.headers.isEmpty }, "HTTP/2 outcomes carry no header")
+        #expect(results.invalidTokenProtocols.allSatisfy { $0 == nil })
         #expect(Set(results.invalidTokens.compactMap { $0["reason"] }) == ["Unregistered", "BadDeviceToken"])
         let unregisteredRecord = try #require(results.invalidTokens.first { $0["reason"] == "Unregistered" })
         #expect(unregisteredRecord["invalid_since"] == "2025-11-13T02:13:20.000Z")

@@ -1,4 +1,5 @@
 @testable import Bridge
+import Routing
 import Synchronization
 import Testing
 

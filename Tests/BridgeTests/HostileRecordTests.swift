@@ -1,4 +1,5 @@
 import APNSCore
+import Routing
 import Testing
 
 @testable import Bridge

@@ -1,6 +1,7 @@
 import APNSCore
 @testable import Bridge
 import Foundation
+import Routing
 import Testing
 
 // Parts shared by the pipeline tests: a mapper and a scripted sender. The source and sink are either
@@ -9,19 +10,22 @@ import Testing
 /// Maps `{"tokens": [...]}` to one alert per token; not JSON dead-letters; no `tokens` matches nothing.
 struct TokensMapper: EventMapper {
     let expiration: Int64?
-    func map(_ event: SourceEvent) -> [RouteResult] {
+    func map(_ event: SourceEvent) -> [RouteMapping] {
         guard let value = event.value,
             let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
-        else { return [.deadLetter(route: "r", reason: "route r: the event is not JSON")] }
+        else {
+            let reason = DeadLetterReason(code: .notJSON, route: "r", field: nil, message: "the event is not JSON")
+            return [RouteMapping(route: "r", app: nil, outcome: .deadLetter(reason))]
+        }
         guard let tokens = object["tokens"] as? [String] else { return [] }
         let notifications = tokens.enumerated().map { index, token in
-            RoutedNotification(APNSCore.Notification(
+            MappedNotification(tokenIndex: index, notification: APNSCore.Notification(
                 deviceToken: token, topic: "com.example", pushType: .alert, expirationEpochSeconds: self.expiration,
                 id: UUID(uuidString: String(format: "00000000-0000-0000-%04d-%012d", index, event.source.offset))!,
                 payload: Array(#"{"aps":{}}"#.utf8)
             ))
         }
-        return [.notifications(route: "r", app: nil, notifications)]
+        return [RouteMapping(route: "r", app: nil, outcome: .notifications(notifications))]
     }
 }
 

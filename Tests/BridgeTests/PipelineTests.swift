@@ -2,6 +2,7 @@ import APNSCore
 @testable import Bridge
 import Foundation
 import Logging
+import Routing
 import ServiceLifecycle
 import Synchronization
 import Testing

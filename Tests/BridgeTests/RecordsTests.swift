@@ -1,4 +1,6 @@
+import APNSCore
 import Foundation
+import Routing
 import Testing
 
 @testable import Bridge
@@ -51,7 +53,7 @@ struct RecordsTests {
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         formatter.timeZone = TimeZone(identifier: "UTC")
         let expected = formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
-        #expect(Timestamp.rfc3339(epochMilliseconds: milliseconds) == expected)
+        #expect(JSONText.timestamp(epochMilliseconds: milliseconds) == expected)
     }
 
     @Test("a dead letter keeps the source headers and adds the pushbridge headers")
@@ -118,7 +120,7 @@ struct RecordsTests {
 
     @Test("years outside four digits are written in full")
     func timestampYearsOutsideRFC3339() {
-        #expect(Timestamp.rfc3339(epochMilliseconds: 253_402_300_800_000) == "10000-01-01T00:00:00.000Z")
-        #expect(Timestamp.rfc3339(epochMilliseconds: -62_167_219_200_001) == "-1-12-31T23:59:59.999Z")
+        #expect(JSONText.timestamp(epochMilliseconds: 253_402_300_800_000) == "10000-01-01T00:00:00.000Z")
+        #expect(JSONText.timestamp(epochMilliseconds: -62_167_219_200_001) == "-1-12-31T23:59:59.999Z")
     }
 }

@@ -49,8 +49,8 @@ func event(
     offset: Int64 = 42,
     key: String? = "customer-42",
     headers: [(name: String, value: [UInt8])] = []
-) -> RoutingEvent {
-    RoutingEvent(
+) -> SourceEvent {
+    SourceEvent(
         topic: topic, partition: 3, offset: offset, key: key.map { Array($0.utf8) },
         timestampMilliseconds: 1_700_000_000_123,
         headers: headers, value: Array(json.utf8))

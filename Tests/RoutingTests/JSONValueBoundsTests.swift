@@ -147,7 +147,7 @@ import Testing
                 RouteSpec(name: "r", inputTopic: "t", deviceTokens: "{{token}}", topic: "com.x", payload: ["a": 1])
             ])
         let mapping = router?.map(
-            event: RoutingEvent(
+            event: SourceEvent(
                 topic: "t", partition: 0, offset: 0, value: Array(#"{"token":"t","u":"#.utf8) + inValue.dropFirst(5)))
         guard case .deadLetter(let reason)? = mapping?.first?.outcome else {
             Issue.record("\(name): not a dead letter")

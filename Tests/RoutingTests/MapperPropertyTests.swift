@@ -67,7 +67,7 @@ enum RandomJSON {
     @Test func randomEventsGiveValidJSONNotificationsOrADeadLetterReason() async {
         await propertyCheck(count: 400, input: RandomJSON.events) { bytes in
             let mappings = Self.router.map(
-                event: RoutingEvent(topic: "orders.shipped", partition: 0, offset: 1, value: bytes))
+                event: SourceEvent(topic: "orders.shipped", partition: 0, offset: 1, value: bytes))
             // Both routes match everything; an event no route can read is one dead letter that no route owns.
             let unreadable = mappings.count == 1 && mappings[0].route.isEmpty
             #expect(mappings.count == 2 || unreadable)
@@ -99,7 +99,7 @@ enum RandomJSON {
 
     @Test func mappingTheSameEventTwiceGivesTheSameNotifications() async {
         await propertyCheck(count: 200, input: RandomJSON.events, Gen.int64(in: 0...1_000_000)) { bytes, offset in
-            let event = RoutingEvent(topic: "orders.shipped", partition: 2, offset: offset, value: bytes)
+            let event = SourceEvent(topic: "orders.shipped", partition: 2, offset: offset, value: bytes)
             let first = Self.router.map(event: event).map(Self.summary)
             let second = Self.router.map(event: event).map(Self.summary)
             #expect(first == second)
@@ -108,7 +108,7 @@ enum RandomJSON {
 
     @Test func mappingBuildsOnlyWhatRoutesReadYetAnswersLikeAFullParse() async {
         await propertyCheck(count: 300, input: RandomJSON.events) { bytes in
-            let event = RoutingEvent(topic: "orders.shipped", partition: 2, offset: 9, value: bytes)
+            let event = SourceEvent(topic: "orders.shipped", partition: 2, offset: 9, value: bytes)
             let mapped = Self.router.map(event: event).map(Self.summary)
             var full = Self.router.routes(forTopic: "orders.shipped").compactMap { route -> String? in
                 guard case .mapped(let mapping)? = Self.router.trial(of: event, route: route) else { return nil }

@@ -1,4 +1,5 @@
 import Foundation
+import Routing
 import Testing
 
 @testable import Routing
@@ -19,7 +20,7 @@ import Testing
         try #require(diagnostics.errors.isEmpty)
         let document = try JSONValue(parsing: json)
         var scope = RenderScope(
-            event: RoutingEvent(topic: "t", partition: 0, offset: 0, value: Array(json.utf8)), document: document)
+            event: SourceEvent(topic: "t", partition: 0, offset: 0, value: Array(json.utf8)), document: document)
         var budget = RenderBudget(byteLimit: limit)
         var bytes: [UInt8] = []
         let result = payload.render(into: &bytes, budget: &budget, scope: &scope)
@@ -104,7 +105,7 @@ import Testing
         let template = try TextTemplate("{{#items}}{{big}}{{/items}}")
         let json = Self.event(items: 1_000, bigBytes: 100_000)
         var scope = RenderScope(
-            event: RoutingEvent(topic: "t", partition: 0, offset: 0, value: nil), document: try JSONValue(parsing: json)
+            event: SourceEvent(topic: "t", partition: 0, offset: 0, value: nil), document: try JSONValue(parsing: json)
         )
         guard case .overBudget(let partial) = template.renderText(limit: 256, scope: &scope) else {
             Issue.record("rendered whole")

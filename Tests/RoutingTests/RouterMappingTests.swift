@@ -153,7 +153,7 @@ import Testing
 
     @Test func aTombstoneDeadLetters() throws {
         let router = try Router(routes: [orderShippedRoute()])
-        let mappings = router.map(event: RoutingEvent(topic: "orders.shipped", partition: 0, offset: 1, value: nil))
+        let mappings = router.map(event: SourceEvent(topic: "orders.shipped", partition: 0, offset: 1, value: nil))
         guard case .deadLetter(let reason)? = mappings.first?.outcome else {
             Issue.record("expected a dead letter: \(mappings)")
             return

@@ -59,7 +59,7 @@ struct RenderCommand: AsyncParsableCommand {
             )
             throw ExitCode(2)
         }
-        let event = RoutingEvent(
+        let event = SourceEvent(
             topic: spec.inputTopic, partition: 0, offset: 0, key: self.key.map { Array($0.utf8) },
             headers: self.header.map { header in
                 // validate() made sure of the "="; split instead of force-unwrapping it all the same.

@@ -1,0 +1,53 @@
+import Foundation
+
+/// A child process that announces where it listens on its standard output (`pushbridge simulator` prints
+/// "APNs simulator listening on 127.0.0.1:PORT …" and, with `--binary-port`, "binary gateway listening on …").
+public struct AnnouncingProcess {
+    /// The process, for its pid and to stop it.
+    public let process: Process
+    /// The port of each announced prefix, in the order asked for.
+    public let ports: [Int]
+
+    /// Starts `executable` with `arguments` and reads its output until a line starting with each of `prefixes`
+    /// gave a `host:PORT` after the prefix. Standard error goes to this process's.
+    public static func start(_ executable: String, _ arguments: [String], announcing prefixes: [String])
+        throws(BenchSupportError) -> AnnouncingProcess
+    {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        do {
+            try process.run()
+        } catch {
+            throw BenchSupportError("cannot start \(executable): \(error)")
+        }
+        var text = ""
+        while true {
+            let data = output.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            text += String(decoding: data, as: UTF8.self)
+            let lines = text.split(separator: "\n")
+            let ports = prefixes.compactMap { prefix in
+                lines.first { $0.hasPrefix(prefix) }.flatMap { line in
+                    line.dropFirst(prefix.count).prefix { $0 != " " }.split(separator: ":").last.flatMap { Int($0) }
+                }
+            }
+            if ports.count == prefixes.count {
+                return AnnouncingProcess(process: process, ports: ports)
+            }
+        }
+        process.terminate()
+        throw BenchSupportError("\(executable) did not print \(prefixes.joined(separator: ", ")); it printed: \(text)")
+    }
+
+    /// The process id.
+    public var pid: pid_t { self.process.processIdentifier }
+
+    /// Sends SIGTERM when it still runs.
+    public func stop() {
+        if self.process.isRunning { self.process.terminate() }
+    }
+}

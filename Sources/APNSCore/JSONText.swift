@@ -1,0 +1,164 @@
+/// JSON text written straight into bytes, with no intermediate tree or `String`: the one escaper, number and
+/// timestamp writer shared by the mapper (payloads), the records (outcomes, invalid tokens, logs) and the provider
+/// token (its header and claims).
+public enum JSONText {
+    /// Appends `text` with JSON string escaping, without the surrounding quotes.
+    ///
+    /// `"` and `\` are escaped, control characters (U+0000–U+001F) become `\n`, `\r`, `\t`, `\b`, `\f` or
+    /// `\u00XX`, DEL (U+007F) `\u007f` (valid JSON either way; escaped so no record carries a raw control
+    /// byte), and everything else, non-ASCII included, is kept as UTF-8.
+    public static func appendEscaped(_ text: String, to bytes: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { Self.appendEscaped(utf8: $0, to: &bytes) }
+    }
+
+    /// ``appendEscaped(_:to:)`` for UTF-8 bytes.
+    public static func appendEscaped(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
+        // Runs of bytes that need no escaping are copied at once: most values have no escape at all.
+        var runStart = 0
+        for index in 0..<utf8.count {
+            let byte = utf8[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == 0x7F else {
+                continue
+            }
+            if runStart < index {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+            }
+            runStart = index + 1
+            bytes.append(UInt8(ascii: "\\"))
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
+            case 0x0A: bytes.append(UInt8(ascii: "n"))
+            case 0x0D: bytes.append(UInt8(ascii: "r"))
+            case 0x09: bytes.append(UInt8(ascii: "t"))
+            case 0x08: bytes.append(UInt8(ascii: "b"))
+            case 0x0C: bytes.append(UInt8(ascii: "f"))
+            default:
+                bytes.append(UInt8(ascii: "u"))
+                bytes.append(UInt8(ascii: "0"))
+                bytes.append(UInt8(ascii: "0"))
+                bytes.append(Self.hexDigit(byte >> 4))
+                bytes.append(Self.hexDigit(byte & 0x0F))
+            }
+        }
+        if runStart < utf8.count {
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+        }
+    }
+
+    /// Appends `text` as a JSON string literal: quotes around ``appendEscaped(_:to:)``.
+    public static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        Self.appendEscaped(text, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// `text` escaped for use between JSON quotes.
+    public static func escaped(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        Self.appendEscaped(text, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `value` in decimal.
+    public static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        if value >= 0, value < 10 {
+            bytes.append(UInt8(ascii: "0") + UInt8(value))
+            return
+        }
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        let magnitude = value.magnitude
+        var digits = 1
+        var scale: UInt64 = 10
+        while digits < 20, magnitude >= scale {
+            digits += 1
+            scale = scale &* 10
+        }
+        Self.appendDigits(magnitude, width: digits, to: &bytes)
+    }
+
+    /// Appends the lowest `width` (at most 20) decimal digits of `value`, zero-padded.
+    public static func appendDigits<T: BinaryInteger>(_ value: T, width: Int, to bytes: inout [UInt8]) {
+        let value = UInt64(truncatingIfNeeded: value)
+        // Digits are written from the right into a fixed buffer, then appended in one go.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var rest = value
+            var index = width
+            while index > 0 {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[0..<width]))
+        }
+    }
+
+    /// Appends `value` in its shortest exact form, or `null` when it is not finite (JSON has no NaN or
+    /// infinity).
+    public static func appendDouble(_ value: Double, to bytes: inout [UInt8]) {
+        guard value.isFinite else {
+            bytes.append(contentsOf: "null".utf8)
+            return
+        }
+        // Swift's description is the shortest text that reads back as the same double and uses JSON's
+        // exponent syntax (`1e-05`, `1e+20`).
+        bytes.append(contentsOf: value.description.utf8)
+    }
+
+    /// An RFC 3339 timestamp in UTC with milliseconds (`2026-11-22T10:00:00.123Z`) for milliseconds since the
+    /// UNIX epoch, computed without Foundation's formatters, which are slow and not thread-safe to share.
+    public static func timestamp(epochMilliseconds: Int64) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(24)
+        Self.appendTimestamp(epochMilliseconds: epochMilliseconds, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends ``timestamp(epochMilliseconds:)``'s UTF-8 to `bytes`, without quotes. A year outside 0...9999
+    /// (RFC 3339 has none) is written in full, with its sign: records never carry one, since the APNs client drops
+    /// timestamps outside those years.
+    public static func appendTimestamp(epochMilliseconds: Int64, to bytes: inout [UInt8]) {
+        let millisecondsPerDay: Int64 = 86_400_000
+        var days = epochMilliseconds / millisecondsPerDay
+        var rest = epochMilliseconds % millisecondsPerDay
+        if rest < 0 {
+            rest += millisecondsPerDay
+            days -= 1
+        }
+        // Howard Hinnant's civil-from-days algorithm.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146_096) / 365
+        var year = yearOfEra + era * 400
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        if month <= 2 { year += 1 }
+        if (0...9999).contains(year) {
+            Self.appendDigits(year, width: 4, to: &bytes)
+        } else {
+            Self.appendDecimal(year, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "-"))
+        Self.appendDigits(month, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        Self.appendDigits(day, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "T"))
+        Self.appendDigits(rest / 3_600_000, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        Self.appendDigits(rest / 60_000 % 60, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        Self.appendDigits(rest / 1000 % 60, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "."))
+        Self.appendDigits(rest % 1000, width: 3, to: &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
+    }
+}
