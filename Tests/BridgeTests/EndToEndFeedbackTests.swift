@@ -30,28 +30,10 @@ struct EndToEndFeedbackTests {
             }
         }
         let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let apps = """
-              legacy:
-                protocol: binary
-                ca_file: \(world.tls.caCertificatePath)
-                auth: { type: certificate, cert_file: \(world.tls.clientCertificatePath), key_file: \(world.tls.clientKeyPath) }
-                binary:
-                  gateway: "127.0.0.1:\(gateway.port)"
-                  quiet_window: 500ms
-                  feedback: { endpoint: "127.0.0.1:\(feedback.port)", interval: 1s, timeout: 5s }
-            """
-        let routes = """
-              - name: alerts
-                input_topic: \(world.inputTopic)
-                app: legacy
-                match: { kind: alert }
-                device_tokens: "{{tokens}}"
-                topic: com.example.app
-                payload:
-                  aps:
-                    alert: "{{text}}"
-            """
-        let path = try world.configuration(logLevel: "info", routes: routes, apps: apps)
+        let feedbackSection = #"feedback: { endpoint: "127.0.0.1:\#(feedback.port)", interval: 1s, timeout: 5s }"#
+        let path = try world.binaryConfiguration(
+            binary: #"{ gateway: "127.0.0.1:\#(gateway.port)", quiet_window: 500ms, \#(feedbackSection) }"#,
+            logLevel: "info")
         let log = world.directory.appendingPathComponent("run.log")
         let bridge = try BridgeProcess.start(configurationPath: path, log: log)
         let feedbackTokens = Set(dead + [onlyFeedback.deviceToken])
