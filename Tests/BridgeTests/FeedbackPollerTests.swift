@@ -17,14 +17,14 @@ struct FeedbackPollerTests {
     /// A poller of `port` publishing to `world`'s invalid-token topic, with its metrics in `registry`.
     func poller(
         _ world: EndToEnd, port: Int, producer: KafkaProducer, registry: PrometheusCollectorRegistry,
-        app: String = "legacy", interval: Duration = .seconds(3600)
+        app: String = "legacy", interval: Duration = .seconds(3600), timeout: Duration = .seconds(5)
     ) throws -> FeedbackPoller {
         var configuration = FeedbackClientConfiguration(
             host: "127.0.0.1", port: port,
             credentials: CertificateCredentials(
                 certificateChain: try world.tls.clientCertificateChain(), privateKey: try world.tls.clientPrivateKey()))
         configuration.additionalTrustRootsPEMFile = world.tls.caCertificatePath
-        configuration.timeout = .seconds(5)
+        configuration.timeout = timeout
         return FeedbackPoller(
             app: app, client: try FeedbackClient(configuration: configuration), apnsTopic: "com.example.app",
             interval: interval, sink: KafkaRecordSink(producer: producer), invalidTokensTopic: world.topics[1],
@@ -118,7 +118,26 @@ struct FeedbackPollerTests {
         await gateway.close()
     }
 
-    @Test("a service that cannot be reached is counted and polled again every interval; shutdown stops the poller at once")
+    /// Runs `poller` in a service group until `until` holds, then shuts the group down gracefully; returns how long
+    /// the shutdown took.
+    func runThenShutDown(_ poller: FeedbackPoller, until: @escaping @Sendable () -> Bool) async throws -> Duration {
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: poller)], gracefulShutdownSignals: [], cancellationSignals: [],
+                logger: quietLogger()))
+        let run = Task { try await group.run() }
+        try await waitUntil(timeout: .seconds(30), until)
+        let stopping = ContinuousClock.now
+        await group.triggerGracefulShutdown()
+        try await run.value
+        return ContinuousClock.now - stopping
+    }
+
+    static func failures(_ registry: PrometheusCollectorRegistry) -> Double {
+        metricSum(String(decoding: registry.emitToBuffer(), as: UTF8.self), "pushbridge_feedback_poll_failures_total")
+    }
+
+    @Test("a service that cannot be reached is counted and polled again every interval")
     func unreachableServiceIsRetried() async throws {
         let world = try await EndToEnd()
         defer { Task { await world.close() } }
@@ -130,19 +149,33 @@ struct FeedbackPollerTests {
         let registry = PrometheusCollectorRegistry()
         let poller = try self.poller(
             world, port: port, producer: producer, registry: registry, app: "down", interval: .seconds(1))
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [.init(service: poller)], gracefulShutdownSignals: [], cancellationSignals: [],
-                logger: quietLogger()))
-        let run = Task { try await group.run() }
-        let failures: @Sendable () -> Double = {
-            metricSum(String(decoding: registry.emitToBuffer(), as: UTF8.self), "pushbridge_feedback_poll_failures_total")
-        }
-        try await waitUntil(timeout: .seconds(20)) { failures() >= 2 }
-        let stopping = ContinuousClock.now
-        await group.triggerGracefulShutdown()
-        try await run.value
-        #expect(ContinuousClock.now - stopping < .seconds(2), "the poller does not delay shutdown")
+        _ = try await self.runThenShutDown(poller) { Self.failures(registry) >= 3 }
+        #expect(Self.failures(registry) >= 3)
+        await producer.close()
+    }
+
+    @Test("shutdown stops the poller at once, while it waits for the next interval or for a service that never closes")
+    func shutdownIsImmediate() async throws {
+        let world = try await EndToEnd()
+        defer { Task { await world.close() } }
+        let producer = try self.producer(world)
+        // Waiting for the next interval (an hour) after a failed poll.
+        let (gateway, service) = try await world.tls.startBinarySimulator()
+        let closedPort = service.port
+        await service.close()
+        await gateway.close()
+        let registry = PrometheusCollectorRegistry()
+        let sleeping = try self.poller(world, port: closedPort, producer: producer, registry: registry)
+        let afterSleep = try await self.runThenShutDown(sleeping) { Self.failures(registry) >= 1 }
+        #expect(afterSleep < .seconds(10), "the poller does not wait for its interval to stop")
+        // In the middle of a poll of a service that never sends nor closes (the poll's timeout is a minute).
+        let silent = try await HostileFeedbackServer.start(tls: world.tls, behaviour: .silent)
+        let stuck = try self.poller(
+            world, port: silent.port, producer: producer, registry: PrometheusCollectorRegistry(), timeout: .seconds(60))
+        let started = ContinuousClock.now
+        let afterRead = try await self.runThenShutDown(stuck) { ContinuousClock.now - started > .seconds(1) }
+        #expect(afterRead < .seconds(10), "a poll in progress is abandoned")
+        await silent.shutdown()
         await producer.close()
     }
 

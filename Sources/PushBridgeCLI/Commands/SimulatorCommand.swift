@@ -73,6 +73,9 @@ struct SimulatorCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Listen for SIGINT/SIGTERM before anything is announced: a script that reads the port line and stops the
+        // simulator at once must not find the signal ignored while dispatch is still registering its sources.
+        let termination = TerminationSignals()
         var scenario = SimulatorScenario()
         do {
             if let file = self.scenario {
@@ -162,7 +165,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         }
         // Scripts wait for the port line; standard output may be a pipe, so push it out now.
         fflush(nil)
-        await Self.waitForTerminationSignal()
+        await termination.wait()
         await server.shutdown()
         print(server.statistics.summary)
         if let gateway {
@@ -179,17 +182,29 @@ struct SimulatorCommand: AsyncParsableCommand {
         }
     }
 
-    private static func waitForTerminationSignal() async {
+}
+
+/// SIGINT and SIGTERM, taken from their default action (ending the process) and delivered to ``wait()``.
+private struct TerminationSignals {
+    private let stream: AsyncStream<Void>
+    private let sources: [any DispatchSourceSignal]
+
+    init() {
         let signals = [SIGINT, SIGTERM]
         for number in signals { signal(number, SIG_IGN) }
         let (stream, continuation) = AsyncStream<Void>.makeStream()
-        let sources = signals.map { number in
+        self.stream = stream
+        self.sources = signals.map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { continuation.yield() }
             source.resume()
             return source
         }
-        for await _ in stream { break }
-        for source in sources { source.cancel() }
+    }
+
+    /// Returns at the first signal.
+    func wait() async {
+        for await _ in self.stream { break }
+        for source in self.sources { source.cancel() }
     }
 }
