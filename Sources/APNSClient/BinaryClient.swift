@@ -77,20 +77,9 @@ public final class BinaryClient: @unchecked Sendable {
     ) throws {
         self.configuration = configuration
         self.eventLoop = eventLoopGroup.next()
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        tls.certificateVerification = .fullVerification
-        tls.trustRoots = .default
-        if let file = configuration.additionalTrustRootsPEMFile {
-            do {
-                tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(file))]
-            } catch {
-                throw CredentialError(code: .invalidCertificate, file: file, cause: "not a readable PEM certificate")
-            }
-        }
-        tls.certificateChain = configuration.credentials.certificateChain.map { .certificate($0) }
-        tls.privateKey = .privateKey(configuration.credentials.privateKey)
-        self.sslContext = try NIOSSLContext(configuration: tls)
+        self.sslContext = try NIOSSLContext.binaryProtocolClient(
+            credentials: configuration.credentials,
+            additionalTrustRootsPEMFile: configuration.additionalTrustRootsPEMFile)
         self.window = Self.newWindow(configuration)
     }
 
@@ -189,7 +178,7 @@ public final class BinaryClient: @unchecked Sendable {
         let host = self.configuration.host
         let serverName = Self.isIPAddress(host) ? nil : host
         let bootstrap = ClientBootstrap(group: self.eventLoop)
-            .connectTimeout(.nanoseconds(Self.nanoseconds(self.configuration.connectTimeout)))
+            .connectTimeout(.nanoseconds(self.configuration.connectTimeout.nanosecondsSaturated))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -236,7 +225,7 @@ public final class BinaryClient: @unchecked Sendable {
     private func scheduleConfirmation() {
         guard self.confirmationTimer == nil, let next = self.window.nextConfirmation else { return }
         let delay = max(.zero, next - ContinuousClock.now)
-        self.confirmationTimer = self.eventLoop.scheduleTask(in: .nanoseconds(Self.nanoseconds(delay))) {
+        self.confirmationTimer = self.eventLoop.scheduleTask(in: .nanoseconds(delay.nanosecondsSaturated)) {
             self.confirmationTimer = nil
             for item in self.window.confirmDue(now: .now) {
                 item.completion(.answered(APNSResponse(status: 200, apnsID: item.notification.apnsID)))
@@ -304,12 +293,6 @@ public final class BinaryClient: @unchecked Sendable {
             // A gateway fault: retryable, like APNs' 500 (an unknown 5xx reason is retryable).
             .answered(APNSResponse(status: 500, apnsID: notification.apnsID, reason: .unknown(status)))
         }
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
-            ? .max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     private static func isIPAddress(_ host: String) -> Bool {

@@ -1,4 +1,5 @@
 import BinaryProvider
+import Foundation
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -6,7 +7,7 @@ import Synchronization
 
 /// How the simulated binary gateway misbehaves, counted over all its connections.
 public struct BinaryGatewayBehaviour: Sendable {
-    /// Tokens (lowercase hex) answered with status 8 (invalid token); the feedback service reports them.
+    /// Tokens (lowercase hex) answered with status 8 (invalid token); the feedback service then reports them.
     public var unregisteredTokens: Set<String> = []
     /// The notification (1-based, over all connections) answered with status 1 (processing error).
     public var processingErrorAt: Int?
@@ -18,6 +19,9 @@ public struct BinaryGatewayBehaviour: Sendable {
     public var dropAfter: Int?
     /// The payload limit (status 7 above it).
     public var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
+    /// Entries the feedback service reports on its first read besides the tokens the gateway refuses
+    /// (`binary_gateway.feedback_tokens`): tokens known only to the feedback service.
+    public var feedbackTokens: [FeedbackTuple] = []
 
     /// A gateway that accepts everything well-formed.
     public init() {}
@@ -38,6 +42,8 @@ public final class BinaryGateway: Sendable {
         public var connections = 0
         /// Connections dropped without a packet by ``BinaryGatewayBehaviour/dropAfter``.
         public var drops = 0
+        /// Feedback entries handed to the feedback service's readers (``takeFeedback()``).
+        public var feedbackReported = 0
     }
 
     private struct State {
@@ -45,6 +51,15 @@ public final class BinaryGateway: Sendable {
         var read = 0
         var shutdownDone = false
         var dropDone = false
+        /// What the feedback service reports on its next read, in the order the tokens were refused; each
+        /// token once (Apple's service reported a token once per read).
+        var feedback: [FeedbackTuple] = []
+        var feedbackTokens: Set<[UInt8]> = []
+
+        mutating func addFeedback(_ tuple: FeedbackTuple) {
+            guard self.feedbackTokens.insert(tuple.token).inserted else { return }
+            self.feedback.append(tuple)
+        }
     }
 
     private let behaviour: BinaryGatewayBehaviour
@@ -53,6 +68,48 @@ public final class BinaryGateway: Sendable {
 
     private init(behaviour: BinaryGatewayBehaviour) {
         self.behaviour = behaviour
+        self.state.withLock { state in
+            for tuple in behaviour.feedbackTokens { state.addFeedback(tuple) }
+        }
+    }
+
+    /// Takes what the feedback service reports: every token refused with status 8 since the last call (with the
+    /// time it was refused), and the scenario's feedback-only tokens on the first call. Reading drains the list,
+    /// as Apple's service did.
+    public func takeFeedback() -> [FeedbackTuple] {
+        self.state.withLock { state in
+            let taken = state.feedback
+            state.feedback = []
+            state.feedbackTokens = []
+            state.statistics.feedbackReported += taken.count
+            return taken
+        }
+    }
+
+    /// Listens on `host:port` (0: ephemeral) over TLS with the simulator's certificate, asking for a client
+    /// certificate signed by one of `clientCertificateTrustRoots` (the binary gateway's and the feedback service's
+    /// way); each accepted connection gets the handler `makeHandler` returns, after TLS.
+    static func listen(
+        certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey,
+        clientCertificateTrustRoots: [NIOSSLCertificate], host: String, port: Int,
+        eventLoopGroup: any EventLoopGroup, makeHandler: @escaping @Sendable () -> any ChannelHandler
+    ) async throws -> any Channel {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: certificateChain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        tls.minimumTLSVersion = .tlsv12
+        tls.certificateVerification = .noHostnameVerification
+        tls.trustRoots = .certificates(clientCertificateTrustRoots)
+        let sslContext = try NIOSSLContext(configuration: tls)
+        return try await ServerBootstrap(group: eventLoopGroup)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try channel.pipeline.syncOperations.addHandler(makeHandler())
+                }
+            }
+            .bind(host: host, port: port).get()
     }
 
     /// Starts a gateway on `host:port` (0: ephemeral) with the server's TLS material; clients must present a
@@ -66,24 +123,15 @@ public final class BinaryGateway: Sendable {
         port: Int = 0,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) async throws -> BinaryGateway {
-        var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: certificateChain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
-        tls.minimumTLSVersion = .tlsv12
-        tls.certificateVerification = .noHostnameVerification
-        tls.trustRoots = .certificates(clientCertificateTrustRoots)
-        let sslContext = try NIOSSLContext(configuration: tls)
         let gateway = BinaryGateway(behaviour: behaviour)
-        let bootstrap = ServerBootstrap(group: eventLoopGroup)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    gateway.state.withLock { $0.statistics.connections += 1 }
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                    try channel.pipeline.syncOperations.addHandler(GatewayHandler(gateway: gateway))
-                }
-            }
-        let listener = try await bootstrap.bind(host: host, port: port).get()
+        let listener = try await Self.listen(
+            certificateChain: certificateChain, privateKey: privateKey,
+            clientCertificateTrustRoots: clientCertificateTrustRoots, host: host, port: port,
+            eventLoopGroup: eventLoopGroup
+        ) {
+            gateway.state.withLock { $0.statistics.connections += 1 }
+            return GatewayHandler(gateway: gateway)
+        }
         gateway.listener.withLock { $0 = listener }
         return gateway
     }
@@ -134,6 +182,7 @@ public final class BinaryGateway: Sendable {
                 status = .processingError
             } else if self.behaviour.unregisteredTokens.contains(token) {
                 status = .invalidToken
+                state.addFeedback(FeedbackTuple(timeEpochSeconds: Self.now(), token: notification.token))
             }
             guard let status else {
                 state.statistics.processed.append(token)
@@ -151,6 +200,11 @@ public final class BinaryGateway: Sendable {
     }
 
     fileprivate var payloadLimitBytes: Int { self.behaviour.payloadLimitBytes }
+
+    /// The current time in UNIX seconds, as a feedback tuple carries it.
+    static func now() -> UInt32 {
+        UInt32(clamping: Int64(Date().timeIntervalSince1970))
+    }
 }
 
 /// One gateway connection: decodes, answers the first fault with a packet and closes.

@@ -1,3 +1,4 @@
+import BinaryProvider
 import Crypto
 import Foundation
 import Yams
@@ -282,7 +283,8 @@ private struct ScenarioReader {
     private func binaryGateway(_ node: Node, into scenario: inout SimulatorScenario) throws(ScenarioError) {
         let path = "binary_gateway"
         let map = try self.mapping(
-            node, path: path, allowed: ["processing_error_at", "shutdown_after", "drop_after", "payload_limit"])
+            node, path: path,
+            allowed: ["processing_error_at", "shutdown_after", "drop_after", "payload_limit", "feedback_tokens"])
         var behaviour = scenario.binaryGateway
         if let at = map["processing_error_at"] {
             behaviour.processingErrorAt = try self.integer(at.node, path: "\(path).processing_error_at", range: 1...Int.max)
@@ -296,7 +298,35 @@ private struct ScenarioReader {
         if let limit = map["payload_limit"] {
             behaviour.payloadLimitBytes = try self.integer(limit.node, path: "\(path).payload_limit", range: 1...4096)
         }
+        if let tokens = map["feedback_tokens"] {
+            let now = BinaryGateway.now()
+            for (index, entry) in try self.sequence(tokens.node, path: "\(path).feedback_tokens").enumerated() {
+                behaviour.feedbackTokens.append(try self.feedbackTuple(entry, path: "\(path).feedback_tokens[\(index)]", now: now))
+            }
+        }
         scenario.binaryGateway = behaviour
+    }
+
+    /// A feedback-only entry: a token, or `{token, time}` with the time in UNIX seconds (default: now). Tokens
+    /// of 1 to 100 bytes are allowed, so that a client's handling of a token that is not 32 bytes can be tried.
+    private func feedbackTuple(_ entry: Node, path: String, now: UInt32) throws(ScenarioError) -> FeedbackTuple {
+        var tokenNode = entry
+        var time = now
+        if entry.scalar == nil {
+            let item = try self.mapping(entry, path: path, allowed: ["token", "time"])
+            guard let token = item["token"] else { throw self.error(entry, path, "missing 'token'") }
+            tokenNode = token.node
+            if let value = item["time"] {
+                time = UInt32(try self.integer(value.node, path: "\(path).time", range: 0...Int(UInt32.max)))
+            }
+        }
+        let tokenPath = entry.scalar == nil ? "\(path).token" : path
+        let hex = Array(try self.deviceToken(tokenNode, path: tokenPath).utf8)
+        guard (2...2 * FeedbackReader.maxTokenBytes).contains(hex.count) else {
+            throw self.error(tokenNode, tokenPath, "a feedback token is 1 to \(FeedbackReader.maxTokenBytes) bytes (2 to 200 hex digits)")
+        }
+        let token = stride(from: 0, to: hex.count, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) ?? 0 }
+        return FeedbackTuple(timeEpochSeconds: time, token: token)
     }
 
     private func connections(_ node: Node, into scenario: inout SimulatorScenario) throws(ScenarioError) {

@@ -36,6 +36,8 @@ public struct FeedbackReader: Sendable {
     public struct MalformedFeedback: Error, Sendable, Hashable, CustomStringConvertible {
         /// What arrived.
         public var detail: String
+        /// The tuples completed in the same piece before the fault: they arrived whole and are valid.
+        public var tuplesBefore: [FeedbackTuple] = []
         public var description: String { self.detail }
     }
 
@@ -47,7 +49,8 @@ public struct FeedbackReader: Sendable {
     /// Whether a partial tuple is waiting for more bytes (at the end of the stream: a truncated tuple).
     public var hasPartialTuple: Bool { !self.pending.isEmpty }
 
-    /// Reads `bytes` on from where the last piece ended; returns the tuples completed.
+    /// Reads `bytes` on from where the last piece ended; returns the tuples completed. On a fault, the error
+    /// carries the tuples this piece completed before it.
     public mutating func read(_ bytes: some Collection<UInt8>) throws(MalformedFeedback) -> [FeedbackTuple] {
         self.pending.append(contentsOf: bytes)
         var tuples: [FeedbackTuple] = []
@@ -57,7 +60,8 @@ public struct FeedbackReader: Sendable {
             guard length > 0, length <= Self.maxTokenBytes else {
                 self.pending.removeAll()
                 throw MalformedFeedback(
-                    detail: "a feedback tuple announces a \(length)-byte token (1 to \(Self.maxTokenBytes) expected)")
+                    detail: "a feedback tuple announces a \(length)-byte token (1 to \(Self.maxTokenBytes) expected)",
+                    tuplesBefore: tuples)
             }
             guard self.pending.count - start >= 6 + length else { break }
             let time = self.pending[start..<start + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }

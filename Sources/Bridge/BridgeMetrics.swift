@@ -30,6 +30,9 @@ public final class BridgeMetrics: Sendable {
     private let notifications = Mutex<[NotificationKey: Counter]>([:])
     private let deadLetters = Mutex<[String: Counter]>([:])
     private let invalidTokens = Mutex<[String: Counter]>([:])
+    private let feedbackTokens = Mutex<[String: Counter]>([:])
+    private let feedbackSkipped = Mutex<[String: Counter]>([:])
+    private let feedbackPollFailures = Mutex<[String: Counter]>([:])
     private let lag = Mutex<[LagKey: Gauge]>([:])
     private let oldestUnfinished = Mutex<[LagKey: Gauge]>([:])
 
@@ -111,6 +114,29 @@ public final class BridgeMetrics: Sendable {
     public func invalidToken(reason: String) {
         Self.counter(in: self.invalidTokens, key: reason) {
             Counter(label: "pushbridge_invalid_tokens_total", dimensions: [("reason", reason)], factory: self.factory)
+        }.increment()
+    }
+
+    /// Counts `count` tokens of the feedback service of `app` published (acknowledged by Kafka) as invalid-token
+    /// records.
+    public func feedbackTokensPublished(app: String, count: Int) {
+        Self.counter(in: self.feedbackTokens, key: app) {
+            Counter(label: "pushbridge_feedback_tokens_total", dimensions: [("app", app)], factory: self.factory)
+        }.increment(by: count)
+    }
+
+    /// Counts a feedback tuple of `app` skipped because its token is not 32 bytes.
+    public func feedbackTokenSkipped(app: String, count: Int = 1) {
+        Self.counter(in: self.feedbackSkipped, key: app) {
+            Counter(label: "pushbridge_feedback_tokens_skipped_total", dimensions: [("app", app)], factory: self.factory)
+        }.increment(by: count)
+    }
+
+    /// Counts a poll of the feedback service of `app` that failed or ended early (no connection, a timeout, a
+    /// limit, bytes that are not the protocol, records Kafka did not take).
+    public func feedbackPollFailed(app: String) {
+        Self.counter(in: self.feedbackPollFailures, key: app) {
+            Counter(label: "pushbridge_feedback_poll_failures_total", dimensions: [("app", app)], factory: self.factory)
         }.increment()
     }
 

@@ -10,9 +10,11 @@ import UnixSignals
 /// Everything `pushbridge run` runs, built from a loaded configuration: the Kafka clients (or the embedded
 /// cluster), the sender, the pipeline and the admin server, in one `ServiceGroup`.
 ///
-/// Services start in this order and stop in reverse: admin server, producer, sender, pipeline (the
-/// consumer), lag reporter, periodic commits. So on SIGTERM the consumer stops and drains first, then the sender closes its
-/// connections, then the producer flushes, and `/healthz` answers until the very end.
+/// Services start in this order and stop in reverse: admin server, producer, feedback pollers (binary apps),
+/// sender, pipeline (the consumer), lag reporter, periodic commits. So on SIGTERM the consumer stops and drains
+/// first, then the sender closes its connections, then the feedback pollers stop (a poll in progress is
+/// abandoned; the records it already handed over are flushed), then the producer flushes, and `/healthz`
+/// answers until the very end.
 public struct BridgeRuntime: Sendable {
     /// The loaded configuration.
     public let configuration: BridgeConfiguration
@@ -98,11 +100,15 @@ public struct BridgeRuntime: Sendable {
             logger: self.logger.with(label: "pushbridge.kafka.consumer")
         )
         let apns = self.configuration.apns
+        let sink = KafkaRecordSink(producer: producer)
+        let feedbackPollers = try FeedbackPoller.pollers(
+            for: self.configuration, sink: sink, metrics: self.metrics,
+            logger: self.logger.with(label: "pushbridge.feedback"))
         let pipeline = Pipeline(
             source: source,
             mapper: self.mapper,
             sender: sender,
-            sink: KafkaRecordSink(producer: producer),
+            sink: sink,
             configuration: PipelineConfiguration(
                 maxInFlight: kafka.maxInFlightNotifications,
                 maxInFlightBytes: kafka.maxInFlightBytes,
@@ -145,6 +151,7 @@ public struct BridgeRuntime: Sendable {
                 services: [
                     .init(service: admin),
                     .init(service: ProducerService(producer: producer)),
+                ] + feedbackPollers.map { .init(service: $0) } + [
                     .init(service: SenderService(sender: sender)),
                     .init(service: pipeline),
                     .init(service: reporter),

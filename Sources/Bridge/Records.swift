@@ -162,10 +162,61 @@ public struct InvalidTokenRecord: Sendable, Hashable {
 
     /// The record's value: UTF-8 JSON.
     public func encoded() -> [UInt8] {
+        InvalidTokenRecordV2(
+            deviceToken: self.deviceToken, apnsTopic: self.apnsTopic, reason: self.reason,
+            invalidSinceEpochMilliseconds: self.invalidSinceEpochMilliseconds, notificationID: self.notificationID,
+            route: self.route, source: self.source
+        ).encoded(schema: Self.schema)
+    }
+}
+
+/// `pushbridge.invalid-token.v2`: v1's fields with `notification_id`, `route` and `source` nullable, for a
+/// token no notification of the bridge's found dead: those the binary protocol's feedback service reports
+/// (docs/data-contract.md). Records made from APNs' answers stay ``InvalidTokenRecord`` (v1).
+public struct InvalidTokenRecordV2: Sendable, Hashable {
+    /// The schema name written into every v2 invalid-token record.
+    public static let schema = "pushbridge.invalid-token.v2"
+
+    public var deviceToken: String
+    public var apnsTopic: String
+    /// Apple's reason string; `Unregistered` for the feedback service's tokens.
+    public var reason: String
+    /// When the token was found invalid, in milliseconds since the epoch (the feedback tuple's time).
+    public var invalidSinceEpochMilliseconds: Int64?
+    /// `nil` for the feedback service's tokens, as are ``route`` and ``source``.
+    public var notificationID: String?
+    public var route: String?
+    public var source: SourceCoordinates?
+
+    /// Creates a v2 invalid-token record.
+    public init(
+        deviceToken: String, apnsTopic: String, reason: String, invalidSinceEpochMilliseconds: Int64?,
+        notificationID: String? = nil, route: String? = nil, source: SourceCoordinates? = nil
+    ) {
+        self.deviceToken = deviceToken
+        self.apnsTopic = apnsTopic
+        self.reason = reason
+        self.invalidSinceEpochMilliseconds = invalidSinceEpochMilliseconds
+        self.notificationID = notificationID
+        self.route = route
+        self.source = source
+    }
+
+    /// The record's Kafka key: the device token (bounded like the value's `device_token`).
+    public var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
+
+    /// The record's value: UTF-8 JSON.
+    public func encoded() -> [UInt8] {
+        self.encoded(schema: Self.schema)
+    }
+
+    /// The fields of both versions, in their order, under `schema`; `null` for what this record lacks (v1 lacks
+    /// nothing).
+    func encoded(schema: String) -> [UInt8] {
         var json = JSONWriter(reservingCapacity: 384)
         json.beginObject()
         json.key("schema")
-        json.string(Self.schema)
+        json.string(schema)
         json.key("device_token")
         json.string(RecordText.bounded(self.deviceToken))
         json.key("apns_topic")
@@ -179,7 +230,7 @@ public struct InvalidTokenRecord: Sendable, Hashable {
         json.key("route")
         json.string(self.route)
         json.key("source")
-        json.source(self.source)
+        if let source = self.source { json.source(source) } else { json.null() }
         json.endObject()
         return json.bytes
     }

@@ -220,6 +220,20 @@ struct ConfigValue {
         return text
     }
 
+    /// `true` or `false` (after `${VAR}` expansion, so `${FEEDBACK:-true}` works).
+    func boolean() -> Bool? {
+        guard let text = self.text(expected: "true or false") else {
+            return nil
+        }
+        switch text.trimmingWhitespace() {
+        case "true": return true
+        case "false": return false
+        default:
+            self.report(.wrongType, "expected true or false, found \(self.describe(text))")
+            return nil
+        }
+    }
+
     /// An integer in `range`.
     func integer(in range: ClosedRange<Int>) -> Int? {
         guard let text = self.text(expected: "an integer") else {

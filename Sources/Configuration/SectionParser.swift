@@ -19,7 +19,9 @@ struct SectionParser {
     ]
     static let binaryKeys = [
         "gateway", "format", "payload_limit", "quiet_window", "max_unconfirmed", "max_resends_without_error",
+        "feedback",
     ]
+    static let feedbackKeys = ["enabled", "endpoint", "interval", "timeout", "topic"]
     static let authKeys = [
         "type", "key_file", "key_id", "team_id", "p12_file", "p12_password", "p12_password_file", "cert_file",
     ]
@@ -33,6 +35,8 @@ struct SectionParser {
         /// A year: APNs keeps a notification for a limited time only, and an expiration computed from a
         /// longer `ttl` says nothing more.
         static let ttl = Duration.seconds(365 * 24 * 3600)
+        /// A week: Apple asked providers to poll the feedback service daily; a longer interval is a mistake.
+        static let feedbackInterval = Duration.seconds(7 * 24 * 3600)
     }
 
     static let retryKeys = ["max_attempts", "initial_backoff", "max_backoff"]
@@ -65,7 +69,31 @@ struct SectionParser {
             kafka: kafka, apns: apns, apps: apps, routes: router.specs, outcomes: outcomes, admin: admin,
             logging: logging, shutdown: shutdown
         )
+        guard self.checkFeedbackTopics(of: configuration) else {
+            return nil
+        }
         return LoadedConfiguration(configuration: configuration, router: router)
+    }
+
+    /// Every app that polls a feedback service must know the `apns_topic` of its records: its
+    /// `binary.feedback.topic`, or the one topic its routes send to.
+    func checkFeedbackTopics(of configuration: BridgeConfiguration) -> Bool {
+        var valid = true
+        for app in configuration.feedbackApps where configuration.feedbackTopic(app: app.name) == nil {
+            let block = app.name.map { "apps.\($0)" } ?? "apns"
+            let path = "\(block).binary.feedback"
+            let routes = Set(configuration.routes.filter { $0.app == app.name }.map(\.topic)).sorted()
+            let why =
+                routes.isEmpty
+                ? "no route sends through this app, so the topic of its feedback records is unknown"
+                : "this app's routes send to several topics (\(routes.joined(separator: ", "))), so the topic of its feedback records is ambiguous"
+            self.reader.report(
+                .missingKey, at: path + ".topic",
+                line: self.reader.line(of: path),
+                why, hint: "write the certificate's topic (the bundle ID) as \(path).topic, or set \(path).enabled: false")
+            valid = false
+        }
+        return valid
     }
 
     // MARK: kafka
@@ -196,7 +224,14 @@ struct SectionParser {
         var settings = BinaryProtocolSettings()
         var valid = true
         if let gateway = mapping["gateway"] {
-            if let endpoint = self.gateway(gateway) { settings.gateway = endpoint } else { valid = false }
+            if let endpoint = self.hostAndPort(gateway, example: "gateway.push.apple.com:2195") {
+                settings.gateway = endpoint
+            } else {
+                valid = false
+            }
+        }
+        if let feedback = mapping["feedback"] {
+            if let parsed = self.feedback(feedback) { settings.feedback = parsed } else { valid = false }
         }
         if let format = mapping["format"] {
             if let parsed = format.oneOf(BinaryFormat.self) { settings.format = parsed } else { valid = false }
@@ -229,15 +264,53 @@ struct SectionParser {
         return valid ? settings : nil
     }
 
-    /// `binary.gateway`: `host:port` (a TLS connection, not a URL).
-    func gateway(_ value: ConfigValue) -> APNSSettings.Endpoint? {
+    /// `binary.feedback`: the feedback service poller.
+    func feedback(_ value: ConfigValue) -> FeedbackSettings? {
+        guard let mapping = value.mapping(known: Self.feedbackKeys) else {
+            return nil
+        }
+        var settings = FeedbackSettings()
+        var valid = true
+        if let enabled = mapping["enabled"] {
+            if let flag = enabled.boolean() { settings.enabled = flag } else { valid = false }
+        }
+        if let endpoint = mapping["endpoint"] {
+            if let parsed = self.hostAndPort(endpoint, example: "feedback.push.apple.com:2196") {
+                settings.endpoint = parsed
+            } else {
+                valid = false
+            }
+        }
+        if let interval = mapping["interval"] {
+            // At least a second: every poll is a TLS handshake, and Apple asked for one a day.
+            if let duration = interval.duration(minimum: .seconds(1), maximum: Bounds.feedbackInterval) {
+                settings.interval = duration
+            } else {
+                valid = false
+            }
+        }
+        if let timeout = mapping["timeout"] {
+            if let duration = timeout.duration(minimum: .seconds(1), maximum: Bounds.requestTimeout) {
+                settings.timeout = duration
+            } else {
+                valid = false
+            }
+        }
+        if let topic = mapping["topic"] {
+            if let text = topic.nonEmptyString()?.trimmingWhitespace() { settings.topic = text } else { valid = false }
+        }
+        return valid ? settings : nil
+    }
+
+    /// `binary.gateway`, `binary.feedback.endpoint`: `host:port` (a TLS connection, not a URL).
+    func hostAndPort(_ value: ConfigValue, example: String) -> APNSSettings.Endpoint? {
         guard let text = value.optionalString()?.trimmingWhitespace() else {
             return nil
         }
         guard let endpoint = APNSSettings.Endpoint(hostAndPort: text) else {
             value.report(
                 .invalidValue, "\(value.describe(text)) is not host:port with a port 1-65535",
-                hint: "write host:port, e.g. gateway.push.apple.com:2195 or 127.0.0.1:2195")
+                hint: "write host:port, e.g. \(example) or 127.0.0.1:\(example.split(separator: ":").last ?? "")")
             return nil
         }
         return endpoint

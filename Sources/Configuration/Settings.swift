@@ -41,6 +41,30 @@ public struct BridgeConfiguration: Sendable {
         self.shutdown = shutdown
     }
 
+    /// The settings of `app` (`nil`: the default `apns` block); `nil` when no such app is defined.
+    public func settings(app: String?) -> APNSSettings? {
+        guard let app else { return self.apns }
+        return self.apps[app]
+    }
+
+    /// The `apns_topic` of the feedback records of `app` (`nil`: the default `apns` block): its
+    /// `binary.feedback.topic`, else the one topic its routes send to; `nil` when neither says (no route uses
+    /// the app, or its routes name several topics).
+    public func feedbackTopic(app: String?) -> String? {
+        if let topic = self.settings(app: app)?.binary.feedback.topic { return topic }
+        let topics = Set(self.routes.filter { $0.app == app }.map(\.topic))
+        return topics.count == 1 ? topics.first : nil
+    }
+
+    /// The apps that poll a feedback service, by name (`nil`: the default `apns` block): `protocol: binary` with
+    /// `binary.feedback.enabled`.
+    public var feedbackApps: [(name: String?, settings: APNSSettings)] {
+        let apps = self.apps.sorted { $0.key < $1.key }.map { (name: Optional($0.key), settings: $0.value) }
+        return ([(name: nil, settings: self.apns)] + apps).filter {
+            $0.settings.providerProtocol == .binary && $0.settings.binary.feedback.enabled
+        }
+    }
+
     /// Every route's input topic, each once, in the order routes name them.
     public var inputTopics: [String] {
         var seen = Set<String>()
@@ -248,6 +272,8 @@ public struct BinaryProtocolSettings: Sendable, Hashable {
     /// `max_resends_without_error` (default 3): closes without an error packet one notification may be in
     /// doubt through before its outcome is `failed` `ConnectionLost`.
     public var maxResendsWithoutError = 3
+    /// `feedback`: the feedback service poller.
+    public var feedback = FeedbackSettings()
 
     /// The defaults above.
     public init() {}
@@ -257,6 +283,33 @@ public struct BinaryProtocolSettings: Sendable, Hashable {
         switch environment {
         case .production: APNSSettings.Endpoint(host: "gateway.push.apple.com", port: 2195)
         case .sandbox: APNSSettings.Endpoint(host: "gateway.sandbox.push.apple.com", port: 2195)
+        }
+    }
+}
+
+/// `binary.feedback:` — polling the binary protocol's feedback service for tokens that are no longer valid
+/// (docs/binary-protocol.md).
+public struct FeedbackSettings: Sendable, Hashable {
+    /// `enabled` (default `true`).
+    public var enabled = true
+    /// `endpoint` (`host:port`): `nil` means Apple's historical feedback service of the environment.
+    public var endpoint: APNSSettings.Endpoint?
+    /// `interval` (default 1h): the time between two polls; the first poll is made at start.
+    public var interval: Duration = .seconds(3600)
+    /// `timeout` (default 30s): the longest one poll may take, connecting and reading included.
+    public var timeout: Duration = .seconds(30)
+    /// `topic`: the `apns_topic` of the records (the certificate's topic); `nil` means the one topic the app's
+    /// routes send to (see ``BridgeConfiguration/feedbackTopic(app:)``).
+    public var topic: String?
+
+    /// The defaults above.
+    public init() {}
+
+    /// Apple's historical feedback services: `feedback.push.apple.com:2196`, `feedback.sandbox.push.apple.com:2196`.
+    public static func appleFeedback(_ environment: APNSSettings.Environment) -> APNSSettings.Endpoint {
+        switch environment {
+        case .production: APNSSettings.Endpoint(host: "feedback.push.apple.com", port: 2196)
+        case .sandbox: APNSSettings.Endpoint(host: "feedback.sandbox.push.apple.com", port: 2196)
         }
     }
 }

@@ -211,7 +211,11 @@ public struct Doctor: Sendable {
         checks += credentialChecks
 
         if settings.providerProtocol == .binary {
-            return checks + (await self.checkBinary(settings, credentials: credentials, scope: scope))
+            checks += await self.checkBinary(settings, credentials: credentials, scope: scope)
+            if settings.binary.feedback.enabled {
+                checks.append(await self.checkFeedback(settings, credentials: credentials, scope: scope))
+            }
+            return checks
         }
         let endpoint = settings.effectiveEndpoint
         let tcp = await self.checkTCP(endpoint, scope: scope)
@@ -463,6 +467,42 @@ public struct Doctor: Sendable {
     /// token over TLS with the client certificate. The protocol never confirms success: no error packet within
     /// the quiet window, or status 8 (invalid token) for the made-up token, both prove the connection and the
     /// certificate work.
+    /// The feedback service of a binary app: a TLS connection with the client certificate. The check stops
+    /// reading at the first byte the service sends (a service that sends, or closes, has accepted the
+    /// certificate); Apple's service clears what it sends, so entries sent to this check are not published.
+    private func checkFeedback(_ settings: APNSSettings, credentials: Credentials, scope: String) async -> DoctorCheck {
+        let name = "\(scope) feedback service"
+        let endpoint = settings.binary.feedback.endpoint ?? FeedbackSettings.appleFeedback(settings.environment)
+        let address = "\(endpoint.host):\(endpoint.port)"
+        guard case .certificate(let certificate) = credentials else {
+            return DoctorCheck(
+                .warn, name, "not checked: the certificate does not load", hint: "fix the credentials first")
+        }
+        var configuration = FeedbackClientConfiguration(
+            host: endpoint.host, port: endpoint.port, credentials: certificate)
+        configuration.additionalTrustRootsPEMFile = settings.caFile
+        configuration.timeout = self.options.apnsTimeout
+        configuration.maxBytes = 1
+        let poll: FeedbackPoll
+        do {
+            poll = try await FeedbackClient(configuration: configuration, eventLoopGroup: self.eventLoopGroup).poll()
+        } catch let failure as FeedbackFailure {
+            return DoctorCheck(
+                .fail, name, failure.reason,
+                hint: "the feedback service must accept this client certificate over TLS (and ca_file must be its "
+                    + "CA); check binary.feedback.endpoint, or set binary.feedback.enabled: false")
+        } catch {
+            return DoctorCheck(.fail, name, "cannot set up TLS for the feedback service: \(error)", hint: "check ca_file")
+        }
+        let what =
+            switch poll.end {
+            case .closed: "it had no tokens waiting and closed"
+            case .timedOut: "it sent nothing within \(self.options.apnsTimeout)"
+            default: "it started sending tokens (those it sent to this check are not published)"
+            }
+        return DoctorCheck(.ok, name, "\(address): TLS with the client certificate accepted; \(what)")
+    }
+
     private func checkBinary(_ settings: APNSSettings, credentials: Credentials, scope: String) async -> [DoctorCheck] {
         let gateway = settings.binary.gateway ?? BinaryProtocolSettings.appleGateway(settings.environment)
         let tcp = await self.checkTCP(gateway, scope: scope)

@@ -31,3 +31,23 @@ extension TestTLS {
         return simulator
     }
 }
+
+extension TestTLS {
+    /// Starts the simulator's binary gateway with `behaviour` and its feedback service on this material's server
+    /// certificate (or `server`'s), accepting client certificates signed by this material's CA (or
+    /// `clientCA`'s).
+    public func startBinarySimulator(
+        _ behaviour: BinaryGatewayBehaviour = BinaryGatewayBehaviour(), server: TestTLS? = nil,
+        clientCA: TestTLS? = nil
+    ) async throws -> (gateway: BinaryGateway, feedback: BinaryFeedbackService) {
+        let server = server ?? self
+        let gateway = try await BinaryGateway.start(
+            behaviour: behaviour, certificateChain: try server.serverCertificateChain(),
+            privateKey: try server.serverPrivateKey(), clientCertificateTrustRoots: [try self.caCertificate()])
+        let feedback = try await BinaryFeedbackService.start(
+            gateway: gateway, certificateChain: try server.serverCertificateChain(),
+            privateKey: try server.serverPrivateKey(),
+            clientCertificateTrustRoots: [try (clientCA ?? self).caCertificate()])
+        return (gateway, feedback)
+    }
+}

@@ -101,9 +101,11 @@ struct SimulatorBinaryCommandTests {
         let output: ProcessOutput
         let port: String
         let client: BinaryClientConfiguration
+        /// The feedback service's port, when started with one.
+        let feedbackPort: Int?
     }
 
-    static func start(_ tls: TestTLS, scenario: String) async throws -> Running {
+    static func start(_ tls: TestTLS, scenario: String, feedback: Bool = false) async throws -> Running {
         let scenarioPath = tls.directory.appendingPathComponent("scenario.yaml").path
         try Data(
             "certificate_auth:\n  client_ca_file: \(tls.caCertificatePath)\n\(scenario)".utf8
@@ -113,12 +115,13 @@ struct SimulatorBinaryCommandTests {
         process.arguments = [
             "simulator", "--port", "0", "--binary-port", "0", "--scenario", scenarioPath,
             "--tls-cert", tls.serverCertificatePath, "--tls-key", tls.serverKeyPath,
-        ]
+        ] + (feedback ? ["--feedback-port", "0"] : [])
         let output = ProcessOutput()
         process.standardOutput = output.pipe
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let started = try #require(await output.wait(containing: "binary gateway listening on"))
+        let started = try #require(
+            await output.wait(containing: feedback ? "feedback service listening on" : "binary gateway listening on"))
         let portText = try #require(started.firstMatch(of: /binary gateway listening on 127\.0\.0\.1:(\d+)/)?.1)
         var configuration = BinaryClientConfiguration(
             host: "127.0.0.1", port: try #require(Int(portText)),
@@ -126,7 +129,51 @@ struct SimulatorBinaryCommandTests {
                 certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
         configuration.additionalTrustRootsPEMFile = tls.caCertificatePath
         configuration.quietWindow = .seconds(1)
-        return Running(process: process, output: output, port: String(portText), client: configuration)
+        let feedbackPort = started.firstMatch(of: /feedback service listening on 127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) }
+        return Running(
+            process: process, output: output, port: String(portText), client: configuration, feedbackPort: feedbackPort)
+    }
+
+    @Test("--feedback-port serves the tokens the gateway refused and the scenario's feedback_tokens, each once")
+    func feedbackService() async throws {
+        let tls = try TestTLS.generate()
+        let unregistered = Fixtures.deviceToken(2)
+        let onlyFeedback = String(repeating: "fe", count: 32)
+        let running = try await Self.start(
+            tls,
+            scenario: """
+                tokens:
+                  unregistered: ["\(unregistered)"]
+                binary_gateway:
+                  feedback_tokens: [{token: \(onlyFeedback), time: 1700000000}]
+
+                """,
+            feedback: true)
+        defer { if running.process.isRunning { running.process.terminate() } }
+        let client = try BinaryClient(configuration: running.client)
+        for index in 0..<3 {
+            _ = await client.send(Fixtures.notification(token: Fixtures.deviceToken(index)))
+        }
+        await client.close()
+        var configuration = FeedbackClientConfiguration(
+            host: "127.0.0.1", port: try #require(running.feedbackPort), credentials: running.client.credentials)
+        configuration.additionalTrustRootsPEMFile = tls.caCertificatePath
+        let feedback = try FeedbackClient(configuration: configuration)
+        let first = try await feedback.poll()
+        #expect(first.end == .closed)
+        #expect(first.tuples.map(\.deviceToken) == [onlyFeedback, unregistered])
+        #expect(first.tuples.first?.timeEpochSeconds == 1_700_000_000)
+        #expect(try await feedback.poll().tuples.isEmpty, "reading drained the list")
+        running.process.terminate()
+        let final = try #require(await running.output.wait(containing: "tokens reported"))
+        #expect(final.contains("feedback service: 2 connections, 2 tokens reported"))
+    }
+
+    @Test("--feedback-port without --binary-port is a usage error")
+    func feedbackNeedsBinaryPort() async throws {
+        let result = try await PushBridgeExecutable.run(["simulator", "--port", "0", "--feedback-port", "0"])
+        #expect(result.status == 2)
+        #expect(result.standardError.contains("--feedback-port needs --binary-port"), "\(result.standardError)")
     }
 
     @Test("the scenario's binary_gateway faults reach the gateway: a processing error on the first notification")

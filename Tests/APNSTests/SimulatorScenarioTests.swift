@@ -1,4 +1,5 @@
 import APNSSimulator
+import BinaryProvider
 import Foundation
 import Testing
 
@@ -60,6 +61,32 @@ struct SimulatorScenarioTests {
             Issue.record("processing_error_at 0 was accepted")
         } catch {
             #expect(error.keyPath == "binary_gateway.processing_error_at")
+        }
+    }
+
+    @Test("binary_gateway.feedback_tokens lists entries for the feedback service alone; a wrong entry names its path")
+    func feedbackTokens() throws {
+        let token = String(repeating: "ab", count: 32)
+        let before = UInt32(Date().timeIntervalSince1970)
+        let scenario = try SimulatorScenario.parse(
+            yaml: "binary_gateway:\n  feedback_tokens:\n    - \(token)\n    - {token: \"0A0B\", time: 1700000000}\n",
+            file: "s.yaml")
+        let entries = scenario.binaryGateway.feedbackTokens
+        #expect(entries.map(\.deviceToken) == [token, "0a0b"])
+        #expect(entries[0].timeEpochSeconds >= before, "no time: the time the scenario was read")
+        #expect(entries[1].timeEpochSeconds == 1_700_000_000)
+        #expect(entries[1].token == [0x0A, 0x0B])
+        for (yaml, path) in [
+            ("binary_gateway: {feedback_tokens: [xyz]}", "binary_gateway.feedback_tokens[0]"),
+            ("binary_gateway: {feedback_tokens: [{token: ab, time: -1}]}", "binary_gateway.feedback_tokens[0].time"),
+            ("binary_gateway: {feedback_tokens: [{token: ab, since: 1}]}", "binary_gateway.feedback_tokens[0].since"),
+            ("binary_gateway: {feedback_tokens: [\(String(repeating: "a", count: 202))]}", "binary_gateway.feedback_tokens[0]"),
+            ("binary_gateway: {feedback_tokens: {token: ab}}", "binary_gateway.feedback_tokens"),
+        ] {
+            let error = #expect(throws: ScenarioError.self, "\(yaml)") {
+                try SimulatorScenario.parse(yaml: yaml, file: "s.yaml")
+            }
+            #expect(error?.keyPath == path, "\(yaml)")
         }
     }
 

@@ -192,4 +192,13 @@ struct FeedbackReaderTests {
         var huge = FeedbackReader()
         #expect(throws: FeedbackReader.MalformedFeedback.self) { try huge.read([0, 0, 0, 1, 0xFF, 0xFF]) }
     }
+
+    @Test("the fault carries the tuples the same piece completed before it")
+    func malformedKeepsWholeTuples() {
+        var reader = FeedbackReader()
+        let error = #expect(throws: FeedbackReader.MalformedFeedback.self) {
+            try reader.read(self.tuples[0].bytes + self.tuples[1].bytes + [0, 0, 0, 1, 0, 0])
+        }
+        #expect(error?.tuplesBefore == [self.tuples[0], self.tuples[1]])
+    }
 }

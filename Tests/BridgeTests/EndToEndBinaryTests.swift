@@ -21,25 +21,8 @@ struct EndToEndBinaryTests {
             privateKey: try world.tls.serverPrivateKey(), clientCertificateTrustRoots: [try world.tls.caCertificate()])
         defer { Task { await gateway.close() } }
         let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let apps = """
-              legacy:
-                protocol: binary
-                ca_file: \(world.tls.caCertificatePath)
-                auth: { type: certificate, cert_file: \(world.tls.clientCertificatePath), key_file: \(world.tls.clientKeyPath) }
-                binary: { gateway: "127.0.0.1:\(gateway.port)", quiet_window: 1s }
-            """
-        let routes = """
-              - name: alerts
-                input_topic: \(world.inputTopic)
-                app: legacy
-                match: { kind: alert }
-                device_tokens: "{{tokens}}"
-                topic: com.example.app
-                payload:
-                  aps:
-                    alert: "{{text}}"
-            """
-        let path = try world.configuration(routes: routes, apps: apps)
+        let path = try world.binaryConfiguration(
+            binary: #"{ gateway: "127.0.0.1:\#(gateway.port)", quiet_window: 1s, feedback: { enabled: false } }"#)
         let complete: @Sendable (Results) -> Bool = { $0.outcomes.count >= count && !$0.invalidTokens.isEmpty }
         try await world.withBridge(configurationPath: path) { _ in
             _ = try await world.results(until: complete)

@@ -143,6 +143,30 @@ final class EndToEnd: Sendable {
         return path
     }
 
+    /// A configuration with one app, `legacy`, that speaks the binary protocol with this world's client certificate
+    /// (`binary` is its `binary:` section as flow YAML), and the `alerts` route sending through it.
+    func binaryConfiguration(binary: String, logLevel: String = "error") throws -> String {
+        let apps = """
+              legacy:
+                protocol: binary
+                ca_file: \(self.tls.caCertificatePath)
+                auth: { type: certificate, cert_file: \(self.tls.clientCertificatePath), key_file: \(self.tls.clientKeyPath) }
+                binary: \(binary)
+            """
+        let routes = """
+              - name: alerts
+                input_topic: \(self.inputTopic)
+                app: legacy
+                match: { kind: alert }
+                device_tokens: "{{tokens}}"
+                topic: com.example.app
+                payload:
+                  aps:
+                    alert: "{{text}}"
+            """
+        return try self.configuration(logLevel: logLevel, routes: routes, apps: apps)
+    }
+
     // MARK: Events
 
     /// A well-formed device token (64 hex characters) from a number.
@@ -276,6 +300,8 @@ struct Results: Sendable {
     var invalidTokenValues: [[UInt8]] = []
     /// The `pushbridge-protocol` header of each invalid-token record (`nil`: absent), in the order of `invalidTokens`.
     var invalidTokenProtocols: [String?] = []
+    /// The invalid-token records as consumed, with their headers.
+    var invalidTokenMessages: [KafkaMessage] = []
     var deadLetters: [KafkaMessage] = []
 
     mutating func add(_ batch: [KafkaMessage]) {
@@ -288,6 +314,7 @@ struct Results: Sendable {
                 self.invalidTokens.append(Self.strings(message.value))
                 self.invalidTokenValues.append(message.value ?? [])
                 self.invalidTokenProtocols.append(Self.providerProtocol(message.headers))
+                self.invalidTokenMessages.append(message)
             } else {
                 self.deadLetters.append(message)
             }

@@ -40,9 +40,42 @@ struct RecordSchemaTests {
                 ).encoded()
             ),
             (.deadLetterHeaders, Array(headerObject.utf8)),
+            (
+                .invalidTokenV2,
+                InvalidTokenRecordV2(
+                    deviceToken: self.token, apnsTopic: "com.example", reason: "Unregistered",
+                    invalidSinceEpochMilliseconds: 1_700_000_000_000
+                ).encoded()
+            ),
+            (
+                .invalidTokenV2,
+                InvalidTokenRecordV2(
+                    deviceToken: self.token, apnsTopic: "com.example", reason: "BadDeviceToken",
+                    invalidSinceEpochMilliseconds: nil, notificationID: self.id, route: "r", source: self.source
+                ).encoded()
+            ),
         ])
         #expect(report.problems == [])
         #expect(report.exitStatus == 0)
+    }
+
+    @Test("a feedback record is v2 with notification_id, route and source null; v1 keeps requiring them")
+    func feedbackRecordIsV2() throws {
+        let record = InvalidTokenRecordV2(
+            deviceToken: self.token, apnsTopic: "com.example", reason: "Unregistered",
+            invalidSinceEpochMilliseconds: 1_700_000_000_000)
+        let json = String(decoding: record.encoded(), as: UTF8.self)
+        #expect(json.contains(#""schema":"pushbridge.invalid-token.v2""#))
+        #expect(json.contains(#""invalid_since":"2023-11-14T22:13:20.000Z""#))
+        #expect(json.contains(#""notification_id":null,"route":null,"source":null"#))
+        let asV1 = try RecordSchemas.validate([(.invalidToken, record.encoded())])
+        #expect(asV1.exitStatus == 1, "v1 requires the source event")
+        // Half a source is neither a feedback record nor a notification's.
+        let half = InvalidTokenRecordV2(
+            deviceToken: self.token, apnsTopic: "com.example", reason: "Unregistered",
+            invalidSinceEpochMilliseconds: nil, route: "r")
+        let report = try RecordSchemas.validate([(.invalidTokenV2, half.encoded())])
+        #expect(report.exitStatus == 1)
     }
 
     @Test("the schema check catches a record that breaks the contract")

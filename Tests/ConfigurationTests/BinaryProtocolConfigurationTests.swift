@@ -104,4 +104,136 @@ import Testing
         let problems = self.files.problems(yaml)
         #expect(problems.map(\.path) == [path], "\(problems)")
     }
+
+    // MARK: binary.feedback
+
+    @Test("binary.feedback reads enabled, endpoint, interval, timeout and topic")
+    func feedbackSection() throws {
+        let yaml = self.yaml(
+            apns: """
+                  protocol: binary
+                \(self.certificateAuth)
+                  binary:
+                    feedback:
+                      enabled: true
+                      endpoint: 127.0.0.1:2196
+                      interval: 10m
+                      timeout: 5s
+                      topic: com.example.certificate
+                """)
+        let configuration = try self.files.load(yaml, checksFiles: false).configuration
+        let feedback = configuration.apns.binary.feedback
+        #expect(feedback.enabled)
+        #expect(feedback.endpoint == APNSSettings.Endpoint(host: "127.0.0.1", port: 2196))
+        #expect(feedback.interval == .seconds(600))
+        #expect(feedback.timeout == .seconds(5))
+        #expect(configuration.feedbackTopic(app: nil) == "com.example.certificate")
+        #expect(configuration.feedbackApps.map(\.name) == [nil])
+    }
+
+    @Test("without a feedback section: on, every hour, Apple's feedback service of the environment, the routes' topic")
+    func feedbackDefaults() throws {
+        let yaml = self.yaml(apns: "  protocol: binary\n  environment: sandbox\n" + self.certificateAuth)
+        let configuration = try self.files.load(yaml, checksFiles: false).configuration
+        let feedback = configuration.apns.binary.feedback
+        #expect(feedback.enabled)
+        #expect(feedback.endpoint == nil)
+        #expect(feedback.interval == .seconds(3600))
+        #expect(feedback.timeout == .seconds(30))
+        #expect(
+            FeedbackSettings.appleFeedback(configuration.apns.environment)
+                == APNSSettings.Endpoint(host: "feedback.sandbox.push.apple.com", port: 2196))
+        #expect(FeedbackSettings.appleFeedback(.production).host == "feedback.push.apple.com")
+        #expect(configuration.feedbackTopic(app: nil) == "com.example.app", "the one topic the routes send to")
+        let http2 = try self.files.load(minimalYAML).configuration
+        #expect(http2.feedbackApps.isEmpty, "HTTP/2 apps have no feedback service")
+    }
+
+    @Test("feedback: { enabled: false } turns the poller off")
+    func feedbackOff() throws {
+        let yaml = self.yaml(
+            apns: "  protocol: binary\n" + self.certificateAuth + "\n  binary:\n    feedback: { enabled: false }")
+        let configuration = try self.files.load(yaml, checksFiles: false).configuration
+        #expect(!configuration.apns.binary.feedback.enabled)
+        #expect(configuration.feedbackApps.isEmpty)
+    }
+
+    @Test(
+        "feedback mistakes name their key: a URL, no port, an interval under a second or over a week, a flag, a typo",
+        arguments: [
+            ("endpoint: https://127.0.0.1:2196", "apns.binary.feedback.endpoint"),
+            ("endpoint: 127.0.0.1", "apns.binary.feedback.endpoint"),
+            ("interval: 500ms", "apns.binary.feedback.interval"),
+            ("interval: 8d", "apns.binary.feedback.interval"),
+            ("interval: 200h", "apns.binary.feedback.interval"),
+            ("interval: 60", "apns.binary.feedback.interval"),
+            ("timeout: 0s", "apns.binary.feedback.timeout"),
+            ("enabled: maybe", "apns.binary.feedback.enabled"),
+            ("topic: \"\"", "apns.binary.feedback.topic"),
+            ("intervall: 1h", "apns.binary.feedback.intervall"),
+        ])
+    func feedbackMistakes(line: String, path: String) throws {
+        let yaml = self.yaml(
+            apns: "  protocol: binary\n" + self.certificateAuth + "\n  binary:\n    feedback:\n      \(line)")
+        let problems = self.files.problems(yaml)
+        #expect(problems.map(\.path) == [path], "\(problems)")
+        #expect(problems.first?.line != nil)
+    }
+
+    @Test("an interval that is too short says the bound")
+    func feedbackIntervalBound() throws {
+        let yaml = self.yaml(
+            apns: "  protocol: binary\n" + self.certificateAuth + "\n  binary:\n    feedback: { interval: 10ms }")
+        let problem = try #require(self.files.problems(yaml).first)
+        #expect(problem.message.contains("at least 1s"), "\(problem)")
+    }
+
+    @Test("a feedback app whose records' topic is unknown is an error naming binary.feedback.topic and the fix")
+    func feedbackTopicUnknown() throws {
+        let app = """
+            apps:
+              legacy:
+                protocol: binary
+                auth:
+                  type: certificate
+                  cert_file: ${CA_FILE}
+                  key_file: ${KEY_FILE}
+            """
+        let withApp = minimalYAML.replacingOccurrences(of: "routes:", with: app + "\nroutes:")
+        let problems = self.files.problems(withApp)
+        let problem = try #require(problems.first)
+        #expect(problems.count == 1, "\(problems)")
+        #expect(problem.path == "apps.legacy.binary.feedback.topic")
+        #expect(problem.code == .missingKey)
+        #expect(problem.message.contains("no route sends through this app"))
+        #expect(problem.hint?.contains("enabled: false") == true)
+        #expect(problem.line == 10, "the app's line, where the key belongs")
+
+        let routes = """
+              - name: other
+                input_topic: others
+                app: legacy
+                device_tokens: "{{token}}"
+                topic: com.example.other
+                payload: { aps: { alert: hi } }
+              - name: third
+                input_topic: others
+                app: legacy
+                device_tokens: "{{token}}"
+                topic: com.example.third
+                payload: { aps: { alert: hi } }
+            """
+        let ambiguous = self.files.problems(withApp + routes)
+        #expect(ambiguous.map(\.path) == ["apps.legacy.binary.feedback.topic"])
+        #expect(ambiguous.first?.message.contains("com.example.other, com.example.third") == true)
+
+        let named = withApp.replacingOccurrences(
+            of: "      key_file: ${KEY_FILE}", with: "      key_file: ${KEY_FILE}\n    binary: { feedback: { topic: com.example.legacy } }")
+        let configuration = try self.files.load(named + routes).configuration
+        #expect(configuration.feedbackTopic(app: "legacy") == "com.example.legacy")
+        #expect(configuration.feedbackApps.map(\.name) == ["legacy"])
+        let off = withApp.replacingOccurrences(
+            of: "      key_file: ${KEY_FILE}", with: "      key_file: ${KEY_FILE}\n    binary: { feedback: { enabled: false } }")
+        #expect(self.files.problems(off) == [])
+    }
 }

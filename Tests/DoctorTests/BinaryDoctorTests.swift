@@ -1,4 +1,5 @@
 import APNSSimulator
+import BinaryProvider
 import DoctorChecks
 import Testing
 import TestSupport
@@ -6,15 +7,20 @@ import TestSupport
 /// `pushbridge doctor` for an app with `protocol: binary`: TCP to its gateway, then a probe notification over TLS
 /// with the client certificate (docs/binary-protocol.md).
 @Suite struct BinaryDoctorTests {
-    func checks(unregisteredProbe: Bool, trustsGateway: Bool = true) async throws -> [DoctorCheck] {
+    /// Doctor's checks of an app `legacy` whose gateway and feedback service are the simulator's. With
+    /// `trustsGateway: false` both present a certificate the app's `ca_file` does not trust; with
+    /// `trustsClient: false` the feedback service does not trust the app's client certificate.
+    func checks(
+        unregisteredProbe: Bool, trustsGateway: Bool = true, trustsClient: Bool = true,
+        feedbackTokens: [FeedbackTuple] = []
+    ) async throws -> [DoctorCheck] {
         let setup = try await DoctorSetup()
         var behaviour = BinaryGatewayBehaviour()
         if unregisteredProbe { behaviour.unregisteredTokens = [Doctor.probeDeviceToken] }
+        behaviour.feedbackTokens = feedbackTokens
         let other = try TestTLS.generate(name: "Other")
-        let gatewayTLS = trustsGateway ? setup.tls : other
-        let gateway = try await BinaryGateway.start(
-            behaviour: behaviour, certificateChain: try gatewayTLS.serverCertificateChain(),
-            privateKey: try gatewayTLS.serverPrivateKey(), clientCertificateTrustRoots: [try setup.tls.caCertificate()])
+        let (gateway, feedback) = try await setup.tls.startBinarySimulator(
+            behaviour, server: trustsGateway ? nil : other, clientCA: trustsClient ? nil : other)
         let apps = """
             apps:
               legacy:
@@ -22,13 +28,36 @@ import TestSupport
                 environment: sandbox
                 ca_file: \(setup.tls.caCertificatePath)
                 auth: { type: certificate, cert_file: \(setup.tls.clientCertificatePath), key_file: \(setup.tls.clientKeyPath) }
-                binary: { gateway: "127.0.0.1:\(gateway.port)", quiet_window: 2s }
+                binary:
+                  gateway: "127.0.0.1:\(gateway.port)"
+                  quiet_window: 2s
+                  feedback: { endpoint: "127.0.0.1:\(feedback.port)", topic: com.example.app }
             """
         let checks = try await setup.doctor(try setup.configuration(apps: apps))
+        await feedback.close()
         await gateway.close()
         await setup.close()
         other.remove()
         return checks
+    }
+
+    @Test func aFeedbackServiceThatTakesTheCertificatePasses() async throws {
+        let checks = try await self.checks(unregisteredProbe: false)
+        let feedback = try #require(checks.named("apps.legacy feedback service"))
+        #expect(feedback.status == .ok, "\(feedback)")
+        #expect(feedback.found.contains("TLS with the client certificate accepted; it had no tokens waiting"))
+        let waiting = try await self.checks(
+            unregisteredProbe: false,
+            feedbackTokens: [FeedbackTuple(timeEpochSeconds: 1, token: [UInt8](repeating: 7, count: 32))])
+        #expect(waiting.named("apps.legacy feedback service")?.found.contains("started sending tokens") == true)
+    }
+
+    @Test func aFeedbackServiceThatRefusesTheCertificateFails() async throws {
+        let checks = try await self.checks(unregisteredProbe: false, trustsClient: false)
+        let feedback = try #require(checks.named("apps.legacy feedback service"))
+        #expect(feedback.status == .fail, "\(feedback)")
+        #expect(feedback.hint?.contains("client certificate") == true)
+        #expect(checks.named("apps.legacy binary gateway")?.status == .ok)
     }
 
     @Test func aGatewayThatTakesTheProbePasses() async throws {
@@ -52,5 +81,6 @@ import TestSupport
         let gateway = try #require(checks.named("apps.legacy binary gateway"))
         #expect(gateway.status == .fail, "\(gateway)")
         #expect(gateway.hint?.contains("ca_file") == true)
+        #expect(checks.named("apps.legacy feedback service")?.status == .fail)
     }
 }

@@ -47,6 +47,13 @@ struct SimulatorCommand: AsyncParsableCommand {
             """)
     var binaryPort: Int?
 
+    @Option(
+        help: """
+            Also run the binary protocol's feedback service on this port (0: any free port; needs --binary-port): \
+            each connection gets the tokens the binary gateway refused as invalid since the last one, then is closed.
+            """)
+    var feedbackPort: Int?
+
     /// A port outside 0...65535 is a usage error (exit 2); handed to NIO it would trap.
     func validate() throws {
         guard (0...65_535).contains(self.port) else {
@@ -55,9 +62,20 @@ struct SimulatorCommand: AsyncParsableCommand {
         if let binaryPort = self.binaryPort, !(0...65_535).contains(binaryPort) {
             throw ValidationError("--binary-port must be between 0 and 65535, got \(binaryPort)")
         }
+        if let feedbackPort = self.feedbackPort {
+            guard (0...65_535).contains(feedbackPort) else {
+                throw ValidationError("--feedback-port must be between 0 and 65535, got \(feedbackPort)")
+            }
+            guard self.binaryPort != nil else {
+                throw ValidationError("--feedback-port needs --binary-port: it reports the tokens the binary gateway refuses")
+            }
+        }
     }
 
     func run() async throws {
+        // Listen for SIGINT/SIGTERM before anything is announced: a script that reads the port line and stops the
+        // simulator at once must not find the signal ignored while dispatch is still registering its sources.
+        let termination = TerminationSignals()
         var scenario = SimulatorScenario()
         do {
             if let file = self.scenario {
@@ -101,6 +119,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         }
         print("APNs simulator listening on \(self.host):\(server.port) (statistics: GET /_simulator/stats)")
         var gateway: BinaryGateway?
+        var feedback: BinaryFeedbackService?
         if let binaryPort = self.binaryPort {
             guard let clientCA = scenario.clientCAFile else {
                 FileHandleOutput.standardError(
@@ -124,13 +143,29 @@ struct SimulatorCommand: AsyncParsableCommand {
                 throw ExitCode(1)
             }
             print("binary gateway listening on \(self.host):\(gateway?.port ?? 0) (client certificates from \(clientCA))")
+            if let gateway, let feedbackPort = self.feedbackPort {
+                do {
+                    feedback = try await BinaryFeedbackService.start(
+                        gateway: gateway, certificateChain: try NIOSSLCertificate.fromPEMFile(certificatePath),
+                        privateKey: try NIOSSLPrivateKey(file: keyPath, format: .pem),
+                        clientCertificateTrustRoots: try NIOSSLCertificate.fromPEMFile(clientCA), host: self.host,
+                        port: feedbackPort)
+                } catch {
+                    FileHandleOutput.standardError(
+                        "error: the feedback service could not start on \(self.host):\(feedbackPort): \(error)\n")
+                    await gateway.close()
+                    await server.shutdown()
+                    throw ExitCode(1)
+                }
+                print("feedback service listening on \(self.host):\(feedback?.port ?? 0)")
+            }
         }
         if scenario.jwtKeys.isEmpty && scenario.clientCAFile == nil {
             print("note: no JWT keys and no client CA configured, so every request is answered 403")
         }
         // Scripts wait for the port line; standard output may be a pipe, so push it out now.
         fflush(nil)
-        await Self.waitForTerminationSignal()
+        await termination.wait()
         await server.shutdown()
         print(server.statistics.summary)
         if let gateway {
@@ -140,19 +175,36 @@ struct SimulatorCommand: AsyncParsableCommand {
                 "binary gateway: \(statistics.connections) connections, \(statistics.processed.count) notifications "
                     + "processed, \(statistics.errorPackets.count) error packets")
         }
+        if let feedback {
+            await feedback.close()
+            let statistics = feedback.statistics
+            print("feedback service: \(statistics.connections) connections, \(statistics.tuplesSent) tokens reported")
+        }
     }
 
-    private static func waitForTerminationSignal() async {
+}
+
+/// SIGINT and SIGTERM, taken from their default action (ending the process) and delivered to ``wait()``.
+private struct TerminationSignals {
+    private let stream: AsyncStream<Void>
+    private let sources: [any DispatchSourceSignal]
+
+    init() {
         let signals = [SIGINT, SIGTERM]
         for number in signals { signal(number, SIG_IGN) }
         let (stream, continuation) = AsyncStream<Void>.makeStream()
-        let sources = signals.map { number in
+        self.stream = stream
+        self.sources = signals.map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { continuation.yield() }
             source.resume()
             return source
         }
-        for await _ in stream { break }
-        for source in sources { source.cancel() }
+    }
+
+    /// Returns at the first signal.
+    func wait() async {
+        for await _ in self.stream { break }
+        for source in self.sources { source.cancel() }
     }
 }
