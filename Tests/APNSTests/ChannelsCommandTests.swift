@@ -157,9 +157,10 @@ struct ChannelsCommandTests {
         let directory = try Fixtures.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let config = try Self.writeConfiguration(harness, in: directory)
-        await harness.stop()
+        await harness.simulator.shutdown()
         let result = try await PushBridgeExecutable.run(["channels", "list", "--config", config, "--timeout", "2"])
+        harness.tls.remove()
         #expect(result.status == 1)
-        #expect(result.standardError.contains("no connection"))
+        #expect(result.standardError.hasPrefix("error: no connection"), "one error line, no log noise")
     }
 }

@@ -53,7 +53,11 @@ import Testing
                   live:
                     environment: sandbox
                     broadcast: { management_endpoint: "127.0.0.1:2197" }
-                    auth: { type: token, key_file: ${KEY_FILE}, key_id: ABC123DEFG, team_id: DEF123GHIJ }
+                    auth:
+                      type: token
+                      key_file: ${KEY_FILE}
+                      key_id: ABC123DEFG
+                      team_id: DEF123GHIJ
                 routes:
 
                 """)

@@ -4,6 +4,7 @@ import ArgumentParser
 import Bridge
 import Configuration
 import Foundation
+import Logging
 
 /// `pushbridge channels`: manage an app's broadcast channels (iOS 18 Live Activities) with the configured
 /// credentials, against Apple's channel management API (docs/apns-client.md, "Broadcast channels").
@@ -155,7 +156,10 @@ struct ChannelsCommand: AsyncParsableCommand {
         clientConfiguration.endpoint = APNSClientConfiguration.Endpoint(host: endpoint.host, port: endpoint.port)
         clientConfiguration.requestTimeout = .seconds(options.timeout)
         clientConfiguration.connectTimeout = .seconds(min(options.timeout, 10))
-        let client = ChannelManagementClient(configuration: clientConfiguration)
+        // The pool's reconnect warnings would repeat the one error line the command prints.
+        var logger = Logger(label: "pushbridge.apns.channels")
+        logger.logLevel = .error
+        let client = ChannelManagementClient(configuration: clientConfiguration, logger: logger)
         do {
             try await body(client, bundleID)
             await client.shutdown()
