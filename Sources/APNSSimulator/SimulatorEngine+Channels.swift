@@ -91,9 +91,7 @@ extension SimulatorEngine {
         {
             state.statistics.byChannel[channelID, default: .init()].count(answeredWith: reply.status)
         }
-        state.statistics.requestsAnswered += 1
-        state.statistics.byStatus[reply.status, default: 0] += 1
-        if let reason = reply.error?.reason { state.statistics.byReason[reason.rawValue, default: 0] += 1 }
+        state.statistics.countAnswer(status: reply.status, reason: reply.error?.reason)
 
         var headers = [
             SimulatorAnswer.HTTPField(name: "apns-request-id", value: Self.echoedID(fields.requestID, &state)),

@@ -210,9 +210,7 @@ public final class SimulatorEngine: Sendable {
         } else {
             (status, body) = (200, nil)
         }
-        state.statistics.requestsAnswered += 1
-        state.statistics.byStatus[status, default: 0] += 1
-        if let reason = body?.reason { state.statistics.byReason[reason.rawValue, default: 0] += 1 }
+        state.statistics.countAnswer(status: status, reason: body?.reason)
         let answer = self.answer(status: status, body: body, requestID: fields.messageID, now: now, &state)
         return .respond(answer, delay: self.scenario.latency)
     }

@@ -1,3 +1,5 @@
+import APNSCore
+
 /// What the simulator received and how it answered, for tests, benchmarks and the standalone command.
 public struct SimulatorStatistics: Sendable, Hashable {
     /// Counts for one device token.
@@ -54,6 +56,13 @@ public struct SimulatorStatistics: Sendable, Hashable {
 
     /// Empty statistics.
     public init() {}
+
+    /// Counts one answer with `status` and, for an error, its reason.
+    mutating func countAnswer(status: Int, reason: Reason?) {
+        self.requestsAnswered += 1
+        self.byStatus[status, default: 0] += 1
+        if let reason { self.byReason[reason.rawValue, default: 0] += 1 }
+    }
 
     /// Tokens answered 200 more than once: what a client must never cause by re-sending answered requests.
     public var tokensDeliveredMoreThanOnce: [String] {

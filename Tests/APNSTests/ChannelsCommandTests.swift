@@ -53,52 +53,63 @@ struct ChannelsCommandTests {
         return path
     }
 
+    /// A simulator (its scenario adjusted by `edit`) and a configuration file in a fresh directory pointing at it.
+    struct Setup {
+        let harness: SimulatorHarness
+        let directory: String
+        let config: String
+
+        static func start(edit: (inout SimulatorScenario) -> Void = { _ in }) async throws -> Setup {
+            let harness = try await SimulatorHarness.start(edit: edit)
+            let directory = try Fixtures.temporaryDirectory()
+            return Setup(
+                harness: harness, directory: directory,
+                config: try ChannelsCommandTests.writeConfiguration(harness, in: directory))
+        }
+
+        /// `pushbridge channels <arguments> --config <config>`.
+        func run(_ arguments: String...) async throws -> PushBridgeExecutable.Result {
+            try await PushBridgeExecutable.run(["channels"] + arguments + ["--config", self.config])
+        }
+
+        func stop() async {
+            await self.harness.stop()
+            try? FileManager.default.removeItem(atPath: self.directory)
+        }
+    }
+
     @Test("create, list, read and delete round-trip; the bundle ID comes from the app's routes")
     func roundTrip() async throws {
-        let harness = try await SimulatorHarness.start()
-        let directory = try Fixtures.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let config = try Self.writeConfiguration(harness, in: directory)
-
-        let created = try await PushBridgeExecutable.run(
-            ["channels", "create", "--config", config, "--storage-policy", "1"])
-        #expect(created.status == 0, "\(created.standardError)")
+        let setup = try await Setup.start()
+        let created = try await setup.run("create", "--storage-policy", "1")
         let channel = created.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(Data(base64Encoded: channel) != nil, "create prints the channel ID alone: \(created.standardOutput)")
+        let listed = try await setup.run("list")
+        let read = try await setup.run("read", "--channel-id", channel)
+        let deleted = try await setup.run("delete", "--channel-id", channel)
+        let empty = try await setup.run("list")
+        let statistics = setup.harness.simulator.statistics
+        await setup.stop()
 
-        let listed = try await PushBridgeExecutable.run(["channels", "list", "--config", config])
+        #expect(created.status == 0, "\(created.standardError)")
+        #expect(Data(base64Encoded: channel) != nil, "create prints the channel ID alone: \(created.standardOutput)")
         #expect(listed.status == 0, "\(listed.standardError)")
         #expect(listed.standardOutput == "\(channel)\n")
-
-        let read = try await PushBridgeExecutable.run(["channels", "read", "--config", config, "--channel-id", channel])
         #expect(read.status == 0, "\(read.standardError)")
         #expect(read.standardOutput.contains("message-storage-policy: 1 (Most Recent Message Stored)"))
         #expect(read.standardOutput.contains("push-type: LiveActivity"))
-
-        let deleted = try await PushBridgeExecutable.run(
-            ["channels", "delete", "--config", config, "--channel-id", channel])
         #expect(deleted.status == 0, "\(deleted.standardError)")
         #expect(deleted.standardOutput.contains("deleted \(channel)"))
-
-        let empty = try await PushBridgeExecutable.run(["channels", "list", "--config", config])
         #expect(empty.status == 0)
         #expect(empty.standardOutput.isEmpty)
-        let statistics = harness.simulator.statistics
-        await harness.stop()
         #expect(statistics.channelsCreated == 1)
         #expect(statistics.channelsDeleted == 1)
     }
 
     @Test("an unknown channel exits 1 with Apple's reason and what it means")
     func unknownChannel() async throws {
-        let harness = try await SimulatorHarness.start()
-        let directory = try Fixtures.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let config = try Self.writeConfiguration(harness, in: directory)
-        let unknown = Data(repeating: 3, count: 16).base64EncodedString()
-        let result = try await PushBridgeExecutable.run(
-            ["channels", "read", "--config", config, "--channel-id", unknown])
-        await harness.stop()
+        let setup = try await Setup.start()
+        let result = try await setup.run("read", "--channel-id", Data(repeating: 3, count: 16).base64EncodedString())
+        await setup.stop()
         #expect(result.status == 1)
         #expect(result.standardError.contains("ChannelNotRegistered"))
         #expect(result.standardError.contains("does not exist"))
@@ -107,17 +118,12 @@ struct ChannelsCommandTests {
 
     @Test("--app picks an app; its routes name two bundle IDs, so --topic is required and used")
     func appAndTopic() async throws {
-        let harness = try await SimulatorHarness.start { $0.topics = [Fixtures.topic, "com.example.first"] }
-        let directory = try Fixtures.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let config = try Self.writeConfiguration(harness, in: directory)
-        let ambiguous = try await PushBridgeExecutable.run(["channels", "list", "--config", config, "--app", "live"])
-        let created = try await PushBridgeExecutable.run(
-            ["channels", "create", "--config", config, "--app", "live", "--topic", "com.example.first"])
-        let other = try await PushBridgeExecutable.run(["channels", "list", "--config", config])
-        let refused = try await PushBridgeExecutable.run(
-            ["channels", "list", "--config", config, "--app", "live", "--topic", "com.example.unknown"])
-        await harness.stop()
+        let setup = try await Setup.start { $0.topics = [Fixtures.topic, "com.example.first"] }
+        let ambiguous = try await setup.run("list", "--app", "live")
+        let created = try await setup.run("create", "--app", "live", "--topic", "com.example.first")
+        let other = try await setup.run("list")
+        let refused = try await setup.run("list", "--app", "live", "--topic", "com.example.unknown")
+        await setup.stop()
         #expect(ambiguous.status == 2)
         #expect(ambiguous.standardError.contains("--topic"))
         #expect(ambiguous.standardError.contains("com.example.first, com.example.second"))
@@ -129,18 +135,14 @@ struct ChannelsCommandTests {
 
     @Test("usage and configuration mistakes exit 2 and name the fix")
     func usageErrors() async throws {
-        let harness = try await SimulatorHarness.start()
-        let directory = try Fixtures.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let config = try Self.writeConfiguration(harness, in: directory)
-        let noApp = try await PushBridgeExecutable.run(["channels", "list", "--config", config, "--app", "nope"])
-        let policy = try await PushBridgeExecutable.run(
-            ["channels", "create", "--config", config, "--storage-policy", "2"])
-        let noChannel = try await PushBridgeExecutable.run(["channels", "read", "--config", config])
+        let setup = try await Setup.start()
+        let noApp = try await setup.run("list", "--app", "nope")
+        let policy = try await setup.run("create", "--storage-policy", "2")
+        let noChannel = try await setup.run("read")
         let missingConfig = try await PushBridgeExecutable.run(
-            ["channels", "list", "--config", (directory as NSString).appendingPathComponent("absent.yaml")])
+            ["channels", "list", "--config", (setup.directory as NSString).appendingPathComponent("absent.yaml")])
         let help = try await PushBridgeExecutable.run(["channels", "--help"])
-        await harness.stop()
+        await setup.stop()
         #expect(noApp.status == 2)
         #expect(noApp.standardError.contains("defined: live"))
         #expect(policy.status == 2)
@@ -151,15 +153,12 @@ struct ChannelsCommandTests {
         #expect(help.standardOutput.contains("create"))
     }
 
-    @Test("an unreachable management endpoint exits 1 within the timeout")
+    @Test("an unreachable management endpoint exits 1 within the timeout, with one error line")
     func unreachable() async throws {
-        let harness = try await SimulatorHarness.start()
-        let directory = try Fixtures.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let config = try Self.writeConfiguration(harness, in: directory)
-        await harness.simulator.shutdown()
-        let result = try await PushBridgeExecutable.run(["channels", "list", "--config", config, "--timeout", "2"])
-        harness.tls.remove()
+        let setup = try await Setup.start()
+        await setup.harness.simulator.shutdown()
+        let result = try await setup.run("list", "--timeout", "2")
+        await setup.stop()
         #expect(result.status == 1)
         #expect(result.standardError.hasPrefix("error: no connection"), "one error line, no log noise")
     }
