@@ -93,8 +93,9 @@ public struct ChannelManagementError: Error, Sendable, Hashable, CustomStringCon
 /// with the same credentials as device pushes: a provider token (renewed once on 403 `ExpiredProviderToken`)
 /// or the client certificate.
 ///
-/// Every request is bounded by ``APNSClientConfiguration/requestTimeout`` (connecting included); answers are
-/// bounded (``maximumResponseBodyBytes``, ``maximumChannelIDBytes``) and anything else than the documented
+/// Every request is bounded: a connection within ``APNSClientConfiguration/requestTimeout`` (each attempt within
+/// ``APNSClientConfiguration/connectTimeout``), then the answer within ``APNSClientConfiguration/requestTimeout``;
+/// a request refused unprocessed (GOAWAY) is sent once more. Answers are bounded (``maximumResponseBodyBytes``, ``maximumChannelIDBytes``) and anything else than the documented
 /// answer is a ``ChannelManagementError``, never a crash or a hang. One HTTP/2 connection (the device client's
 /// pool and connection) is opened on the first request.
 public final class ChannelManagementClient: Sendable {
@@ -159,9 +160,9 @@ public final class ChannelManagementClient: Sendable {
             throw self.malformed(
                 response, "the channel APNs answered is not {\"message-storage-policy\": 0|1, \"push-type\": ...}")
         }
-        let pushType = read.pushType
         return ChannelAnswer(
-            value: ChannelConfiguration(storagePolicy: policy, pushType: pushType), requestID: Self.requestID(of: response))
+            value: ChannelConfiguration(storagePolicy: policy, pushType: read.pushType),
+            requestID: Self.requestID(of: response))
     }
 
     /// Deletes a channel (`DELETE /1/apps/<bundleID>/channels`, 204). Messages already sent on it may still be
@@ -190,8 +191,7 @@ public final class ChannelManagementClient: Sendable {
         for channelID in listed.channels where Self.boundedChannelID(channelID) == nil {
             throw self.malformed(response, "the list APNs answered holds an entry that is not a channel ID")
         }
-        let channelIDs = listed.channels
-        return ChannelAnswer(value: channelIDs, requestID: Self.requestID(of: response))
+        return ChannelAnswer(value: listed.channels, requestID: Self.requestID(of: response))
     }
 
     /// Closes the connection. Requests after this fail with `unreachable`.

@@ -35,7 +35,8 @@ struct ChannelsCommand: AsyncParsableCommand {
         @Option(help: "The app's bundle ID (default: the one topic of the routes that use the app).")
         var topic: String?
 
-        @Option(help: "Seconds a request may take, connecting included (1 to \(Self.maximumTimeoutSeconds)).")
+        @Option(
+            help: "Seconds to wait for a connection, and then for the answer (1 to \(Self.maximumTimeoutSeconds)).")
         var timeout: Int = 30
 
         /// The longest `--timeout`.
