@@ -27,30 +27,11 @@ public final class APNSClient: Sendable {
     ) {
         self.configuration = configuration
         self.logger = logger
-        var tls = HTTP2ClientTLS(
-            additionalTrustRootsPEMFile: configuration.additionalTrustRootsPEMFile,
-            trustSystemRoots: configuration.trustSystemRoots
-        )
-        if case .certificate(let credentials) = configuration.authentication {
-            tls.clientCertificateChain = credentials.certificateChain
-            tls.clientPrivateKey = credentials.privateKey
-        }
-        let connectionConfiguration = HTTP2ClientConfiguration(
-            host: configuration.endpoint.host,
-            port: configuration.endpoint.port,
-            tls: tls,
-            maxConcurrentStreams: configuration.maxConcurrentStreamsPerConnection,
-            requestTimeout: configuration.requestTimeout,
-            connectTimeout: configuration.connectTimeout,
+        self.pool = ConnectionPool(
+            configuration,
             maxResponseBodyBytes: Self.maximumResponseBodyBytes,
             // What APNSResponse reads; the rest of a response's headers are never copied.
-            keptResponseHeaders: ["apns-id", "apns-unique-id"]
-        )
-        self.pool = ConnectionPool(
-            size: configuration.connectionCount,
-            configuration: connectionConfiguration,
-            reconnectInitialDelay: configuration.reconnectInitialDelay,
-            reconnectMaximumDelay: configuration.reconnectMaximumDelay,
+            keptResponseHeaders: ["apns-id", "apns-unique-id"],
             eventLoopGroup: eventLoopGroup,
             logger: logger
         )

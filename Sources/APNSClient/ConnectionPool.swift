@@ -56,6 +56,43 @@ final class ConnectionPool: Sendable {
             State(slots: Array(repeating: .empty, count: size), consecutiveFailures: Array(repeating: 0, count: size)))
     }
 
+    /// A pool of `configuration.connectionCount` connections to `configuration.endpoint`, with its TLS
+    /// settings and client certificate, timeouts and reconnect delays; responses keep only
+    /// `keptResponseHeaders` and bodies of at most `maxResponseBodyBytes`.
+    convenience init(
+        _ configuration: APNSClientConfiguration,
+        maxResponseBodyBytes: Int,
+        keptResponseHeaders: [String],
+        eventLoopGroup: any EventLoopGroup,
+        logger: Logger
+    ) {
+        var tls = HTTP2ClientTLS(
+            additionalTrustRootsPEMFile: configuration.additionalTrustRootsPEMFile,
+            trustSystemRoots: configuration.trustSystemRoots
+        )
+        if case .certificate(let credentials) = configuration.authentication {
+            tls.clientCertificateChain = credentials.certificateChain
+            tls.clientPrivateKey = credentials.privateKey
+        }
+        self.init(
+            size: configuration.connectionCount,
+            configuration: HTTP2ClientConfiguration(
+                host: configuration.endpoint.host,
+                port: configuration.endpoint.port,
+                tls: tls,
+                maxConcurrentStreams: configuration.maxConcurrentStreamsPerConnection,
+                requestTimeout: configuration.requestTimeout,
+                connectTimeout: configuration.connectTimeout,
+                maxResponseBodyBytes: maxResponseBodyBytes,
+                keptResponseHeaders: keptResponseHeaders
+            ),
+            reconnectInitialDelay: configuration.reconnectInitialDelay,
+            reconnectMaximumDelay: configuration.reconnectMaximumDelay,
+            eventLoopGroup: eventLoopGroup,
+            logger: logger
+        )
+    }
+
     /// Connections open and accepting requests now.
     var openConnections: Int {
         self.state.withLock { state in

@@ -19,6 +19,16 @@ public enum Reason: Sendable, Hashable {
     case missingTopic
     case payloadEmpty
     case topicDisallowed
+    // 400, broadcast channels and channel management (Apple: *Handling error responses from Apple Push
+    // Notification service*)
+    case badChannelId
+    case badRequestParams
+    case badRequestPayload
+    case cannotCreateChannelConfig
+    case channelNotRegistered
+    case featureNotEnabled
+    case missingChannelId
+    case missingPushType
     // 403
     case badCertificate
     case badCertificateEnvironment
@@ -30,6 +40,8 @@ public enum Reason: Sendable, Hashable {
     case badEnvironmentKeyIdInToken
     /// The spelling APNs is reported to send in practice for ``badEnvironmentKeyIdInToken``.
     case badEnvironmentKeyInToken
+    /// Broadcast and channel management: the credentials do not cover the bundle ID in the path.
+    case topicMismatch
     // 404, 405
     case badPath
     case methodNotAllowed
@@ -53,8 +65,11 @@ public enum Reason: Sendable, Hashable {
         .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
         .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
         .missingTopic, .payloadEmpty, .topicDisallowed,
+        .badChannelId, .badRequestParams, .badRequestPayload, .cannotCreateChannelConfig, .channelNotRegistered,
+        .featureNotEnabled, .missingChannelId, .missingPushType,
         .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden, .invalidProviderToken,
         .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken,
+        .topicMismatch,
         .badPath, .methodNotAllowed,
         .expiredToken, .unregistered,
         .payloadTooLarge,
@@ -88,6 +103,15 @@ public enum Reason: Sendable, Hashable {
         case .missingTopic: "MissingTopic"
         case .payloadEmpty: "PayloadEmpty"
         case .topicDisallowed: "TopicDisallowed"
+        case .badChannelId: "BadChannelId"
+        case .badRequestParams: "BadRequestParams"
+        case .badRequestPayload: "BadRequestPayload"
+        case .cannotCreateChannelConfig: "CannotCreateChannelConfig"
+        case .channelNotRegistered: "ChannelNotRegistered"
+        case .featureNotEnabled: "FeatureNotEnabled"
+        case .missingChannelId: "MissingChannelId"
+        case .missingPushType: "MissingPushType"
+        case .topicMismatch: "TopicMismatch"
         case .badCertificate: "BadCertificate"
         case .badCertificateEnvironment: "BadCertificateEnvironment"
         case .expiredProviderToken: "ExpiredProviderToken"
@@ -116,10 +140,12 @@ public enum Reason: Sendable, Hashable {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
             .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
-            .missingTopic, .payloadEmpty, .topicDisallowed:
+            .missingTopic, .payloadEmpty, .topicDisallowed, .badChannelId, .badRequestParams, .badRequestPayload,
+            .cannotCreateChannelConfig, .channelNotRegistered, .featureNotEnabled, .missingChannelId, .missingPushType:
             400
         case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden, .invalidProviderToken,
-            .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken:
+            .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken,
+            .topicMismatch:
             403
         case .badPath: 404
         case .methodNotAllowed: 405
@@ -176,11 +202,18 @@ extension Reason {
             return .retryable
         case .invalidProviderToken, .missingProviderToken, .badCertificate, .badCertificateEnvironment, .forbidden,
             .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken, .topicDisallowed,
-            .badTopic, .missingTopic, .badPath, .methodNotAllowed:
+            .badTopic, .missingTopic, .badPath, .methodNotAllowed, .topicMismatch:
+            return .systemic
+        case .featureNotEnabled:
+            // Broadcast is not enabled for the app (developer.apple.com): every broadcast of it fails alike.
             return .systemic
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority,
             .deviceTokenNotForTopic, .duplicateHeaders, .invalidPushType, .missingDeviceToken, .payloadEmpty,
             .expiredToken, .unregistered, .payloadTooLarge:
+            return .rejected
+        case .channelNotRegistered, .badChannelId, .missingChannelId, .badRequestParams, .badRequestPayload,
+            .missingPushType, .cannotCreateChannelConfig:
+            // An unknown or deleted channel is this notification's fault, not the provider's (issue 15).
             return .rejected
         case .unknown:
             if status >= 500 { return .retryable }

@@ -94,7 +94,7 @@ public final class SimulatorEngine: Sendable {
         var scheduledUpToStream = 0
     }
 
-    private struct State {
+    struct State {
         var connections: [Int: ConnectionState] = [:]
         var adoptedTokens: Set<String> = []
         var statistics = SimulatorStatistics()
@@ -103,6 +103,8 @@ public final class SimulatorEngine: Sendable {
         var uniqueIDs: SplitMix64
         /// The `date` header of the current second (answers within one second share it).
         var date: (second: Double, value: String) = (.nan, "")
+        /// Broadcast channels per app.
+        var channels: SimulatorChannels
     }
 
     /// The scenario in force.
@@ -111,7 +113,7 @@ public final class SimulatorEngine: Sendable {
     let keysByID: [String: SimulatorScenario.JWTKey]
     let maximumTokenAgeSeconds: Double
     let minimumTokenUpdateIntervalSeconds: Double
-    private let state: Mutex<State>
+    let state: Mutex<State>
 
     /// Creates an engine for `scenario`, reading the time from `clock`.
     public init(scenario: SimulatorScenario, clock: any WallClock = SystemWallClock()) {
@@ -121,7 +123,9 @@ public final class SimulatorEngine: Sendable {
         self.maximumTokenAgeSeconds = Self.seconds(scenario.maximumTokenAge)
         self.minimumTokenUpdateIntervalSeconds = Self.seconds(scenario.minimumTokenUpdateInterval)
         self.state = Mutex(
-            State(random: SplitMix64(seed: scenario.seed), uniqueIDs: SplitMix64(seed: .random(in: .min ... .max))))
+            State(
+                random: SplitMix64(seed: scenario.seed), uniqueIDs: SplitMix64(seed: .random(in: .min ... .max)),
+                channels: SimulatorChannels(limitPerApp: scenario.channelLimitPerApp, preset: scenario.channels)))
     }
 
     /// A snapshot of the counts so far.
@@ -190,13 +194,13 @@ public final class SimulatorEngine: Sendable {
             return .dropConnection(delay: Self.dropGracePeriod)
         }
 
+        if let route = ChannelRoute(path: request.path) {
+            return self.decide(route, request, fields: fields, connection: &connection, now: now, &state)
+        }
         let tokenBefore = connection.acceptedToken
         let fault = self.validate(
             request, token: token, fields: fields, connection: &connection, statistics: &state.statistics, now: now)
-        if let adopted = connection.acceptedToken, adopted != tokenBefore {
-            state.statistics.providerTokenAdoptions += 1
-            if state.adoptedTokens.insert(adopted).inserted { state.statistics.distinctProviderTokens += 1 }
-        }
+        Self.countAdoption(since: tokenBefore, connection, &state)
         let status: Int
         let body: ErrorBody?
         if let fault {
@@ -206,9 +210,7 @@ public final class SimulatorEngine: Sendable {
         } else {
             (status, body) = (200, nil)
         }
-        state.statistics.requestsAnswered += 1
-        state.statistics.byStatus[status, default: 0] += 1
-        if let reason = body?.reason { state.statistics.byReason[reason.rawValue, default: 0] += 1 }
+        state.statistics.countAnswer(status: status, reason: body?.reason)
         let answer = self.answer(status: status, body: body, requestID: fields.messageID, now: now, &state)
         return .respond(answer, delay: self.scenario.latency)
     }
@@ -277,7 +279,15 @@ public final class SimulatorEngine: Sendable {
         return nil
     }
 
-    private func injectedFault(_ random: inout SplitMix64) -> Reason? {
+    /// Counts a provider token the connection took into use since `before`.
+    static func countAdoption(since before: String?, _ connection: ConnectionState, _ state: inout State) {
+        if let adopted = connection.acceptedToken, adopted != before {
+            state.statistics.providerTokenAdoptions += 1
+            if state.adoptedTokens.insert(adopted).inserted { state.statistics.distinctProviderTokens += 1 }
+        }
+    }
+
+    func injectedFault(_ random: inout SplitMix64) -> Reason? {
         let total =
             self.scenario.tooManyRequestsRate + self.scenario.internalServerErrorRate
             + self.scenario.serviceUnavailableRate
@@ -296,20 +306,29 @@ public final class SimulatorEngine: Sendable {
     private func answer(
         status: Int, body: ErrorBody?, requestID: String?, now: Date, _ state: inout State
     ) -> SimulatorAnswer {
-        let apnsID = requestID.flatMap { NotificationValidation.validateMessageID($0) == nil ? $0 : nil }
-        // `date` (RFC 9110 §6.6.1: a server with a clock sends it) from the engine's clock, so `pushbridge doctor`
-        // can measure clock skew against the simulator as it does against any HTTP server.
-        let second = now.timeIntervalSince1970.rounded(.down)
-        if state.date.second != second { state.date = (second, HTTPDate.format(now)) }
         var headers = [
-            SimulatorAnswer.HTTPField(name: "apns-id", value: apnsID ?? Self.uuid(&state.uniqueIDs)),
+            SimulatorAnswer.HTTPField(name: "apns-id", value: Self.echoedID(requestID, &state)),
             SimulatorAnswer.HTTPField(name: "apns-unique-id", value: Self.uuid(&state.uniqueIDs)),
-            SimulatorAnswer.HTTPField(name: "date", value: state.date.value),
+            SimulatorAnswer.HTTPField(name: "date", value: Self.date(now, &state)),
         ]
         if body != nil {
             headers.append(SimulatorAnswer.HTTPField(name: "content-type", value: "application/json"))
         }
         return SimulatorAnswer(status: status, headers: headers, body: body?.jsonBytes ?? [])
+    }
+
+    /// The request's id when it is a valid UUID (APNs echoes it), else a new one.
+    static func echoedID(_ requestID: String?, _ state: inout State) -> String {
+        if let requestID, NotificationValidation.validateMessageID(requestID) == nil { return requestID }
+        return Self.uuid(&state.uniqueIDs)
+    }
+
+    /// The `date` header for `now` (RFC 9110 §6.6.1: a server with a clock sends it) from the engine's clock, so
+    /// `pushbridge doctor` can measure clock skew against the simulator as it does against any HTTP server.
+    static func date(_ now: Date, _ state: inout State) -> String {
+        let second = now.timeIntervalSince1970.rounded(.down)
+        if state.date.second != second { state.date = (second, HTTPDate.format(now)) }
+        return state.date.value
     }
 
     /// A random (version 4) UUID in lower case, from `generator`: Foundation's `UUID()` reads the system's random

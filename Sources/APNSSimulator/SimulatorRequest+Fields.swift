@@ -8,6 +8,10 @@ struct SimulatorRequestFields {
     var expiration: String?
     var messageID: String?
     var collapseID: String?
+    /// `apns-channel-id` (broadcast sends and channel management).
+    var channelID: String?
+    /// `apns-request-id` (broadcast sends and channel management).
+    var requestID: String?
     /// An `apns-*` or `authorization` header appears more than once (APNs: `DuplicateHeaders`).
     var hasDuplicates = false
 
@@ -25,6 +29,8 @@ struct SimulatorRequestFields {
             case "apns-expiration": Self.take(value, into: &self.expiration, duplicates: &self.hasDuplicates)
             case "apns-id": Self.take(value, into: &self.messageID, duplicates: &self.hasDuplicates)
             case "apns-collapse-id": Self.take(value, into: &self.collapseID, duplicates: &self.hasDuplicates)
+            case "apns-channel-id": Self.take(value, into: &self.channelID, duplicates: &self.hasDuplicates)
+            case "apns-request-id": Self.take(value, into: &self.requestID, duplicates: &self.hasDuplicates)
             default:
                 guard name.hasPrefix("apns-") else { continue }
                 if otherAPNSNames.contains(name) {

@@ -77,6 +77,30 @@ public struct SimulatorScenario: Sendable {
     /// The least time between two different tokens on one connection before `TooManyProviderTokenUpdates`.
     public var minimumTokenUpdateInterval: Duration = .seconds(20 * 60)
 
+    /// A broadcast channel that exists when the simulator starts (`channels.existing`).
+    public struct Channel: Sendable, Hashable {
+        /// The app it belongs to.
+        public var bundleID: String
+        /// Its ID, as `apns-channel-id` carries it (base64).
+        public var channelID: String
+        /// Its message storage policy: 0 (No Message Stored) or 1 (Most Recent Message Stored).
+        public var storagePolicy: Int
+
+        /// Creates a channel.
+        public init(bundleID: String, channelID: String, storagePolicy: Int = 0) {
+            self.bundleID = bundleID
+            self.channelID = channelID
+            self.storagePolicy = storagePolicy
+        }
+    }
+
+    /// Apple's channel limit per app (10 000); creating one more is answered `400 CannotCreateChannelConfig`.
+    public static let appleChannelLimitPerApp = 10_000
+    /// Channels one app may hold at once (`channels.limit_per_app`, default Apple's 10 000).
+    public var channelLimitPerApp = SimulatorScenario.appleChannelLimitPerApp
+    /// Broadcast channels that exist from the start (`channels.existing`).
+    public var channels: [Channel] = []
+
     /// The binary gateway's faults (`binary_gateway:`; used with `pushbridge simulator --binary-port`).
     public var binaryGateway = BinaryGatewayBehaviour()
 
@@ -148,7 +172,7 @@ private struct ScenarioReader {
             root, path: "",
             allowed: [
                 "topics", "jwt_keys", "certificate_auth", "tokens", "faults", "latency_ms", "connections",
-                "provider_tokens", "binary_gateway",
+                "provider_tokens", "binary_gateway", "channels",
             ])
         if let topics = top["topics"] {
             scenario.topics = Set(try self.strings(topics.node, path: "topics"))
@@ -193,6 +217,38 @@ private struct ScenarioReader {
         }
         if let connections = top["connections"] {
             try self.connections(connections.node, into: &scenario)
+        }
+        if let channels = top["channels"] {
+            try self.channels(channels.node, into: &scenario)
+        }
+    }
+
+    private func channels(_ node: Node, into scenario: inout SimulatorScenario) throws(ScenarioError) {
+        let map = try self.mapping(node, path: "channels", allowed: ["limit_per_app", "existing"])
+        if let limit = map["limit_per_app"] {
+            scenario.channelLimitPerApp = try self.integer(
+                limit.node, path: "channels.limit_per_app", range: 0...SimulatorScenario.appleChannelLimitPerApp)
+        }
+        guard let existing = map["existing"] else { return }
+        for (index, entry) in try self.sequence(existing.node, path: "channels.existing").enumerated() {
+            let path = "channels.existing[\(index)]"
+            let item = try self.mapping(entry, path: path, allowed: ["bundle_id", "channel_id", "storage_policy"])
+            guard let bundle = item["bundle_id"], let id = item["channel_id"] else {
+                throw self.error(entry, path, "each channel needs 'bundle_id' and 'channel_id' (base64)")
+            }
+            let channelID = try self.string(id.node, path: "\(path).channel_id")
+            guard SimulatorChannels.isWellFormed(channelID) else {
+                throw self.error(
+                    id.node, "\(path).channel_id", "not base64; write an ID such as dHN0LXNyY2gtY2hubA==")
+            }
+            var policy = 0
+            if let value = item["storage_policy"] {
+                policy = try self.integer(value.node, path: "\(path).storage_policy", range: 0...1)
+            }
+            scenario.channels.append(
+                SimulatorScenario.Channel(
+                    bundleID: try self.string(bundle.node, path: "\(path).bundle_id"), channelID: channelID,
+                    storagePolicy: policy))
         }
     }
 

@@ -1,3 +1,5 @@
+import APNSCore
+
 /// What the simulator received and how it answered, for tests, benchmarks and the standalone command.
 public struct SimulatorStatistics: Sendable, Hashable {
     /// Counts for one device token.
@@ -33,6 +35,12 @@ public struct SimulatorStatistics: Sendable, Hashable {
     public var byReason: [String: Int] = [:]
     /// Counts by device token (as in the path).
     public var byToken: [String: TokenCounts] = [:]
+    /// Broadcast sends by channel ID (only channels that exist; a send to an unknown one counts in the totals).
+    public var byChannel: [String: TokenCounts] = [:]
+    /// Channels created through the management API.
+    public var channelsCreated = 0
+    /// Channels deleted through the management API.
+    public var channelsDeleted = 0
     /// Connections dropped on purpose (`drop_after_streams`).
     public var connectionsDropped = 0
     /// Stream-limit changes announced (`stream_limit_schedule`).
@@ -49,6 +57,13 @@ public struct SimulatorStatistics: Sendable, Hashable {
     /// Empty statistics.
     public init() {}
 
+    /// Counts one answer with `status` and, for an error, its reason.
+    mutating func countAnswer(status: Int, reason: Reason?) {
+        self.requestsAnswered += 1
+        self.byStatus[status, default: 0] += 1
+        if let reason { self.byReason[reason.rawValue, default: 0] += 1 }
+    }
+
     /// Tokens answered 200 more than once: what a client must never cause by re-sending answered requests.
     public var tokensDeliveredMoreThanOnce: [String] {
         self.byToken.filter { $0.value.delivered > 1 }.map(\.key).sorted()
@@ -61,6 +76,8 @@ public struct SimulatorStatistics: Sendable, Hashable {
                 + "unanswered (dropped connections): \(self.requestsUnanswered)",
             "connections dropped: \(self.connectionsDropped), stream-limit changes: \(self.streamLimitChanges), "
                 + "device tokens: \(self.byToken.count)",
+            "broadcast channels sent to: \(self.byChannel.count), channels created: \(self.channelsCreated), "
+                + "deleted: \(self.channelsDeleted)",
             "provider tokens taken into use: \(self.providerTokenAdoptions) "
                 + "(\(self.distinctProviderTokens) different), signatures verified: \(self.providerTokenVerifications)",
         ]
@@ -77,12 +94,15 @@ public struct SimulatorStatistics: Sendable, Hashable {
     public var json: String {
         let statuses = self.byStatus.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }
         let reasons = self.byReason.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }
+        let broadcasts = self.byChannel.values.reduce(0) { $0 + $1.received }
         return "{\"requests_received\":\(self.requestsReceived),\"requests_answered\":\(self.requestsAnswered),"
             + "\"requests_unanswered\":\(self.requestsUnanswered),\"connections_dropped\":\(self.connectionsDropped),"
             + "\"stream_limit_changes\":\(self.streamLimitChanges),\"device_tokens\":\(self.byToken.count),"
             + "\"provider_token_adoptions\":\(self.providerTokenAdoptions),"
             + "\"distinct_provider_tokens\":\(self.distinctProviderTokens),"
             + "\"provider_token_verifications\":\(self.providerTokenVerifications),"
+            + "\"broadcast_channels\":\(self.byChannel.count),\"broadcasts_received\":\(broadcasts),"
+            + "\"channels_created\":\(self.channelsCreated),\"channels_deleted\":\(self.channelsDeleted),"
             + "\"by_status\":{\(statuses.joined(separator: ","))},\"by_reason\":{\(reasons.joined(separator: ","))}}"
     }
 }

@@ -15,8 +15,9 @@ struct SectionParser {
     ]
     static let apnsKeys = [
         "environment", "endpoint", "ca_file", "auth", "connections", "max_concurrent_streams", "request_timeout",
-        "retry", "protocol", "binary",
+        "retry", "protocol", "binary", "broadcast",
     ]
+    static let broadcastKeys = ["management_endpoint"]
     static let binaryKeys = [
         "gateway", "format", "payload_limit", "quiet_window", "max_unconfirmed", "max_resends_without_error",
         "feedback",
@@ -202,8 +203,18 @@ struct SectionParser {
             value.report(.unknownKey, "binary applies only with protocol: binary", hint: "add protocol: binary")
             return nil
         }
+        var broadcast: BroadcastSettings? = BroadcastSettings()
+        if let value = mapping["broadcast"] {
+            if providerProtocol == .binary {
+                value.report(
+                    .invalidValue, "broadcast channels are an HTTP/2 API; the binary protocol has none",
+                    hint: "remove broadcast, or use protocol: http2")
+                return nil
+            }
+            broadcast = self.broadcast(value)
+        }
         guard let environment, let auth, let connections, let streams, let timeout, let retry, let providerProtocol,
-            let binary
+            let binary, let broadcast
         else {
             return nil
         }
@@ -213,7 +224,42 @@ struct SectionParser {
         )
         settings.providerProtocol = providerProtocol
         settings.binary = binary
+        settings.broadcast = broadcast
         return settings
+    }
+
+    /// `broadcast:` of an HTTP/2 app.
+    func broadcast(_ value: ConfigValue) -> BroadcastSettings? {
+        guard let mapping = value.mapping(known: Self.broadcastKeys) else {
+            return nil
+        }
+        var settings = BroadcastSettings()
+        if let endpoint = mapping["management_endpoint"] {
+            guard let parsed = self.managementEndpoint(endpoint) else { return nil }
+            settings.managementEndpoint = parsed
+        }
+        return settings
+    }
+
+    /// `broadcast.management_endpoint`: `host:port` or `https://host[:port]`; empty means Apple's.
+    func managementEndpoint(_ value: ConfigValue) -> APNSSettings.Endpoint?? {
+        guard let text = value.optionalString()?.trimmingWhitespace() else {
+            return .some(nil)
+        }
+        if !text.contains("://"), let endpoint = APNSSettings.Endpoint(hostAndPort: text) {
+            return endpoint
+        }
+        if text.lowercased().hasPrefix("https://"), let components = URLComponents(string: text),
+            let host = components.host, !host.isEmpty, components.path.isEmpty || components.path == "/",
+            components.query == nil, (1...65_535).contains(components.port ?? 443)
+        {
+            return APNSSettings.Endpoint(host: host, port: components.port ?? 443)
+        }
+        value.report(
+            .invalidValue, "\(value.describe(text)) is not host:port or https://host[:port]",
+            hint: "write host:port, e.g. api-manage-broadcast.sandbox.push.apple.com:2195 or 127.0.0.1:2197 "
+                + "(the simulator), or leave it out for Apple's host of the environment")
+        return nil
     }
 
     /// `binary:` of an app with `protocol: binary`.

@@ -182,6 +182,8 @@ public struct APNSSettings: Sendable, Hashable {
     public var providerProtocol: ProviderProtocol = .http2
     /// `binary`: the binary protocol's settings (used with `protocol: binary`).
     public var binary = BinaryProtocolSettings()
+    /// `broadcast`: where broadcast channels are managed (`pushbridge channels`).
+    public var broadcast = BroadcastSettings()
 
     /// `protocol`: which APNs provider protocol an app speaks.
     public enum ProviderProtocol: String, Sendable, Hashable, CaseIterable {
@@ -221,6 +223,12 @@ public struct APNSSettings: Sendable, Hashable {
         case .production: return Endpoint(host: "api.push.apple.com", port: 443)
         case .sandbox: return Endpoint(host: "api.sandbox.push.apple.com", port: 443)
         }
+    }
+
+    /// Where channel management requests go: `broadcast.management_endpoint` when set, else Apple's management
+    /// host of the environment (not ``endpoint``: Apple serves channel management on its own hosts and ports).
+    public var effectiveManagementEndpoint: Endpoint {
+        self.broadcast.managementEndpoint ?? BroadcastSettings.appleManagementEndpoint(self.environment)
     }
 
     /// An `https` endpoint.
@@ -310,6 +318,27 @@ public struct FeedbackSettings: Sendable, Hashable {
         switch environment {
         case .production: APNSSettings.Endpoint(host: "feedback.push.apple.com", port: 2196)
         case .sandbox: APNSSettings.Endpoint(host: "feedback.sandbox.push.apple.com", port: 2196)
+        }
+    }
+}
+
+/// `broadcast:` — broadcast channels (iOS 18 Live Activities) of an HTTP/2 app.
+public struct BroadcastSettings: Sendable, Hashable {
+    /// `management_endpoint` (`host:port`): where `pushbridge channels` sends channel management requests;
+    /// `nil` means Apple's management host of the environment.
+    public var managementEndpoint: APNSSettings.Endpoint?
+
+    /// No management endpoint: Apple's.
+    public init(managementEndpoint: APNSSettings.Endpoint? = nil) {
+        self.managementEndpoint = managementEndpoint
+    }
+
+    /// Apple's channel management hosts: `api-manage-broadcast.push.apple.com:2196` and
+    /// `api-manage-broadcast.sandbox.push.apple.com:2195` (Apple: *Sending channel management requests to APNs*).
+    public static func appleManagementEndpoint(_ environment: APNSSettings.Environment) -> APNSSettings.Endpoint {
+        switch environment {
+        case .production: APNSSettings.Endpoint(host: "api-manage-broadcast.push.apple.com", port: 2196)
+        case .sandbox: APNSSettings.Endpoint(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
         }
     }
 }

@@ -16,6 +16,7 @@ struct PushBridge: AsyncParsableCommand {
             SendCommand.self,
             SimulatorCommand.self,
             DoctorCommand.self,
+            ChannelsCommand.self,
         ]
     )
 }

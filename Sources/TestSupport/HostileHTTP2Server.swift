@@ -155,6 +155,23 @@ public enum HTTP2Frames {
         ] + payload
     }
 
+    /// A whole response on `stream`: `:status`, `headers` as literals, and `body` in DATA frames of at most
+    /// ``maxFramePayload`` bytes (none when empty: END_STREAM then rides on HEADERS).
+    public static func response(
+        stream: UInt32, status: Int, headers: [(String, String)] = [], body: [UInt8] = []
+    ) -> [UInt8] {
+        var block = self.status(status)
+        for (name, value) in headers { block += self.literal(name, value) }
+        var bytes = self.headers(stream: stream, block: block, endStream: body.isEmpty)
+        var offset = 0
+        while offset < body.count {
+            let end = min(offset + self.maxFramePayload, body.count)
+            bytes += self.data(stream: stream, Array(body[offset..<end]), endStream: end == body.count)
+            offset = end
+        }
+        return bytes
+    }
+
     /// An empty SETTINGS frame (all defaults).
     public static func settings() -> [UInt8] {
         self.frame(type: 0x4, flags: 0, stream: 0, payload: [])

@@ -40,18 +40,7 @@ struct HostileServerTests {
     func answering(status: Int, headers: [(String, String)] = [], body: [UInt8]) async throws -> HostileHTTP2Server {
         try await HostileHTTP2Server.start(
             tls: Self.tls,
-            behaviour: .answer { stream in
-                var block = HTTP2Frames.status(status)
-                for (name, value) in headers { block += HTTP2Frames.literal(name, value) }
-                var bytes = HTTP2Frames.headers(stream: stream, block: block, endStream: false)
-                var offset = 0
-                repeat {
-                    let end = min(offset + HTTP2Frames.maxFramePayload, body.count)
-                    bytes += HTTP2Frames.data(stream: stream, Array(body[offset..<end]), endStream: end == body.count)
-                    offset = end
-                } while offset < body.count
-                return bytes
-            })
+            behaviour: .answer { HTTP2Frames.response(stream: $0, status: status, headers: headers, body: body) })
     }
 
     @Test func unknownReasonIsBoundedAndEscapedBeforeItReachesTheOutcome() async throws {

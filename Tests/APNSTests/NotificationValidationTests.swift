@@ -289,7 +289,7 @@ struct ResponseTests {
             expected = .retryable
         case .invalidProviderToken, .missingProviderToken, .badCertificate, .badCertificateEnvironment, .forbidden,
             .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .badEnvironmentKeyInToken, .topicDisallowed,
-            .badTopic, .missingTopic, .badPath, .methodNotAllowed:
+            .badTopic, .missingTopic, .badPath, .methodNotAllowed, .topicMismatch, .featureNotEnabled:
             expected = .systemic
         default: expected = .rejected
         }

@@ -24,6 +24,9 @@ struct SimulatorScenarioTests {
         #expect(scenario.dropAfterStreams == 20000)
         #expect(scenario.streamLimitSchedule.map(\.maxConcurrentStreams) == [1, 1000])
         #expect(scenario.minimumTokenUpdateInterval == .seconds(1200))
+        #expect(scenario.channelLimitPerApp == 10_000)
+        #expect(
+            scenario.channels == [.init(bundleID: "com.example.app", channelID: "dHN0LXNyY2gtY2hubA==", storagePolicy: 1)])
     }
 
     @Test("an unknown key is an error naming the key path, the line and the keys allowed")
