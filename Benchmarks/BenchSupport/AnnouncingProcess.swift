@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A child process that announces where it listens on its standard output (`pushbridge simulator` prints
 /// "APNs simulator listening on 127.0.0.1:PORT …" and, with `--binary-port`, "binary gateway listening on …").
 public struct AnnouncingProcess {
@@ -46,8 +50,18 @@ public struct AnnouncingProcess {
     /// The process id.
     public var pid: pid_t { self.process.processIdentifier }
 
-    /// Sends SIGTERM when it still runs.
-    public func stop() {
-        if self.process.isRunning { self.process.terminate() }
+    /// Sends SIGTERM and waits up to `timeout` for the process to end, then sends SIGKILL and waits for that: a
+    /// child that missed or ignored the SIGTERM must not outlive the benchmark or keep a test run waiting.
+    public func stop(timeout: Duration = .seconds(5)) {
+        guard self.process.isRunning else { return }
+        self.process.terminate()
+        let deadline = ContinuousClock.now + timeout
+        while self.process.isRunning, ContinuousClock.now < deadline {
+            usleep(10_000)
+        }
+        if self.process.isRunning {
+            kill(self.process.processIdentifier, SIGKILL)
+            self.process.waitUntilExit()
+        }
     }
 }

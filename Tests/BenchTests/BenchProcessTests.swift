@@ -85,6 +85,10 @@ struct AnnouncingProcessTests {
         #expect(simulator.ports.count == 2)
         #expect(simulator.ports.allSatisfy { $0 > 0 })
         #expect(simulator.ports[0] != simulator.ports[1])
+        // Stopped right after its port lines, it still ends (a SIGTERM it missed would leave it running and keep
+        // the test run waiting): stop() escalates to SIGKILL.
+        simulator.stop()
+        #expect(!simulator.process.isRunning)
     }
 
     @Test func aProcessThatEndsWithoutAnnouncingIsAnErrorQuotingItsOutput() {
