@@ -60,7 +60,7 @@ struct BenchServer {
             pushbridge, arguments, announcing: ["APNs simulator listening on "])
         return BenchServer(
             server: .simulator, pid: simulator.pid, port: simulator.ports[0],
-            description: "pushbridge " + arguments.joined(separator: " "), stopProcess: simulator.stop)
+            description: "pushbridge " + arguments.joined(separator: " "), stopProcess: { simulator.stop() })
     }
 }
 
