@@ -171,7 +171,12 @@ struct SectionParser {
             return nil
         }
         let environment = mapping["environment"].map { $0.oneOf(APNSSettings.Environment.self) } ?? .production
-        let endpoint = mapping["endpoint"].flatMap(self.endpoint)
+        let providerProtocol = mapping["protocol"].map { $0.oneOf(APNSSettings.ProviderProtocol.self) } ?? .http2
+        // The binary protocol's endpoint is its gateway, `host:port` (a TLS connection, not a URL).
+        let endpoint =
+            providerProtocol == .binary
+            ? mapping["endpoint"].flatMap { self.hostAndPort($0, example: "gateway.push.apple.com:2195") }
+            : mapping["endpoint"].flatMap(self.endpoint)
         let caFile = mapping["ca_file"].flatMap { value in
             value.optionalString().map { self.credentialFile($0, at: value, kind: .certificates) }
         }
@@ -183,20 +188,17 @@ struct SectionParser {
                 $0.duration(minimum: .milliseconds(1), maximum: Bounds.requestTimeout)
             } ?? .seconds(10)
         let retry = self.retry(mapping["retry"])
-        let providerProtocol = mapping["protocol"].map { $0.oneOf(APNSSettings.ProviderProtocol.self) } ?? .http2
         var binary: BinaryProtocolSettings? = BinaryProtocolSettings()
         if providerProtocol == .binary {
             binary = mapping["binary"].map(self.binary) ?? BinaryProtocolSettings()
+            if mapping["endpoint"] != nil {
+                guard let endpoint else { return nil }
+                binary?.gateway = endpoint
+            }
             if let value = mapping["auth"], case .token = auth {
                 value.report(
                     .invalidValue, "the binary protocol takes certificate authentication only",
                     hint: "type: certificate with p12_file (or cert_file and key_file), or protocol: http2")
-                return nil
-            }
-            if let value = mapping["endpoint"], endpoint != nil {
-                value.report(
-                    .invalidValue, "endpoint is the HTTP/2 endpoint; the binary protocol does not use it",
-                    hint: "write the gateway under binary: gateway: host:port")
                 return nil
             }
         } else if let value = mapping["binary"] {
@@ -270,11 +272,10 @@ struct SectionParser {
         var settings = BinaryProtocolSettings()
         var valid = true
         if let gateway = mapping["gateway"] {
-            if let endpoint = self.hostAndPort(gateway, example: "gateway.push.apple.com:2195") {
-                settings.gateway = endpoint
-            } else {
-                valid = false
-            }
+            gateway.report(
+                .invalidValue, "the gateway is the app's endpoint",
+                hint: "write endpoint: host:port next to protocol: binary, e.g. endpoint: gateway.push.apple.com:2195")
+            valid = false
         }
         if let feedback = mapping["feedback"] {
             if let parsed = self.feedback(feedback) { settings.feedback = parsed } else { valid = false }
@@ -348,7 +349,8 @@ struct SectionParser {
         return valid ? settings : nil
     }
 
-    /// `binary.gateway`, `binary.feedback.endpoint`: `host:port` (a TLS connection, not a URL).
+    /// `endpoint` of a binary app (its gateway), `binary.feedback.endpoint`: `host:port` (a TLS connection, not a
+    /// URL).
     func hostAndPort(_ value: ConfigValue, example: String) -> APNSSettings.Endpoint? {
         guard let text = value.optionalString()?.trimmingWhitespace() else {
             return nil

@@ -32,7 +32,8 @@ struct BinarySenderTests {
                 ca_file: \(tls.caCertificatePath)
                 connections: 2
                 auth: { type: certificate, cert_file: \(tls.clientCertificatePath), key_file: \(tls.clientKeyPath) }
-                binary: { gateway: "127.0.0.1:\(gatewayPort)", payload_limit: 256, quiet_window: 1s }
+                endpoint: "127.0.0.1:\(gatewayPort)"
+                binary: { payload_limit: 256, quiet_window: 1s }
             routes:
               - name: greeting
                 input_topic: greetings

@@ -22,7 +22,7 @@ struct EndToEndBinaryTests {
         defer { Task { await gateway.close() } }
         let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
         let path = try world.binaryConfiguration(
-            binary: #"{ gateway: "127.0.0.1:\#(gateway.port)", quiet_window: 1s, feedback: { enabled: false } }"#)
+            gatewayPort: gateway.port, binary: "{ quiet_window: 1s, feedback: { enabled: false } }")
         let complete: @Sendable (Results) -> Bool = { $0.outcomes.count >= count && !$0.invalidTokens.isEmpty }
         try await world.withBridge(configurationPath: path) { _ in
             _ = try await world.results(until: complete)

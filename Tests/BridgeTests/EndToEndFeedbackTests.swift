@@ -32,7 +32,7 @@ struct EndToEndFeedbackTests {
         let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
         let feedbackSection = #"feedback: { endpoint: "127.0.0.1:\#(feedback.port)", interval: 1s, timeout: 5s }"#
         let path = try world.binaryConfiguration(
-            binary: #"{ gateway: "127.0.0.1:\#(gateway.port)", quiet_window: 500ms, \#(feedbackSection) }"#,
+            gatewayPort: gateway.port, binary: "{ quiet_window: 500ms, \(feedbackSection) }",
             logLevel: "info")
         let log = world.directory.appendingPathComponent("run.log")
         let bridge = try BridgeProcess.start(configurationPath: path, log: log)

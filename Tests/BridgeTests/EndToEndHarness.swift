@@ -145,10 +145,11 @@ final class EndToEnd: Sendable {
 
     /// A configuration with one app, `legacy`, that speaks the binary protocol with this world's client certificate
     /// (`binary` is its `binary:` section as flow YAML), and the `alerts` route sending through it.
-    func binaryConfiguration(binary: String, logLevel: String = "error") throws -> String {
+    func binaryConfiguration(gatewayPort: Int, binary: String, logLevel: String = "error") throws -> String {
         let apps = """
               legacy:
                 protocol: binary
+                endpoint: "127.0.0.1:\(gatewayPort)"
                 ca_file: \(self.tls.caCertificatePath)
                 auth: { type: certificate, cert_file: \(self.tls.clientCertificatePath), key_file: \(self.tls.clientKeyPath) }
                 binary: \(binary)

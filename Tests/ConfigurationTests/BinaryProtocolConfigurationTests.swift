@@ -25,7 +25,7 @@ import Testing
             key_file: ${KEY_FILE}
         """
 
-    @Test("protocol: binary reads its section; the gateway is host:port")
+    @Test("protocol: binary reads its section; its endpoint is the gateway, host:port")
     func binarySection() throws {
         let yaml = self.yaml(
             apns: """
@@ -33,8 +33,8 @@ import Testing
                   environment: sandbox
                 \(self.certificateAuth)
                   connections: 3
+                  endpoint: 127.0.0.1:2195
                   binary:
-                    gateway: 127.0.0.1:2195
                     format: enhanced
                     payload_limit: 256
                     quiet_window: 250ms
@@ -87,13 +87,13 @@ import Testing
     }
 
     @Test(
-        "mistakes name their key: an HTTP/2 endpoint, a binary section without the protocol, a bad gateway, format, limit",
+        "mistakes name their key: a URL as the gateway, a binary section without the protocol, a bad gateway, format, limit",
         arguments: [
             ("  protocol: binary\n  endpoint: https://127.0.0.1:2197\n", "apns.endpoint"),
             ("  binary:\n    format: framed\n", "apns.binary"),
-            ("  protocol: binary\n  binary:\n    gateway: https://127.0.0.1:2195\n", "apns.binary.gateway"),
-            ("  protocol: binary\n  binary:\n    gateway: 127.0.0.1\n", "apns.binary.gateway"),
-            ("  protocol: binary\n  binary:\n    gateway: 127.0.0.1:70000\n", "apns.binary.gateway"),
+            ("  protocol: binary\n  endpoint: 127.0.0.1\n", "apns.endpoint"),
+            ("  protocol: binary\n  endpoint: 127.0.0.1:70000\n", "apns.endpoint"),
+            ("  protocol: binary\n  binary:\n    gateway: 127.0.0.1:2195\n", "apns.binary.gateway"),
             ("  protocol: binary\n  binary:\n    format: frames\n", "apns.binary.format"),
             ("  protocol: binary\n  binary:\n    payload_limit: 4096\n", "apns.binary.payload_limit"),
             ("  protocol: binary\n  binary:\n    quiet_window: 0s\n", "apns.binary.quiet_window"),

@@ -28,8 +28,8 @@ import TestSupport
                 environment: sandbox
                 ca_file: \(setup.tls.caCertificatePath)
                 auth: { type: certificate, cert_file: \(setup.tls.clientCertificatePath), key_file: \(setup.tls.clientKeyPath) }
+                endpoint: "127.0.0.1:\(gateway.port)"
                 binary:
-                  gateway: "127.0.0.1:\(gateway.port)"
                   quiet_window: 2s
                   feedback: { endpoint: "127.0.0.1:\(feedbackPort ?? feedback.port)", topic: com.example.app }
             """
