@@ -111,11 +111,13 @@ indirect enum PayloadTemplate: Sendable {
         case .container(let open, let close, let children):
             bytes.append(open)
             var first = true
-            for child in children {
+            // By index, not `for child in children`: the iterator copied each child (two references retained
+            // and released per child per event).
+            for index in children.indices {
                 let mark = bytes.count
                 if !first { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: child.prefix)
-                switch child.value.render(into: &bytes, budget: &budget, scope: &scope) {
+                bytes.append(contentsOf: children[index].prefix)
+                switch children[index].value.render(into: &bytes, budget: &budget, scope: &scope) {
                 case .written: first = false
                 case .leftOut: bytes.removeSubrange(mark...)
                 case .overBudget: return .overBudget

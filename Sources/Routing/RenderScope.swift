@@ -30,18 +30,20 @@ struct RenderScope {
             }
             return self.event.headers.last(where: { $0.0 == name }).map { Self.text($0.1 ?? []) }
         case .scope:
-            let first = path.segments[0]
+            // Index loops: iterators and slices would retain the arrays and copy each element.
+            let segments = path.segments
             var start: JSONValue?
-            for frame in self.frames.reversed() {
-                if let value = frame.child(named: first) {
-                    start = value
-                    break
-                }
+            var frame = self.frames.count
+            while frame > 0, start == nil {
+                frame -= 1
+                start = self.frames[frame].child(named: segments[0])
             }
-            guard var current = start ?? self.document.child(named: first) else { return nil }
-            for segment in path.segments.dropFirst() {
-                guard let next = current.child(named: segment) else { return nil }
+            guard var current = start ?? self.document.child(named: segments[0]) else { return nil }
+            var index = 1
+            while index < segments.count {
+                guard let next = current.child(named: segments[index]) else { return nil }
                 current = next
+                index += 1
             }
             return current
         }
