@@ -227,7 +227,9 @@ struct PipelineTests {
     func publishStallIsNotReady() async throws {
         var configuration = PipelineConfiguration()
         configuration.publishBackoff = Backoff(initial: .milliseconds(5), maximum: .milliseconds(10))
-        configuration.publishStallTimeout = .milliseconds(100)
+        // Long enough that the check of a short failure below comes well before it on a loaded machine (with
+        // 100 ms, a CI run once checked after the timeout had passed).
+        configuration.publishStallTimeout = .seconds(2)
         let harness = Harness(events: [TestEvent.json(offset: 0, #"{"tokens":["aa00"]}"#)], configuration: configuration) { _ in
             .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
