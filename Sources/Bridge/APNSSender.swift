@@ -192,10 +192,10 @@ public final class APNSSender: ManagedSender {
         }
     }
 
-    public func providerProtocol(app: String?) -> String? {
+    public func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol {
         switch self.provider(app) {
-        case .http2: nil
-        case .binary: "binary"
+        case .http2: .http2
+        case .binary: .binary
         }
     }
 

@@ -111,10 +111,10 @@ public final class BridgeMetrics: Sendable {
     }
 
     /// Counts an invalid-token record for `reason`.
-    public func invalidToken(reason: String) {
+    public func invalidToken(reason: String, count: Int = 1) {
         Self.counter(in: self.invalidTokens, key: reason) {
             Counter(label: "pushbridge_invalid_tokens_total", dimensions: [("reason", reason)], factory: self.factory)
-        }.increment()
+        }.increment(by: count)
     }
 
     /// Counts `count` tokens of the feedback service of `app` published (acknowledged by Kafka) as invalid-token

@@ -124,7 +124,7 @@ public struct BridgeRuntime: Sendable {
             metrics: self.metrics,
             logger: self.logger.with(label: "pushbridge.pipeline"),
             validate: sender.validate,
-            recordHeaders: { RecordHeader.headers(providerProtocol: sender.providerProtocol(app: $0)) }
+            recordHeaders: { RecordHeader.headers(for: sender.providerProtocol(app: $0)) }
         )
         let registry = self.registry
         let admin = AdminServer(
@@ -264,9 +264,9 @@ public protocol ManagedSender: NotificationSender {
     /// `payloadIsJSONObject`: the payload is known to be a JSON object (see ``Routing/MappedNotification``); `app`: the
     /// app it goes to (`nil`: the default block), whose protocol decides the rules.
     func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason?
-    /// The provider protocol `app`'s notifications go out on when it is not HTTP/2 (`"binary"`), for the
-    /// `pushbridge-protocol` header of their records; `nil` for HTTP/2.
-    func providerProtocol(app: String?) -> String?
+    /// The provider protocol `app`'s notifications go out on, for the `pushbridge-protocol` header of their
+    /// records (senders that are no APNs protocol, like the log sender, answer `.http2`: no header).
+    func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol
     /// Closes connections; called after the pipeline drained.
     func shutdown() async
 }
@@ -274,7 +274,7 @@ public protocol ManagedSender: NotificationSender {
 extension LogSender: ManagedSender {
     public var openConnections: Int { 0 }
     public func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? { nil }
-    public func providerProtocol(app: String?) -> String? { nil }
+    public func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol { .http2 }
     public func shutdown() async {}
 }
 

@@ -150,7 +150,7 @@ public struct FeedbackPoller: Service {
         summary.published = await self.publish(tuples)
         if summary.published > 0 {
             self.metrics.feedbackTokensPublished(app: self.app, count: summary.published)
-            for _ in 0..<summary.published { self.metrics.invalidToken(reason: "Unregistered") }
+            self.metrics.invalidToken(reason: "Unregistered", count: summary.published)
         }
         // Info only when there was something: an empty poll every interval is routine.
         self.logger.log(
@@ -173,7 +173,7 @@ public struct FeedbackPoller: Service {
             invalidSinceEpochMilliseconds: Int64(tuple.timeEpochSeconds) * 1000)
         return OutgoingRecord(
             topic: self.invalidTokensTopic, key: record.key, value: record.encoded(),
-            headers: RecordHeader.headers(providerProtocol: APNSSettings.ProviderProtocol.binary.rawValue))
+            headers: RecordHeader.headers(for: .binary))
     }
 
     /// Publishes a record per tuple until Kafka acknowledged each (those it fails are published again after a

@@ -1,3 +1,4 @@
+import Configuration
 import Routing
 
 extension SourceCoordinates {
@@ -26,10 +27,18 @@ public enum RecordHeader {
     /// records; present only for `binary` (absent means HTTP/2, the protocol of every record before it).
     public static let protocolName = "pushbridge-protocol"
 
-    /// The headers for records of a notification sent with `providerProtocol` (`nil`: HTTP/2, no header).
-    public static func headers(providerProtocol: String?) -> [(String, [UInt8]?)] {
-        providerProtocol.map { [(Self.protocolName, Array($0.utf8))] } ?? []
+    /// The headers for records of a notification sent with `providerProtocol` (HTTP/2: none). Made once: they
+    /// go on every record of a binary app.
+    public static func headers(for providerProtocol: APNSSettings.ProviderProtocol) -> [(String, [UInt8]?)] {
+        switch providerProtocol {
+        case .http2: []
+        case .binary: Self.binary
+        }
     }
+
+    private static let binary: [(String, [UInt8]?)] = [
+        (protocolName, Array(APNSSettings.ProviderProtocol.binary.rawValue.utf8))
+    ]
 }
 
 /// `pushbridge.outcome.v1`: one per notification, keyed by the device token.
