@@ -42,10 +42,17 @@ let scenario: SimulatorScenario = {
     scenario.jwtKeys = [.init(keyID: "ABC123DEFG", teamID: "DEF123GHIJ", publicKey: makePrivateKey().publicKey)]
     scenario.badTokens = [String(repeating: "bad0", count: 16)]
     scenario.unregisteredTokens = [String(repeating: "dead", count: 16): 0, String(repeating: "0ff0", count: 16): 42]
+    // One channel of each storage policy, so broadcast sends and channel reads, deletes and lists find something.
+    scenario.channels = [
+        .init(bundleID: "com.example.app", channelID: "dGVzdC1jaGFubmVs", storagePolicy: 0),
+        .init(bundleID: "com.example.app", channelID: "c3RvcmVkLWNoYW5uZWw=", storagePolicy: 1),
+    ]
+    scenario.channelLimitPerApp = 3
     return scenario
 }()
 
-let statuses: Set<Int> = [200, 400, 403, 404, 405, 410, 413, 429, 500, 503]
+/// APNs' statuses, the channel management API's 201 (created) and 204 (deleted) included.
+let statuses: Set<Int> = [200, 201, 204, 400, 403, 404, 405, 410, 413, 429, 500, 503]
 
 func parseRequest(from bytes: [UInt8]) -> SimulatorRequest {
     var lines: [[UInt8]] = []
@@ -78,7 +85,7 @@ func parseRequest(from bytes: [UInt8]) -> SimulatorRequest {
         certificateAuthenticated: certificate)
 }
 
-func check(_ decision: SimulatorDecision) {
+func check(_ decision: SimulatorDecision, path: String) {
     guard case .respond(let answer, _) = decision else { return }
     precondition(statuses.contains(answer.status), "the simulator answered status \(answer.status)")
     for header in answer.headers {
@@ -86,19 +93,24 @@ func check(_ decision: SimulatorDecision) {
             header.value.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F },
             "the simulator answered \(header.name) with a control or non-ASCII byte")
     }
-    if answer.status != 200 {
+    if !(200..<300).contains(answer.status) {
         precondition(ErrorBody.parse(answer.body) != nil, "the simulator's error body does not parse")
+    } else if path.hasPrefix("/1/apps/") {
+        // Channel management: a read or a list answers a JSON object; create and delete answer nothing.
+        precondition(
+            answer.body.isEmpty || (try? JSONSerialization.jsonObject(with: Data(answer.body))) is [String: Any],
+            "the simulator answered a channel request with a body that is not a JSON object")
     } else {
-        precondition(answer.body.isEmpty, "the simulator answered 200 with a body")
+        precondition(answer.body.isEmpty, "the simulator answered \(answer.status) with a body")
     }
 }
 
 func fuzzOne(_ bytes: [UInt8]) {
     let engine = SimulatorEngine(scenario: scenario, clock: FixedClock())
     var request = parseRequest(from: bytes)
-    check(engine.handle(request))
+    check(engine.handle(request), path: request.path)
     request.streamNumber = 2
-    check(engine.handle(request))
+    check(engine.handle(request), path: request.path)
     _ = engine.connectionActions(connectionID: 1, streamCount: 2)
     engine.connectionClosed(1)
 }
