@@ -198,7 +198,10 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
-            swiftSettings: strict
+            swiftSettings: strict,
+            // jemalloc replaces glibc's malloc in the executable: the bridge's threads allocate and free each
+            // other's objects, and glibc's arena locks cost ~20% of its CPU (docs/benchmarks.md, "The allocator").
+            linkerSettings: [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]
         ),
 
         // MARK: Benchmarks

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
     librdkafka-dev   # Kafka client (librdkafka 2.0.2) and its mock cluster
     libnghttp2-dev   # HTTP/2 framing and HPACK
+    libjemalloc-dev  # the allocator pushbridge links (docs/operations.md, "Memory")
     libssl-dev       # OpenSSL headers, for a complete native toolchain
     libstdc++-12-dev # C++ standard library headers: swift-nio-ssl and swift-crypto compile BoringSSL's C++ sources
     pkg-config       # how SwiftPM finds the two libraries above

@@ -1,7 +1,4 @@
 import ArgumentParser
-#if canImport(Glibc)
-import Glibc
-#endif
 import Bridge
 import Configuration
 import Logging
@@ -28,7 +25,6 @@ struct RunCommand: AsyncParsableCommand {
     func run() async throws {
         let loaded = try self.configurationFile.load(checksCredentialFiles: !self.logSender)
         let logger = LoggingBootstrap.bootstrap(loaded.configuration.logging)
-        MemoryTuning.limitMallocArenas()
         let registry = PrometheusCollectorRegistry()
         let runtime = BridgeRuntime(loaded: loaded, registry: registry, logger: logger)
         let sender: any ManagedSender
@@ -97,23 +93,5 @@ extension Logger {
 enum APNSSenderFactory {
     static func make(for configuration: BridgeConfiguration, logger: Logger) throws -> any ManagedSender {
         try APNSSender(configuration: configuration, logger: logger)
-    }
-}
-
-/// Process-wide memory settings for long-running commands.
-enum MemoryTuning {
-    /// glibc gives busy threads their own malloc arena (up to 8 per core), and each keeps what it once held:
-    /// the bridge's peak RSS was mostly five nearly full 64 MiB arenas (`make bench`). Four arenas keep the
-    /// memory flat; two kept it lower still (by ~17 MiB) but made the bridge's threads (the HTTP/2 event loop,
-    /// the producer's delivery reports, the consumer) wait on each other's arena locks: 37-41 µs of CPU per
-    /// notification with four against 48-50 µs with two (docs/benchmarks.md). `MALLOC_ARENA_MAX` in the
-    /// environment still wins.
-    static func limitMallocArenas() {
-        #if canImport(Glibc)
-        // `mallopt` is not in Swift's Glibc module (malloc.h); look it up. M_ARENA_MAX is -8 in malloc.h.
-        guard getenv("MALLOC_ARENA_MAX") == nil, let symbol = dlsym(nil, "mallopt") else { return }
-        typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-        _ = unsafeBitCast(symbol, to: Mallopt.self)(-8, 4)
-        #endif
     }
 }
