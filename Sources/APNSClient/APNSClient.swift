@@ -145,9 +145,10 @@ public final class APNSClient: Sendable {
         var headers: [HTTP2Header] = []
         headers.reserveCapacity(7)
         notification.forEachAPNSHeader { name, value in
-            // apns-id differs in every request: adding it to the HPACK tables (ours and APNs') would only evict
-            // entries that repeat, and costs the encoder an insertion per request.
-            headers.append(HTTP2Header(name, value, indexing: name == "apns-id" ? .never : .incremental))
+            // Apple's HPACK guidance: apns-id, apns-expiration and apns-collapse-id differ from request to request,
+            // so only their names go into the tables (ours and APNs'), once per connection; indexing every value
+            // would evict the entries that repeat and cost the encoder an insertion per request.
+            headers.append(HTTP2Header(name, value, indexing: Self.indexing(ofHeader: name)))
         }
         var request = HTTP2Request(method: "POST", path: notification.path, headers: headers, body: notification.payload)
         var token: ProviderTokenJWT?
@@ -160,6 +161,14 @@ public final class APNSClient: Sendable {
             request.headers.append(HTTP2Header("authorization", self.bearer(token!), indexing: .never))
         }
         return .success(Sending(notification: notification, request: request, token: token))
+    }
+
+    /// How HPACK may index an `apns-*` request header (APNS.md §2).
+    static func indexing(ofHeader name: String) -> HTTP2HeaderIndexing {
+        switch name {
+        case "apns-id", "apns-expiration", "apns-collapse-id": .nameOnce
+        default: .incremental
+        }
     }
 
     /// A result decided before any request (`Result` needs an `Error`).

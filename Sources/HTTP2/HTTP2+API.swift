@@ -8,12 +8,20 @@ import NIOSSL
 // MARK: - Headers
 
 /// How HPACK may store a header field in the peer's dynamic table.
+///
+/// On a field a server received, `never` says the sender marked it never-indexed and `incremental` stands for
+/// every other representation.
 public enum HTTP2HeaderIndexing: Sendable, Hashable {
     /// Incremental indexing: later requests can refer to the field by index (the default).
     case incremental
     /// Literal never indexed: the field is never added to any table. Apple asks for this for `:path` and
     /// `authorization` (APNS.md §2).
     case never
+    /// Incremental indexing the first time the connection sends a field of this name, never indexed after:
+    /// the name enters both tables once and later fields refer to it, while their values, which differ from
+    /// request to request, stay out and do not evict the entries that repeat. Apple asks for this for
+    /// `apns-id`, `apns-expiration` and `apns-collapse-id` (APNS.md §2).
+    case nameOnce
 }
 
 /// One HTTP/2 header field. Names are lower-case, as HTTP/2 requires.

@@ -217,9 +217,12 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
 
     /// Records one request header field; `false` when the request broke the header bounds (nghttp2 then resets
     /// the stream and skips the rest of its header block).
-    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>)
-        -> Bool
-    {
+    fileprivate func header(
+        streamID: Int32,
+        name: UnsafeBufferPointer<UInt8>,
+        value: UnsafeBufferPointer<UInt8>,
+        neverIndexed: Bool
+    ) -> Bool {
         guard let stream = self.streams[streamID], !stream.overLimits else { return true }
         stream.headerFields += 1
         stream.headerListBytes += name.count + value.count + 32
@@ -239,7 +242,8 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
             default: break
             }
         } else {
-            stream.headers.append(HTTP2Header(String(decoding: name, as: UTF8.self), value))
+            stream.headers.append(
+                HTTP2Header(String(decoding: name, as: UTF8.self), value, indexing: neverIndexed ? .never : .incremental))
         }
         return true
     }
@@ -356,12 +360,13 @@ private func installServerCallbacks(_ callbacks: OpaquePointer) {
         return 0
     }
     nghttp2_session_callbacks_set_on_header_callback(callbacks) {
-        _, frame, name, nameLength, value, valueLength, _, userData in
+        _, frame, name, nameLength, value, valueLength, flags, userData in
         guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
         let accepted = serverHandler(userData).header(
             streamID: frame.pointee.hd.stream_id,
             name: UnsafeBufferPointer(start: name, count: nameLength),
-            value: UnsafeBufferPointer(start: value, count: valueLength)
+            value: UnsafeBufferPointer(start: value, count: valueLength),
+            neverIndexed: flags & UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) != 0
         )
         // TEMPORAL_CALLBACK_FAILURE resets this stream only; the connection lives on.
         return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue

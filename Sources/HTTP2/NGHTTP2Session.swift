@@ -39,6 +39,8 @@ struct HeaderBlockBuilder {
     private var bytes: [UInt8] = []
     private var entries: [(name: Range<Int>, value: Range<Int>, flags: UInt8)] = []
     private var nameValues: [nghttp2_nv] = []
+    /// Names already sent once with `.nameOnce` on this session (a handful at most).
+    private var namesIndexedOnce: [String] = []
 
     /// Empties the block, keeping capacity.
     mutating func reset() {
@@ -52,7 +54,20 @@ struct HeaderBlockBuilder {
         self.bytes.append(contentsOf: name.utf8)
         let valueStart = self.bytes.count
         self.bytes.append(contentsOf: value.utf8)
-        let flags = indexing == .never ? UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+        let flags: UInt8
+        switch indexing {
+        case .incremental:
+            flags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+        case .never:
+            flags = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+        case .nameOnce:
+            if self.namesIndexedOnce.contains(name) {
+                flags = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+            } else {
+                self.namesIndexedOnce.append(name)
+                flags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+            }
+        }
         self.entries.append((nameStart..<valueStart, valueStart..<self.bytes.count, flags))
     }
 

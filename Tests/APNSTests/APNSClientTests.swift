@@ -2,6 +2,7 @@ import APNSClient
 import APNSCore
 import APNSSimulator
 import Foundation
+import Synchronization
 import HTTP2
 import TestSupport
 import Testing
@@ -302,6 +303,65 @@ struct CertificateAuthenticationTests {
 
     static func exportP12(_ tls: TestTLS, password: String) throws -> String {
         try tls.exportClientP12(password: password)
+    }
+}
+
+@Suite("HPACK as Apple asks", .timeLimit(.minutes(1)))
+struct APNSHeaderIndexingTests {
+    @Test("apns-id, apns-expiration and apns-collapse-id are indexed once per connection; authorization never")
+    func appleHPACKGuidance() async throws {
+        let tls = try TestTLS.generate()
+        let received = Mutex<[[String: HTTP2HeaderIndexing]]>([])
+        let server = try await HTTP2Server.start(
+            configuration: HTTP2ServerConfiguration(
+                certificateChain: try tls.serverCertificateChain(),
+                privateKey: try tls.serverPrivateKey()
+            )
+        ) { request, _, responder in
+            let fields = Dictionary(request.headers.map { ($0.name, $0.indexing) }, uniquingKeysWith: { a, _ in a })
+            received.withLock { $0.append(fields) }
+            responder.respond(HTTP2ServerResponse(status: 200))
+        }
+        let client = APNSClient(
+            configuration: APNSClientConfiguration(
+                endpoint: .init(host: "127.0.0.1", port: server.port),
+                authentication: .token(
+                    ProviderTokenSource(
+                        key: SigningKey(keyID: Fixtures.keyID, teamID: Fixtures.teamID, privateKey: .init())
+                    )
+                ),
+                connectionCount: 1,
+                requestTimeout: .seconds(5),
+                additionalTrustRootsPEMFile: tls.caCertificatePath,
+                trustSystemRoots: false
+            )
+        )
+        for index in 0..<3 {
+            let notification = Notification(
+                deviceToken: Fixtures.deviceToken(index + 1),
+                topic: Fixtures.topic,
+                pushType: .alert,
+                expirationEpochSeconds: 1_800_000_000 + Int64(index),
+                collapseID: "order-\(index)",
+                id: UUID(),
+                payload: Array(#"{"aps":{"alert":"hi"}}"#.utf8)
+            )
+            #expect(await client.send(notification).response?.status == 200)
+        }
+        await client.shutdown()
+        await server.shutdown()
+        tls.remove()
+        let fields = received.withLock { $0 }
+        try #require(fields.count == 3)
+        for (index, request) in fields.enumerated() {
+            let once: HTTP2HeaderIndexing = index == 0 ? .incremental : .never
+            #expect(request["apns-id"] == once, "request \(index)")
+            #expect(request["apns-expiration"] == once, "request \(index)")
+            #expect(request["apns-collapse-id"] == once, "request \(index)")
+            #expect(request["authorization"] == .never, "request \(index)")
+            #expect(request["apns-topic"] == .incremental, "request \(index)")
+            #expect(request["apns-push-type"] == .incremental, "request \(index)")
+        }
     }
 }
 

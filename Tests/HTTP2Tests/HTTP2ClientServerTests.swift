@@ -35,6 +35,43 @@ struct HTTP2ClientServerTests {
         await server.shutdown()
     }
 
+    @Test("nameOnce indexes a field on a connection's first request and sends it never-indexed after")
+    func nameOnceIndexing() async throws {
+        // The server reports how each field arrived: `never` for a never-indexed literal.
+        let server = try await startServer { request, _, responder in
+            let headers = request.headers.map {
+                HTTP2Header("x-indexing-\($0.name)", $0.indexing == .never ? "never" : "incremental")
+            }
+            responder.respond(HTTP2ServerResponse(status: 200, headers: headers))
+        }
+        var seen: [[String]] = []
+        for _ in 0..<2 {
+            let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))
+            for index in 0..<3 {
+                let response = try await connection.send(
+                    HTTP2Request(
+                        path: "/3/device/\(index)",
+                        headers: [
+                            HTTP2Header("apns-collapse-id", "collapse-\(index)", indexing: .nameOnce),
+                            HTTP2Header("apns-topic", "com.example.app"),
+                            HTTP2Header("authorization", "bearer token", indexing: .never),
+                        ]
+                    )
+                )
+                seen.append(
+                    ["apns-collapse-id", "apns-topic", "authorization"].map {
+                        response.headers.first("x-indexing-\($0)") ?? "absent"
+                    })
+            }
+            await connection.close()
+        }
+        await server.shutdown()
+        let first = ["incremental", "incremental", "never"]
+        let later = ["never", "incremental", "never"]
+        // Each connection has its own tables: the second starts over.
+        #expect(seen == [first, later, later, first, later, later])
+    }
+
     @Test("keptResponseHeaders keeps only the named response fields")
     func keptResponseHeadersAndStatusDigits() async throws {
         let server = try await startServer(handler: echoHandler)
