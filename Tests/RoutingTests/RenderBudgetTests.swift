@@ -133,15 +133,17 @@ import Testing
         #expect(JSONValueBoundsTests.heapBytes(value) <= JSONValueBoundsTests.bytesPerInputByte * bytes.count)
     }
 
-    @Test func theRootReservesExactlyTheMembersTheRoutesRead() throws {
+    @Test func theRootReservesTheMembersTheRoutesReadNotTheObjects() throws {
         let projection = JSONProjection(paths: [["a"], ["b"], ["c"], ["d"], ["e"], ["f"]])
+        // 6 members read among 56: room for the 6 (the allocator may round a few up: jemalloc gives 7), far from 56.
+        let unread = (0..<50).map { #""x\#($0)":0"# }.joined(separator: ",")
         let value = try JSONValue(
-            parsing: Array(#"{"a":1,"x":0,"b":2,"c":3,"d":4,"e":5,"f":6}"#.utf8), projection: projection)
+            parsing: Array(#"{"a":1,\#(unread),"b":2,"c":3,"d":4,"e":5,"f":6}"#.utf8), projection: projection)
         guard case .object(let members) = value else {
             Issue.record("not an object")
             return
         }
         #expect(members.map(\.key) == ["a", "b", "c", "d", "e", "f"])
-        #expect(members.capacity == 6)
+        #expect(members.capacity >= 6 && members.capacity < 12)
     }
 }
