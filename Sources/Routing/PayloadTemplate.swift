@@ -1,6 +1,6 @@
 /// A payload written as a structured template: the JSON tree of the route's `payload`, with every string leaf
 /// compiled as a template and every subtree without templates serialised once, ahead of time.
-indirect enum PayloadTemplate: Sendable {
+enum PayloadTemplate: Sendable {
     /// JSON bytes that never change.
     case constant([UInt8])
     /// A string leaf that is exactly one tag: the value with its JSON type.

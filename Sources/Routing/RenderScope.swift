@@ -228,8 +228,10 @@ extension TextTemplate {
         budget: inout RenderBudget,
         scope: inout RenderScope
     ) -> RenderStop? {
-        for segment in segments {
-            switch segment {
+        // By index, not `for segment in segments`: the iterator copied each segment (its references retained
+        // and released per segment per event).
+        for index in segments.indices {
+            switch segments[index] {
             case .text(let raw, let escapedText):
                 bytes.append(contentsOf: escaped ? escapedText : raw)
             case .variable(let path):

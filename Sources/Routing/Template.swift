@@ -53,7 +53,7 @@ struct TemplatePath: Sendable, Hashable {
 /// comments. Partials, blocks, pragmas, delimiter changes and transforms are rejected at compile time.
 struct TextTemplate: Sendable {
     /// A piece of a template.
-    indirect enum Segment: Sendable {
+    enum Segment: Sendable {
         /// Literal text: its raw UTF-8 and its JSON-escaped form.
         case text(raw: [UInt8], escaped: [UInt8])
         /// A variable tag.
