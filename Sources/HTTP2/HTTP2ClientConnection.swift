@@ -183,15 +183,18 @@ public final class HTTP2ClientConnection: Sendable {
 
     private static func validate(_ request: HTTP2Request) -> String? {
         if request.method.isEmpty { return "the request method is empty" }
-        if !request.path.hasPrefix("/") {
+        if request.path.utf8.first != UInt8(ascii: "/") {
             return "the request path must start with '/' (got \(request.path.prefix(16)))"
         }
-        for header in request.headers {
-            if header.name.isEmpty || header.name.hasPrefix(":") {
-                return "header name '\(header.name)' is empty or a pseudo-header; use the request's fields"
+        // By index and over UTF-8: this runs for every request, and iterating copied each header (two
+        // references retained and released) and `hasPrefix` compared Unicode strings.
+        for index in request.headers.indices {
+            let name = request.headers[index].name
+            if name.utf8.isEmpty || name.utf8.first == UInt8(ascii: ":") {
+                return "header name '\(name)' is empty or a pseudo-header; use the request's fields"
             }
-            if header.name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
-                return "header name '\(header.name)' must be lower-case in HTTP/2"
+            if name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
+                return "header name '\(name)' must be lower-case in HTTP/2"
             }
         }
         return nil

@@ -178,14 +178,17 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     private func submit(_ pending: PendingRequest, session: NGHTTP2Session) {
-        let request = pending.request
+        // Read in place (`request` is a constant of the class): a local copy of the request, or iterating its
+        // headers, retained and released every string of it once more per request.
         session.headerBlock.reset()
-        session.headerBlock.add(":method", request.method)
+        session.headerBlock.add(":method", pending.request.method)
         session.headerBlock.add(":scheme", "https")
-        session.headerBlock.add(":authority", request.authority ?? self.shared.defaultAuthority)
-        session.headerBlock.add(":path", request.path, indexing: request.pathIndexing)
-        for header in request.headers {
-            session.headerBlock.add(header.name, header.value, indexing: header.indexing)
+        session.headerBlock.add(":authority", pending.request.authority ?? self.shared.defaultAuthority)
+        session.headerBlock.add(":path", pending.request.path, indexing: pending.request.pathIndexing)
+        for index in pending.request.headers.indices {
+            session.headerBlock.add(
+                pending.request.headers[index].name, pending.request.headers[index].value,
+                indexing: pending.request.headers[index].indexing)
         }
         pending.bodyOffset = 0
         var provider = NGHTTP2Session.dataProvider(for: pending)
