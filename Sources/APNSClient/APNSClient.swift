@@ -144,10 +144,11 @@ public final class APNSClient: Sendable {
         }
         var headers: [HTTP2Header] = []
         headers.reserveCapacity(7)
+        // apns-id (a broadcast's apns-request-id) differs in every request: adding it to the HPACK tables (ours
+        // and APNs') would only evict entries that repeat, and costs the encoder an insertion per request.
+        let uniquePerRequest = notification.channelID == nil ? "apns-id" : "apns-request-id"
         notification.forEachAPNSHeader { name, value in
-            // apns-id differs in every request: adding it to the HPACK tables (ours and APNs') would only evict
-            // entries that repeat, and costs the encoder an insertion per request.
-            headers.append(HTTP2Header(name, value, indexing: name == "apns-id" ? .never : .incremental))
+            headers.append(HTTP2Header(name, value, indexing: name == uniquePerRequest ? .never : .incremental))
         }
         var request = HTTP2Request(method: "POST", path: notification.path, headers: headers, body: notification.payload)
         var token: ProviderTokenJWT?
@@ -344,7 +345,7 @@ public final class APNSClient: Sendable {
 
     private func metadata(_ notification: Notification, _ why: String) -> Logger.Metadata {
         [
-            "apns.token": "\(notification.deviceToken.prefix(8))",
+            notification.isBroadcast ? "apns.channel" : "apns.token": "\(notification.destinationForLog)",
             "apns.id": "\(notification.apnsID)",
             "apns.why": "\(why)",
         ]
