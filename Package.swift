@@ -170,6 +170,7 @@ let package = Package(
                 "Configuration",
                 "BinaryProvider",
                 "Routing",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

@@ -145,9 +145,10 @@ public final class APNSClient: Sendable {
         var headers: [HTTP2Header] = []
         headers.reserveCapacity(7)
         notification.forEachAPNSHeader { name, value in
-            // Apple's HPACK guidance: apns-id, apns-expiration and apns-collapse-id differ from request to request,
-            // so only their names go into the tables (ours and APNs'), once per connection; indexing every value
-            // would evict the entries that repeat and cost the encoder an insertion per request.
+            // Apple's HPACK guidance: apns-id (a broadcast's apns-request-id), apns-expiration and apns-collapse-id
+            // differ from request to request, so only their names go into the tables (ours and APNs'), once per
+            // connection; indexing every value would evict the entries that repeat and cost the encoder an
+            // insertion per request.
             headers.append(HTTP2Header(name, value, indexing: Self.indexing(ofHeader: name)))
         }
         var request = HTTP2Request(method: "POST", path: notification.path, headers: headers, body: notification.payload)
@@ -166,7 +167,7 @@ public final class APNSClient: Sendable {
     /// How HPACK may index an `apns-*` request header (APNS.md §2).
     static func indexing(ofHeader name: String) -> HTTP2HeaderIndexing {
         switch name {
-        case "apns-id", "apns-expiration", "apns-collapse-id": .nameOnce
+        case "apns-id", "apns-request-id", "apns-expiration", "apns-collapse-id": .nameOnce
         default: .incremental
         }
     }
@@ -353,7 +354,7 @@ public final class APNSClient: Sendable {
 
     private func metadata(_ notification: Notification, _ why: String) -> Logger.Metadata {
         [
-            "apns.token": "\(notification.deviceToken.prefix(8))",
+            notification.isBroadcast ? "apns.channel" : "apns.token": "\(notification.destinationForLog)",
             "apns.id": "\(notification.apnsID)",
             "apns.why": "\(why)",
         ]

@@ -1,8 +1,12 @@
 /// How a ``Notification`` is written on the wire: the request path and the `apns-*` headers, in the order
 /// they are sent. The client, `pushbridge render` and the simulator's tests all use this one description.
 extension Notification {
-    /// `:path`: `/3/device/<token>` (Apple: *Sending notification requests to APNs*).
-    public var path: String { "/3/device/\(self.deviceToken)" }
+    /// `:path`: `/3/device/<token>` (Apple: *Sending notification requests to APNs*), or for a broadcast
+    /// `/4/broadcasts/apps/<bundle ID>` (Apple: *Sending broadcast push notification requests to APNs*).
+    public var path: String {
+        if self.channelID != nil { return "/4/broadcasts/apps/\(self.bundleID)" }
+        return "/3/device/\(self.deviceToken)"
+    }
 
     /// The `apns-*` request headers; optional ones are left out when their value is `nil`.
     ///
@@ -16,7 +20,21 @@ extension Notification {
 
     /// Calls `body` with each header of ``apnsHeaders``, in order, without making the array (the client
     /// builds its request's header list straight from here, once per notification).
+    ///
+    /// A broadcast carries Apple's broadcast headers instead (Apple: *Sending broadcast push notification requests
+    /// to APNs*): `apns-push-type`, `apns-priority`, `apns-request-id` (the notification's id: Apple's table names
+    /// this header for broadcasts, and echoes it in the answer), `apns-expiration` (required there: `0` when the
+    /// notification has none) and `apns-channel-id`. No `apns-topic` (the bundle ID is in the path; Apple's table
+    /// and examples have none) and no `apns-collapse-id` (not in Apple's table; routes refuse it).
     public func forEachAPNSHeader(_ body: (_ name: String, _ value: String) -> Void) {
+        if let channelID = self.channelID {
+            body("apns-push-type", self.pushType.rawValue)
+            body("apns-priority", String(self.priority.rawValue))
+            body("apns-request-id", self.apnsID)
+            body("apns-expiration", String(self.expirationEpochSeconds ?? 0))
+            body("apns-channel-id", channelID)
+            return
+        }
         body("apns-push-type", self.pushType.rawValue)
         body("apns-topic", self.topic)
         body("apns-priority", String(self.priority.rawValue))

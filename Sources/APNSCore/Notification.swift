@@ -6,8 +6,12 @@ import Foundation
 /// and answers with the reason APNs itself would give, so a local fault and a remote one look the same
 /// downstream.
 public struct Notification: Sendable, Hashable {
-    /// The device token, hex, as it goes into `/3/device/<token>`.
+    /// The device token, hex, as it goes into `/3/device/<token>`; empty for a broadcast (see ``channelID``).
     public var deviceToken: String
+    /// The broadcast channel (iOS 18 Live Activities), base64, as it goes into `apns-channel-id`; `nil` for a
+    /// device notification. When set, the notification is Apple's broadcast request
+    /// (`POST /4/broadcasts/apps/<bundle ID>`, see ``path``) and ``deviceToken`` is empty.
+    public var channelID: String?
     /// The full `apns-topic`, push-type suffix included (see ``PushType/topic(for:)``).
     public var topic: String
     /// `apns-push-type`.
@@ -29,7 +33,8 @@ public struct Notification: Sendable, Hashable {
     /// The payload: the UTF-8 bytes of one JSON object.
     public var payload: [UInt8]
 
-    /// Creates a notification; `priority` defaults to the push type's default.
+    /// Creates a notification; `priority` defaults to the push type's default. With `channelID` it is a broadcast
+    /// to that channel (`deviceToken` is then ignored: pass `""`).
     public init(
         deviceToken: String,
         topic: String,
@@ -38,9 +43,11 @@ public struct Notification: Sendable, Hashable {
         expirationEpochSeconds: Int64? = nil,
         collapseID: String? = nil,
         id: UUID,
-        payload: [UInt8]
+        payload: [UInt8],
+        channelID: String? = nil
     ) {
         self.deviceToken = deviceToken
+        self.channelID = channelID
         self.topic = topic
         self.pushType = pushType
         self.priority = priority ?? pushType.defaultPriority
@@ -72,5 +79,33 @@ extension UUID {
                 return position
             }
         }
+    }
+}
+
+extension Notification {
+    /// The largest payload APNs accepts for this notification, in bytes: the push type's
+    /// (``PushType/maxPayloadBytes``), or for a broadcast ``NotificationValidation/maximumBroadcastPayloadBytes``.
+    public var maxPayloadBytes: Int {
+        self.channelID == nil ? self.pushType.maxPayloadBytes : NotificationValidation.maximumBroadcastPayloadBytes
+    }
+
+    /// Whether this is a broadcast to ``channelID`` rather than a push to one device.
+    @inlinable
+    public var isBroadcast: Bool { self.channelID != nil }
+
+    /// The bundle ID of the app: ``topic`` without its push type's suffix. A broadcast names the app by it in
+    /// its path (`/4/broadcasts/apps/<bundle ID>`).
+    public var bundleID: Substring {
+        let suffix = self.pushType.topicSuffix
+        guard !suffix.isEmpty, self.topic.hasSuffix(suffix) else { return self.topic[...] }
+        return self.topic.dropLast(suffix.count)
+    }
+
+    /// What the notification is sent to, for logs: the first 8 characters of the device token (SPEC §4), or the
+    /// whole channel ID of a broadcast (a channel is not personal data, and its whole ID is what
+    /// `pushbridge channels` and Apple's tools name).
+    public var destinationForLog: String {
+        if let channelID = self.channelID { return channelID }
+        return String(self.deviceToken.prefix(8))
     }
 }

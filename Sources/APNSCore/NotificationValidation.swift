@@ -19,11 +19,55 @@ public enum NotificationValidation {
     /// - Parameter payloadIsJSONObject: the caller made the payload as a JSON object itself (the router writes
     ///   every payload from an object template or a parsed object), so only its size is checked; otherwise it is
     ///   parsed, which costs more than every other check together.
+    ///
+    /// A broadcast (``Notification/channelID`` set) is checked for its channel ID (``validateChannelID(_:)``)
+    /// instead of a device token, must be a `liveactivity` push (else `InvalidPushType`: Apple broadcasts Live
+    /// Activity updates only), and may carry up to ``maximumBroadcastPayloadBytes``.
     public static func validate(_ notification: Notification, payloadIsJSONObject: Bool = false) -> Reason? {
-        if let reason = self.validateDeviceToken(notification.deviceToken) { return reason }
+        if let channelID = notification.channelID {
+            if let reason = self.validateChannelID(channelID) { return reason }
+            if notification.pushType != .liveactivity { return .invalidPushType }
+        } else if let reason = self.validateDeviceToken(notification.deviceToken) {
+            return reason
+        }
         if let reason = self.validateFields(notification) { return reason }
         return self.validatePayload(
-            notification.payload, pushType: notification.pushType, isJSONObject: payloadIsJSONObject)
+            notification.payload, limit: notification.maxPayloadBytes, isJSONObject: payloadIsJSONObject)
+    }
+
+    /// The largest broadcast payload, in bytes: "the payload is limited to a maximum size of 5 KB (5,120 bytes)"
+    /// (Apple: *Sending broadcast push notification requests to APNs*).
+    public static let maximumBroadcastPayloadBytes = 5120
+    /// The longest channel ID accepted, in bytes. Apple says not to assume their size (they are 16 random bytes
+    /// in base64 today, 24 characters); this leaves room for growth while catching garbage, and is the bound
+    /// the channel management client applies to the IDs APNs hands out.
+    public static let maximumChannelIDBytes = 256
+
+    /// A channel ID for `apns-channel-id`: `MissingChannelId` when empty; `BadChannelId` when longer than
+    /// ``maximumChannelIDBytes`` or not base64 (Apple: "a base64-encoded string"; padded, standard alphabet),
+    /// which also keeps control characters, spaces and non-ASCII out of the header.
+    public static func validateChannelID(_ channelID: String) -> Reason? {
+        var channelID = channelID
+        return channelID.withUTF8 { bytes in
+            if bytes.isEmpty { return .missingChannelId }
+            guard bytes.count <= self.maximumChannelIDBytes, bytes.count % 4 == 0 else { return .badChannelId }
+            var padding = 0
+            for byte in bytes {
+                if byte == UInt8(ascii: "=") {
+                    padding += 1
+                    continue
+                }
+                // A data character after padding, or one outside the alphabet.
+                guard padding == 0, Self.isBase64Character(byte) else { return .badChannelId }
+            }
+            return padding <= 2 ? nil : .badChannelId
+        }
+    }
+
+    private static func isBase64Character(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "+")
+            || byte == UInt8(ascii: "/")
     }
 
     /// Topic, priority, expiration and collapse id, in that order: the checks ``validate(_:payloadIsJSONObject:)``
@@ -49,7 +93,11 @@ public enum NotificationValidation {
     ///   ``maximumDeviceTokenCharacters``, then what ``validateTopic(_:pushType:)``, the priority and
     ///   expiration rules and ``validateCollapseID(_:)`` answer, in that order; `nil` when none applies.
     public static func validateHeaderValues(_ notification: Notification) -> Reason? {
-        if let reason = self.validateDeviceTokenCharacters(notification.deviceToken) { return reason }
+        if let channelID = notification.channelID {
+            if let reason = self.validateChannelID(channelID) { return reason }
+        } else if let reason = self.validateDeviceTokenCharacters(notification.deviceToken) {
+            return reason
+        }
         return self.validateFields(notification)
     }
 
@@ -191,8 +239,14 @@ public enum NotificationValidation {
     /// answered like an empty one (`PayloadEmpty`). With `isJSONObject` the caller wrote the payload as an
     /// object itself, and only emptiness and size are checked.
     public static func validatePayload(_ payload: [UInt8], pushType: PushType, isJSONObject: Bool = false) -> Reason? {
+        self.validatePayload(payload, limit: pushType.maxPayloadBytes, isJSONObject: isJSONObject)
+    }
+
+    /// ``validatePayload(_:pushType:isJSONObject:)`` with the size limit given in bytes (a broadcast's is
+    /// ``maximumBroadcastPayloadBytes``, see ``Notification/maxPayloadBytes``).
+    public static func validatePayload(_ payload: [UInt8], limit: Int, isJSONObject: Bool = false) -> Reason? {
         if payload.isEmpty { return .payloadEmpty }
-        if payload.count > pushType.maxPayloadBytes { return .payloadTooLarge }
+        if payload.count > limit { return .payloadTooLarge }
         if isJSONObject { return nil }
         // The common case without building Foundation objects; the rest gets JSONSerialization's own verdict.
         if payload.withUnsafeBufferPointer(PayloadSyntax.isPlainObject) { return nil }

@@ -92,6 +92,13 @@ extension SimulatorEngine {
             state.statistics.byChannel[channelID, default: .init()].count(answeredWith: reply.status)
         }
         state.statistics.countAnswer(status: reply.status, reason: reply.error?.reason)
+        if case .broadcast = route {
+            state.statistics.recordBroadcast(
+                SimulatorStatistics.BroadcastRequest(
+                    path: request.path, channelID: fields.channelID, pushType: fields.pushType, topic: fields.topic,
+                    priority: fields.priority, expiration: fields.expiration, requestID: fields.requestID,
+                    messageID: fields.messageID, collapseID: fields.collapseID, status: reply.status))
+        }
 
         var headers = [
             SimulatorAnswer.HTTPField(name: "apns-request-id", value: Self.echoedID(fields.requestID, &state)),
@@ -217,7 +224,9 @@ extension SimulatorEngine {
             if policy == 0, let expiration = fields.expiration, expiration != "0" {
                 return .refuse(.badExpirationDate)
             }
-            if let reason = NotificationValidation.validatePayload(body, pushType: .liveactivity) {
+            if let reason = NotificationValidation.validatePayload(
+                body, limit: NotificationValidation.maximumBroadcastPayloadBytes)
+            {
                 return .refuse(reason)
             }
             return ChannelReply(status: 200)

@@ -23,6 +23,29 @@ public struct SimulatorStatistics: Sendable, Hashable {
         }
     }
 
+    /// One broadcast send as it arrived: its path and the headers Apple's broadcast request consists of
+    /// (`nil`: absent), and the status it was answered with.
+    public struct BroadcastRequest: Sendable, Hashable {
+        public var path: String
+        public var channelID: String?
+        public var pushType: String?
+        public var topic: String?
+        public var priority: String?
+        public var expiration: String?
+        public var requestID: String?
+        /// `apns-id`, which Apple's broadcast table does not list (the request id is `apns-request-id`).
+        public var messageID: String?
+        public var collapseID: String?
+        public var status: Int
+    }
+
+    /// The most broadcast sends ``recentBroadcasts`` keeps.
+    public static let recentBroadcastLimit = 256
+
+    /// The latest broadcast sends (at most ``recentBroadcastLimit``, oldest first), for tests and for checking
+    /// what a client really sends.
+    public var recentBroadcasts: [BroadcastRequest] = []
+
     /// Requests received (including those never answered).
     public var requestsReceived = 0
     /// Requests answered.
@@ -62,6 +85,12 @@ public struct SimulatorStatistics: Sendable, Hashable {
         self.requestsAnswered += 1
         self.byStatus[status, default: 0] += 1
         if let reason { self.byReason[reason.rawValue, default: 0] += 1 }
+    }
+
+    /// Keeps `request` among ``recentBroadcasts``, dropping the oldest beyond the limit.
+    mutating func recordBroadcast(_ request: BroadcastRequest) {
+        if self.recentBroadcasts.count >= Self.recentBroadcastLimit { self.recentBroadcasts.removeFirst() }
+        self.recentBroadcasts.append(request)
     }
 
     /// Tokens answered 200 more than once: what a client must never cause by re-sending answered requests.

@@ -16,7 +16,7 @@ public struct LogSender: NotificationSender {
             "Notification (log sender, not sent)",
             metadata: [
                 "apns.app": "\(app ?? "default")",
-                "apns.token": "\(notification.deviceToken.prefix(8))",
+                notification.isBroadcast ? "apns.channel" : "apns.token": "\(notification.destinationForLog)",
                 "apns.topic": "\(notification.topic)",
                 "apns.push_type": "\(notification.pushType.rawValue)",
                 "apns.priority": "\(notification.priority.rawValue)",

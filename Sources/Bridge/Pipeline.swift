@@ -479,13 +479,16 @@ public final class Pipeline: Service, Sendable {
                 Double(outcome.completedAtEpochMilliseconds - $0)
             },
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
-            completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds
+            completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds,
+            channelID: notification.channelID
         )
         let headers = self.recordHeaders(delivery.app)
         let outcomeRecord = OutgoingRecord(
             topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded(), headers: headers)
+        // A broadcast has no device token to forget, whatever the answer's reason says.
+        let invalidTokenReason = notification.channelID == nil ? outcome.invalidTokenReason : nil
         var invalidTokenRecord: OutgoingRecord?
-        if let reason = outcome.invalidTokenReason {
+        if let reason = invalidTokenReason {
             let invalid = InvalidTokenRecord(
                 deviceToken: notification.deviceToken,
                 apnsTopic: notification.topic,
@@ -502,7 +505,7 @@ public final class Pipeline: Service, Sendable {
         let ticket = delivery.ticket
         let bytes = delivery.bytes
         self.publishNow(outcomeRecord, invalidTokenRecord) { [self] in
-            if let reason = outcome.invalidTokenReason {
+            if let reason = invalidTokenReason {
                 self.metrics.invalidToken(reason: reason)
             }
             self.metrics.notification(route: route, status: outcome.status, reason: outcome.reason)
@@ -515,7 +518,7 @@ public final class Pipeline: Service, Sendable {
             self.logger.debug(
                 "Notification not delivered",
                 metadata: [
-                    "apns.token": "\(notification.deviceToken.prefix(8))",
+                    notification.isBroadcast ? "apns.channel" : "apns.token": "\(notification.destinationForLog)",
                     "apns.status": "\(outcome.status.rawValue)",
                     "apns.reason": "\(outcome.reason ?? "")",
                     "pipeline.route": "\(route)",

@@ -41,10 +41,14 @@ public enum RecordHeader {
     ]
 }
 
-/// `pushbridge.outcome.v1`: one per notification, keyed by the device token.
+/// `pushbridge.outcome.v1`: one per notification, keyed by the device token; a broadcast's is
+/// `pushbridge.outcome.v2`, keyed by the channel ID (docs/data-contract.md).
 public struct OutcomeRecord: Sendable, Hashable {
-    /// The schema name written into every outcome.
+    /// The schema name written into every outcome of a device notification.
     public static let schema = "pushbridge.outcome.v1"
+    /// The schema name of a broadcast's outcome: v1's fields with `device_token` null and the added
+    /// `channel_id` (a change of type, hence a new version; device outcomes stay v1, unchanged).
+    public static let broadcastSchema = "pushbridge.outcome.v2"
 
     public var notificationID: String
     public var route: String
@@ -68,14 +72,18 @@ public struct OutcomeRecord: Sendable, Hashable {
     public var sentAtEpochMilliseconds: Int64?
     /// When its fate was decided, in milliseconds since the epoch.
     public var completedAtEpochMilliseconds: Int64
+    /// The broadcast channel it was sent to; `nil` for a device notification. When set, the record is
+    /// ``broadcastSchema`` with `device_token` null, and its key is the channel ID.
+    public var channelID: String?
 
     /// Creates an outcome record.
     public init(
         notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
         pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
         apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
-        completedAtEpochMilliseconds: Int64
+        completedAtEpochMilliseconds: Int64, channelID: String? = nil
     ) {
+        self.channelID = channelID
         self.notificationID = notificationID
         self.route = route
         self.source = source
@@ -93,15 +101,16 @@ public struct OutcomeRecord: Sendable, Hashable {
         self.completedAtEpochMilliseconds = completedAtEpochMilliseconds
     }
 
-    /// The record's Kafka key: the device token (bounded like the value's `device_token`).
-    public var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
+    /// The record's Kafka key: the device token, or a broadcast's channel ID (bounded like the value's).
+    public var key: [UInt8] { Array(RecordText.bounded(self.channelID ?? self.deviceToken).utf8) }
 
-    /// The record's value: UTF-8 JSON.
+    /// The record's value: UTF-8 JSON; v2 for a broadcast (the same fields in the same order, `device_token`
+    /// null, then `channel_id` last).
     public func encoded() -> [UInt8] {
         var json = JSONWriter()
         json.beginObject()
         json.key("schema")
-        json.string(Self.schema)
+        json.string(self.channelID == nil ? Self.schema : Self.broadcastSchema)
         json.key("notification_id")
         json.string(self.notificationID)
         json.key("route")
@@ -109,7 +118,7 @@ public struct OutcomeRecord: Sendable, Hashable {
         json.key("source")
         json.source(self.source)
         json.key("device_token")
-        json.string(RecordText.bounded(self.deviceToken))
+        json.string(self.channelID == nil ? RecordText.bounded(self.deviceToken) : nil)
         json.key("apns_topic")
         json.string(RecordText.bounded(self.apnsTopic))
         json.key("push_type")
@@ -132,6 +141,10 @@ public struct OutcomeRecord: Sendable, Hashable {
         json.timestamp(epochMilliseconds: self.sentAtEpochMilliseconds)
         json.key("completed_at")
         json.timestamp(epochMilliseconds: self.completedAtEpochMilliseconds)
+        if let channelID = self.channelID {
+            json.key("channel_id")
+            json.string(RecordText.bounded(channelID))
+        }
         json.endObject()
         return json.bytes
     }

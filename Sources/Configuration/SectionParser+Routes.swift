@@ -4,7 +4,7 @@ import Yams
 extension SectionParser {
     static let routeKeys = [
         "name", "input_topic", "app", "match", "device_tokens", "topic", "push_type", "priority", "expiration",
-        "ttl", "collapse_id", "payload", "payload_from",
+        "ttl", "collapse_id", "payload", "payload_from", "channel_id",
     ]
 
     /// The routes of `routes:` with, for each, its index in the YAML list. A route that is not even a mapping
@@ -39,9 +39,16 @@ extension SectionParser {
             .flatMap { self.topicName($0) } ?? ""
         let app = mapping["app"].flatMap { self.appReference($0, appNames: appNames) }
         let match = mapping["match"].flatMap(self.match) ?? []
+        // A broadcast route names a channel instead of device tokens; the route compiler refuses both together.
+        // A channel_id of the wrong type is reported here; "" keeps the route a broadcast one for the compiler.
+        let channelID = mapping["channel_id"].map { $0.string() ?? "" }
         let deviceTokens =
-            mapping.required(
-                "device_tokens", hint: "a tag naming the token or an array of tokens, e.g. \"{{customer.apns_tokens}}\""
+            mapping["channel_id"] != nil
+            ? mapping["device_tokens"]?.string() ?? ""
+            : mapping.required(
+                "device_tokens",
+                hint: "a tag naming the token or an array of tokens, e.g. \"{{customer.apns_tokens}}\" (or, for a "
+                    + "Live Activity broadcast, channel_id instead)"
             )?.string() ?? ""
         let topic = mapping.required("topic", hint: "the app's bundle ID, e.g. com.example.shop")?.string() ?? ""
         let pushType = mapping["push_type"]?.string() ?? "alert"
@@ -54,7 +61,7 @@ extension SectionParser {
         return RouteSpec(
             name: name, inputTopic: inputTopic, app: app, match: match, deviceTokens: deviceTokens, topic: topic,
             pushType: pushType, priority: priority, expiration: expiration, ttl: ttl, collapseID: collapseID,
-            payload: payload, payloadFrom: payloadFrom
+            payload: payload, payloadFrom: payloadFrom, channelID: channelID
         )
     }
 
@@ -157,6 +164,21 @@ extension SectionParser {
                     .route, at: path, line: self.reader.line(of: path), finding.message, hint: finding.hint)
             }
             return nil
+        }
+    }
+
+    /// A broadcast route (`channel_id`) must send through an HTTP/2 app: the binary protocol has no broadcast.
+    func checkBroadcastApps(of routes: [(index: Int, spec: RouteSpec)], apns: APNSSettings, apps: [String: APNSSettings]) {
+        for (index, spec) in routes where spec.channelID != nil {
+            let settings = spec.app.map { apps[$0] } ?? apns
+            guard settings?.providerProtocol == .binary else { continue }
+            let path = "routes[\(index)].channel_id"
+            self.reader.report(
+                .invalidValue, at: path, line: self.reader.line(of: path),
+                "a broadcast route cannot send through app \(spec.app ?? "apns"), which uses protocol: binary",
+                hint: "broadcast channels are an HTTP/2 API: use an app with protocol: http2 (the default), or "
+                    + "send to device_tokens"
+            )
         }
     }
 

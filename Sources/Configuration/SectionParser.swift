@@ -63,6 +63,9 @@ struct SectionParser {
         if let routes, let outcomes {
             self.checkTopics(of: routes, against: outcomes)
         }
+        if let routes, let apns {
+            self.checkBroadcastApps(of: routes, apns: apns, apps: apps)
+        }
         guard let kafka, let apns, let router, let outcomes, let admin, let logging, let shutdown else {
             return nil
         }

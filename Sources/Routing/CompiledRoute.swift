@@ -39,12 +39,17 @@ final class CompiledRoute: Sendable {
     let app: String?
     let match: [(path: TemplatePath, value: JSONValue)]
     let deviceTokens: TextTemplate
+    /// The broadcast channel ID's template; `nil` for a device route (the common case: it costs device
+    /// notifications one `nil` check per event).
+    let channelID: TextTemplate?
     let topic: String
     let pushType: PushType
     let priority: Priority
     let expiration: Expiration
     let collapseID: TextTemplate?
     let payload: Payload
+    /// The largest payload: the push type's, or a broadcast's (5120 bytes).
+    let maxPayloadBytes: Int
 
     /// The longest `apns-collapse-id` APNs accepts, in bytes.
     static let maxCollapseIDBytes = NotificationValidation.maximumCollapseIDBytes
@@ -83,10 +88,25 @@ final class CompiledRoute: Sendable {
             return (path: path, value: condition.value)
         }
 
-        self.deviceTokens = Self.compileDeviceTokens(spec.deviceTokens, diagnostics: &diagnostics)
+        if let channelID = spec.channelID {
+            self.deviceTokens = .empty
+            self.channelID = Self.compileChannelID(channelID, spec: spec, diagnostics: &diagnostics)
+        } else {
+            self.deviceTokens = Self.compileDeviceTokens(spec.deviceTokens, diagnostics: &diagnostics)
+            self.channelID = nil
+        }
 
         let pushType = Self.compilePushType(spec.pushType, diagnostics: &diagnostics)
         self.pushType = pushType ?? .alert
+        if spec.channelID != nil, let pushType, pushType != .liveactivity {
+            diagnostics.report(
+                .invalidValue, at: "push_type",
+                "a broadcast route (channel_id) must use push_type liveactivity, not \(pushType.rawValue)",
+                hint: "set `push_type: liveactivity` (Apple broadcasts Live Activity updates only), or send to "
+                    + "devices with `device_tokens` instead of `channel_id`")
+        }
+        self.maxPayloadBytes =
+            spec.channelID == nil ? self.pushType.maxPayloadBytes : NotificationValidation.maximumBroadcastPayloadBytes
         self.priority = Self.compilePriority(spec.priority, pushType: pushType, diagnostics: &diagnostics)
         if spec.topic.isEmpty {
             diagnostics.report(
@@ -155,6 +175,42 @@ final class CompiledRoute: Sendable {
                 .deviceTokensNotTemplate, at: "device_tokens",
                 "\"\(source)\" has no tag, so every event would go to the same fixed device",
                 hint: "name the event's token field, e.g. `device_tokens: \"{{customer.apns_tokens}}\"`")
+        }
+        return template
+    }
+
+    /// `channel_id`: a template (usually one tag), alone among the destinations: `device_tokens` and
+    /// `collapse_id` are refused with it. A constant one (no tag) is checked as a channel ID now.
+    private static func compileChannelID(
+        _ source: String, spec: RouteSpec, diagnostics: inout RouteDiagnostics
+    ) -> TextTemplate? {
+        if !spec.deviceTokens.isEmpty {
+            diagnostics.report(
+                .conflictingFields, at: "channel_id", "both device_tokens and channel_id are given",
+                hint: "a route sends to device tokens or to one broadcast channel: keep `device_tokens` or "
+                    + "`channel_id`, and make another route for the other")
+        }
+        if spec.collapseID != nil {
+            diagnostics.report(
+                .conflictingFields, at: "collapse_id", "a broadcast route (channel_id) cannot set collapse_id",
+                hint: "remove `collapse_id`: Apple's broadcast request has no apns-collapse-id header")
+        }
+        guard !source.isEmpty else {
+            diagnostics.report(
+                .missingField, at: "channel_id", "channel_id is empty",
+                hint: "name the event's channel field, e.g. `channel_id: \"{{match.channel}}\"`, or write a "
+                    + "channel ID that `pushbridge channels create` printed")
+            return nil
+        }
+        guard let template = Self.compileTemplate(source, at: "channel_id", diagnostics: &diagnostics) else {
+            return nil
+        }
+        if let text = template.constantText, let reason = NotificationValidation.validateChannelID(text) {
+            diagnostics.report(
+                .invalidValue, at: "channel_id",
+                "\(JSONValue.string(text).messageExcerpt) is not a channel ID (\(reason.rawValue))",
+                hint: "write the base64 ID that `pushbridge channels create` printed, or a tag such as "
+                    + "\"{{match.channel}}\"")
         }
         return template
     }
@@ -263,6 +319,7 @@ final class CompiledRoute: Sendable {
     var readPaths: [[String]] {
         var paths = self.match.compactMap { $0.path.readPath(insideSection: false) }
         paths += self.deviceTokens.readPaths
+        paths += self.channelID?.readPaths ?? []
         if case .template(let template) = self.expiration { paths += template.readPaths }
         paths += self.collapseID?.readPaths ?? []
         switch self.payload {
@@ -311,15 +368,27 @@ final class CompiledRoute: Sendable {
     ) -> Result<[MappedNotification], DeadLetterReason> {
         let tokens: [String]
         let tokenFault: Reason?
-        switch self.renderDeviceTokens(&scope) {
-        case .success(let value): (tokens, tokenFault) = value
-        case .failure(let reason): return .failure(reason)
+        var channelID: String?
+        if let template = self.channelID {
+            switch self.renderChannelID(template, &scope) {
+            case .success(let value): channelID = value
+            case .failure(let reason): return .failure(reason)
+            }
+            (tokens, tokenFault) = ([""], nil)
+        } else {
+            switch self.renderDeviceTokens(&scope) {
+            case .success(let value): (tokens, tokenFault) = value
+            case .failure(let reason): return .failure(reason)
+            }
         }
-        let expiration: Int64?
+        var expiration: Int64?
         switch self.renderExpiration(&scope, epochSeconds: epochSeconds) {
         case .success(let value): expiration = value
         case .failure(let reason): return .failure(reason)
         }
+        // Apple requires apns-expiration on a broadcast; 0 ("try once, don't store") is the one value a channel
+        // of either storage policy takes.
+        if channelID != nil, expiration == nil { expiration = 0 }
         var collapseID: String?
         var collapseFault: Reason?
         if let template = self.collapseID {
@@ -352,15 +421,78 @@ final class CompiledRoute: Sendable {
                 tokenIndex: index)
             let notification = Notification(
                 deviceToken: token, topic: self.topic, pushType: self.pushType, priority: self.priority,
-                expirationEpochSeconds: expiration, collapseID: collapseID, id: id, payload: payload)
+                expirationEpochSeconds: expiration, collapseID: collapseID, id: id, payload: payload,
+                channelID: channelID)
+            // A broadcast's channel ID was checked when it rendered (a bad one is a dead letter).
             let rejection =
-                tokenFault ?? NotificationValidation.validateDeviceTokenCharacters(token) ?? eventFault ?? payloadFault
+                tokenFault ?? (channelID == nil ? NotificationValidation.validateDeviceTokenCharacters(token) : nil)
+                ?? eventFault ?? payloadFault
             notifications.append(
                 MappedNotification(
                     tokenIndex: index, notification: notification, localRejection: rejection,
                     payloadIsJSONObject: true))
         }
         return .success(notifications)
+    }
+
+    /// The channel ID of a broadcast route: one string, from a single tag naming it or from text with tags.
+    /// Anything that is not a channel ID — missing, null, not a string, empty, longer than
+    /// ``maximumHeaderBytes`` or ``NotificationValidation/maximumChannelIDBytes``, with control characters, not
+    /// base64 — is a dead letter naming `channel_id`: unlike a malformed device token, a malformed channel ID
+    /// says nothing about a device to forget, and sending it would only buy APNs' `BadChannelId`.
+    private func renderChannelID(
+        _ template: TextTemplate, _ scope: inout RenderScope
+    ) -> Result<String, DeadLetterReason> {
+        let field = "channel_id"
+        let text: String
+        if let path = template.singleTag {
+            switch scope.resolve(path) {
+            case nil:
+                return .failure(self.deadLetter(.missingValue, field, "\(path.text) is missing"))
+            case .null?:
+                return .failure(
+                    self.deadLetter(.missingValue, field, "\(path.text) is null, so the channel ID is missing"))
+            case .string(let value)?:
+                guard value.utf8.count <= Self.maximumHeaderBytes else {
+                    return .failure(
+                        self.deadLetter(
+                            .invalidValue, field,
+                            "\(path.text) is \(value.utf8.count) bytes; a channel ID is at most "
+                                + "\(NotificationValidation.maximumChannelIDBytes)"))
+                }
+                text = value
+            case let value?:
+                return .failure(
+                    self.deadLetter(
+                        .invalidValue, field, "\(path.text) is \(value.typeNameWithArticle); expected a channel ID string"))
+            }
+        } else {
+            switch template.renderText(limit: Self.maximumHeaderBytes, scope: &scope) {
+            case .missing(let missing):
+                return .failure(
+                    self.deadLetter(.missingValue, field, "\(missing.description), so the channel ID is missing"))
+            case .overBudget:
+                return .failure(
+                    self.deadLetter(
+                        .invalidValue, field,
+                        "rendered more than \(Self.maximumHeaderBytes) bytes; a channel ID is at most "
+                            + "\(NotificationValidation.maximumChannelIDBytes)"))
+            case .complete(let rendered):
+                text = rendered
+            }
+        }
+        switch NotificationValidation.validateChannelID(text) {
+        case nil:
+            return .success(text)
+        case .missingChannelId?:
+            return .failure(self.deadLetter(.missingValue, field, "the channel ID rendered empty (missing)"))
+        case let reason?:
+            return .failure(
+                self.deadLetter(
+                    .invalidValue, field,
+                    "rendered \(JSONValue.string(text).messageExcerpt), which is not a channel ID (base64, at most "
+                        + "\(NotificationValidation.maximumChannelIDBytes) bytes; APNs would answer \(reason.rawValue))"))
+        }
     }
 
     /// A device token taken from the event as it is, cut to ``maximumHeaderBytes`` when longer: such a token is
@@ -505,7 +637,7 @@ final class CompiledRoute: Sendable {
     private func renderPayload(
         _ scope: inout RenderScope
     ) -> Result<(bytes: [UInt8], fault: Reason?), DeadLetterReason> {
-        let limit = self.pushType.maxPayloadBytes
+        let limit = self.maxPayloadBytes
         var bytes: [UInt8]
         switch self.payload {
         case .template(let template):

@@ -14,8 +14,12 @@ public struct RouteSpec: Sendable {
     /// in the order written. Empty: every event of the topic matches.
     public var match: [(path: String, value: JSONValue)]
     /// Template for the device tokens: a single tag naming a string or an array of strings (fan-out), or text
-    /// with tags that renders one token.
+    /// with tags that renders one token. Empty for a broadcast route (``channelID``).
     public var deviceTokens: String
+    /// Template for the broadcast channel ID (iOS 18 Live Activities): the route sends Apple's broadcast request
+    /// to the channel it renders instead of pushes to device tokens. Requires `push_type: liveactivity`, and
+    /// excludes ``deviceTokens`` and ``collapseID``. `nil`: a device route.
+    public var channelID: String?
     /// `apns-topic`, usually the app's bundle ID; the push type's suffix is added when it is missing.
     public var topic: String
     /// `apns-push-type` as written (`alert`, `background`, ...); checked against ``APNSCore/PushType``.
@@ -47,8 +51,10 @@ public struct RouteSpec: Sendable {
         ttl: Duration? = nil,
         collapseID: String? = nil,
         payload: JSONValue? = nil,
-        payloadFrom: String? = nil
+        payloadFrom: String? = nil,
+        channelID: String? = nil
     ) {
+        self.channelID = channelID
         self.name = name
         self.inputTopic = inputTopic
         self.app = app

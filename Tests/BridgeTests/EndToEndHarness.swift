@@ -288,6 +288,8 @@ struct Results: Sendable {
         var json: [String: String]
         var raw: [UInt8]
         var headers: [KafkaHeader] = []
+        /// The record's Kafka key as text.
+        var key: String? = nil
         var notificationID: String { self.json["notification_id"] ?? "" }
         var status: String { self.json["status"] ?? "" }
         var token: String { self.json["device_token"] ?? "" }
@@ -310,7 +312,9 @@ struct Results: Sendable {
             // On a shared broker, the topic names carry a prefix of the test's own.
             if message.topic.hasSuffix("pushbridge.outcomes") {
                 self.outcomes.append(
-                    Outcome(json: Self.strings(message.value), raw: message.value ?? [], headers: message.headers))
+                    Outcome(
+                        json: Self.strings(message.value), raw: message.value ?? [], headers: message.headers,
+                        key: message.key.map { String(decoding: $0, as: UTF8.self) }))
             } else if message.topic.hasSuffix("pushbridge.invalid-tokens") {
                 self.invalidTokens.append(Self.strings(message.value))
                 self.invalidTokenValues.append(message.value ?? [])

@@ -78,6 +78,51 @@ struct RecordSchemaTests {
         #expect(report.exitStatus == 1)
     }
 
+    func broadcastOutcome(_ status: OutcomeStatus, http: Int?, reason: String?, channel: String = "dHN0LXNyY2gtY2hubA==")
+        -> OutcomeRecord
+    {
+        OutcomeRecord(
+            notificationID: self.id, route: "scores", source: self.source, deviceToken: "",
+            apnsTopic: "com.example.push-type.liveactivity", pushType: "liveactivity", priority: 10, status: status,
+            httpStatus: http, reason: reason, apnsUniqueID: nil, attempts: 1, latencyMilliseconds: 2.5,
+            sentAtEpochMilliseconds: 1_000, completedAtEpochMilliseconds: 2_000, channelID: channel)
+    }
+
+    @Test("a broadcast's outcome is v2: device_token null, channel_id set, keyed by the channel; v1 refuses it")
+    func broadcastOutcomeIsV2() throws {
+        let delivered = self.broadcastOutcome(.delivered, http: 200, reason: nil)
+        let json = String(decoding: delivered.encoded(), as: UTF8.self)
+        #expect(json.hasPrefix(#"{"schema":"pushbridge.outcome.v2","#))
+        #expect(json.contains(#""device_token":null,"#))
+        #expect(json.hasSuffix(#","channel_id":"dHN0LXNyY2gtY2hubA=="}"#))
+        #expect(delivered.key == Array("dHN0LXNyY2gtY2hubA==".utf8))
+        let report = try RecordSchemas.validate([
+            (.outcomeV2, delivered.encoded()),
+            (.outcomeV2, self.broadcastOutcome(.rejected, http: 400, reason: "ChannelNotRegistered").encoded()),
+            (.outcomeV2, self.broadcastOutcome(.failed, http: 503, reason: "ServiceUnavailable").encoded()),
+        ])
+        #expect(report.problems == [])
+        #expect(try RecordSchemas.validate([(.outcome, delivered.encoded())]).exitStatus == 1, "v1 needs a token")
+        // A device outcome stays v1, byte for byte as before: no channel_id.
+        let device = String(decoding: self.outcome(.delivered, http: 200, reason: nil, attempts: 1), as: UTF8.self)
+        #expect(device.hasPrefix(#"{"schema":"pushbridge.outcome.v1","#))
+        #expect(!device.contains("channel_id"))
+    }
+
+    @Test("the v2 schema wants exactly one of device_token and channel_id")
+    func v2WantsOneDestination() throws {
+        let delivered = String(decoding: self.broadcastOutcome(.delivered, http: 200, reason: nil).encoded(), as: UTF8.self)
+        let both = delivered.replacingOccurrences(of: #""device_token":null"#, with: #""device_token":"abcd""#)
+        let neither = delivered.replacingOccurrences(of: #""channel_id":"dHN0LXNyY2gtY2hubA==""#, with: #""channel_id":null"#)
+        let deviceAsV2 = delivered.replacingOccurrences(of: #""device_token":null"#, with: #""device_token":"abcd""#)
+            .replacingOccurrences(of: #""channel_id":"dHN0LXNyY2gtY2hubA==""#, with: #""channel_id":null"#)
+        let report = try RecordSchemas.validate([
+            (.outcomeV2, Array(both.utf8)), (.outcomeV2, Array(neither.utf8)),
+        ])
+        #expect(report.problems.count == 2, "\(report.problems)")
+        #expect(try RecordSchemas.validate([(.outcomeV2, Array(deviceAsV2.utf8))]).problems == [])
+    }
+
     @Test("the schema check catches a record that breaks the contract")
     func brokenRecordIsCaught() throws {
         let delivered = self.outcome(.delivered, http: 500, reason: nil, attempts: 1)

@@ -44,6 +44,11 @@ import Testing
             golden: "rejected-long-collapse-id", route: "order-shipped", input: "order-long-collapse-id.json", status: 1
         ),
         Case(golden: "passthrough-background-app", route: "raw-passthrough", input: "raw.json", status: 0),
+        // A broadcast route: Apple's broadcast request; a channel ID that is not base64 is a dead letter.
+        Case(golden: "broadcast", route: "match-score", input: "match-score.json", status: 0),
+        Case(
+            golden: "dead-letter-bad-channel", route: "match-score", input: "match-score-bad-channel.json", status: 1
+        ),
     ]
 
     @Test(arguments: Self.cases)
@@ -86,7 +91,7 @@ import Testing
         #expect(
             result.standardError
                 == "pushbridge render: no route named order-shiped in \(Self.fixtures)/render.yaml "
-                + "(routes: order-shipped, delivery-activity, raw-passthrough)\n"
+                + "(routes: order-shipped, delivery-activity, raw-passthrough, match-score)\n"
         )
     }
 

@@ -37,7 +37,8 @@ final class DoctorSetup: Sendable {
         createInputTopic: Bool = true,
         simulatorClock: any WallClock = SystemWallClock(),
         acceptsClientCertificates: Bool = false,
-        broker: (any TestKafkaBroker)? = nil
+        broker: (any TestKafkaBroker)? = nil,
+        channels: [SimulatorScenario.Channel] = []
     ) async throws {
         self.broker = try broker ?? KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
         self.ownsBroker = broker == nil
@@ -50,6 +51,7 @@ final class DoctorSetup: Sendable {
         var scenario = SimulatorScenario()
         scenario.topics = [Self.bundleID]
         scenario.badTokens = [Doctor.probeDeviceToken]
+        scenario.channels = channels
         if acceptsClientCertificates {
             scenario.clientCAFile = self.tls.caCertificatePath
         }
@@ -87,7 +89,9 @@ final class DoctorSetup: Sendable {
         bootstrapServers: String? = nil,
         auth: String? = nil,
         trustsSimulatorCA: Bool = true,
-        apps: String = ""
+        apps: String = "",
+        apns extraAPNS: String = "",
+        routes extraRoutes: String = ""
     ) throws -> String {
         let authBlock = (auth ?? self.tokenAuth()).split(separator: "\n").map { "  \($0)" }.joined(separator: "\n")
         let yaml = """
@@ -98,6 +102,7 @@ final class DoctorSetup: Sendable {
               endpoint: https://127.0.0.1:\(self.simulator.port)
             \(trustsSimulatorCA ? "  ca_file: \(self.tls.caCertificatePath)" : "")
             \(authBlock)
+            \(extraAPNS)
             \(apps)
             routes:
               - name: alerts
@@ -107,6 +112,7 @@ final class DoctorSetup: Sendable {
                 payload:
                   aps:
                     alert: "{{text}}"
+            \(extraRoutes)
             outcomes:
               topic: \(self.topicPrefix + Self.resultTopics[0])
               invalid_tokens_topic: \(self.topicPrefix + Self.resultTopics[1])

@@ -271,3 +271,75 @@ struct DoctorCommandTests {
         #expect(result.standardError.contains("no_such_key"))
     }
 }
+
+/// `pushbridge doctor`'s check of the broadcast channels that routes name as fixed IDs (issue 15), against the
+/// simulator's channel management API.
+@Suite(.timeLimit(.minutes(1)))
+struct DoctorChannelTests {
+    static let existing = Data(repeating: 5, count: 16).base64EncodedString()
+    static let missing = Data(repeating: 6, count: 16).base64EncodedString()
+
+    /// A broadcast route named `name` sending to `channel`.
+    static func route(_ name: String, channel: String, setup: DoctorSetup) -> String {
+        """
+          - name: \(name)
+            input_topic: \(setup.topicPrefix + DoctorSetup.inputTopic)
+            channel_id: "\(channel)"
+            topic: \(DoctorSetup.bundleID)
+            push_type: liveactivity
+            payload: { aps: { event: update } }
+        """
+    }
+
+    /// `apns.broadcast` pointing the management endpoint at `port` (the simulator serves both APIs).
+    static func management(port: Int) -> String {
+        "  broadcast: { management_endpoint: \"127.0.0.1:\(port)\" }"
+    }
+
+    @Test func aFixedChannelThatExistsPassesAndTemplatedOnesAreNotChecked() async throws {
+        let setup = try await DoctorSetup(
+            channels: [.init(bundleID: DoctorSetup.bundleID, channelID: Self.existing, storagePolicy: 1)])
+        let path = try setup.configuration(
+            apns: Self.management(port: setup.simulator.port),
+            routes: Self.route("fixed", channel: Self.existing, setup: setup) + "\n"
+                + Self.route("per-event", channel: "{{match.channel}}", setup: setup))
+        let checks = try await setup.doctor(path)
+        let received = setup.simulator.statistics
+        await setup.close()
+        #expect(checks.allSatisfy { $0.status == .ok }, "\(checks.map(\.description))")
+        let channel = try #require(checks.named("apns channel fixed"))
+        #expect(channel.found.contains(Self.existing))
+        #expect(channel.found.contains("storage policy 1"))
+        #expect(checks.named("apns channel per-event") == nil, "a channel rendered from events cannot be known")
+        #expect(received.byStatus[200] != nil)
+    }
+
+    @Test func aFixedChannelThatDoesNotExistFailsNamingRouteAndChannel() async throws {
+        let setup = try await DoctorSetup(
+            channels: [.init(bundleID: DoctorSetup.bundleID, channelID: Self.existing, storagePolicy: 0)])
+        let path = try setup.configuration(
+            apns: Self.management(port: setup.simulator.port),
+            routes: Self.route("gone", channel: Self.missing, setup: setup))
+        let checks = try await setup.doctor(path)
+        await setup.close()
+        let channel = try #require(checks.named("apns channel gone"), "\(checks.map(\.description))")
+        #expect(channel.status == .fail)
+        #expect(channel.found.contains("route gone sends to channel \(Self.missing)"), "\(channel)")
+        #expect(channel.found.contains("ChannelNotRegistered"))
+        #expect(channel.hint?.contains("pushbridge channels create") == true)
+        #expect(channel.hint?.contains("routes[1].channel_id") == true, "\(channel)")
+        #expect(checks.filter { $0.status != .ok }.map(\.name) == ["apns channel gone"], "\(checks.map(\.description))")
+    }
+
+    @Test func anUnreachableManagementEndpointFailsWithTheKeyToFix() async throws {
+        let setup = try await DoctorSetup()
+        let path = try setup.configuration(
+            apns: Self.management(port: 1), routes: Self.route("fixed", channel: Self.existing, setup: setup))
+        let checks = try await setup.doctor(path)
+        await setup.close()
+        let channel = try #require(checks.named("apns channel fixed"), "\(checks.map(\.description))")
+        #expect(channel.status == .fail)
+        #expect(channel.found.contains("could not read channel"))
+        #expect(channel.hint?.contains("broadcast.management_endpoint") == true)
+    }
+}

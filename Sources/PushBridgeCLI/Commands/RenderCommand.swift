@@ -134,14 +134,18 @@ struct RenderCommand: AsyncParsableCommand {
         var text = "route \(route) (app: \(app ?? "apns")): \(count) notification\(count == 1 ? "" : "s")\n"
         for mapped in notifications {
             let notification = mapped.notification
-            text += "\n# token \(mapped.tokenIndex): \(notification.payload.count)-byte payload\n"
+            if notification.isBroadcast {
+                text += "\n# broadcast to a channel: \(notification.payload.count)-byte payload\n"
+            } else {
+                text += "\n# token \(mapped.tokenIndex): \(notification.payload.count)-byte payload\n"
+            }
             if let rejection = Self.localRejection(of: mapped) {
                 text += "# not sent: APNs would reject it with \(rejection.rawValue)"
                 if rejection == .payloadTooLarge {
-                    text += " (limit \(notification.pushType.maxPayloadBytes) bytes; rendering stops one byte past it)"
+                    text += " (limit \(notification.maxPayloadBytes) bytes; rendering stops one byte past it)"
                 }
                 text += "; the outcome is rejected"
-                if rejection.invalidatesToken {
+                if rejection.invalidatesToken && !notification.isBroadcast {
                     text += ", and the token is published as invalid"
                 }
                 text += "\n"
