@@ -19,6 +19,9 @@ public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
     case failed
     /// `apns-expiration` passed before the notification could be sent.
     case expired
+    /// A route with `coalesce: true` replaced it, while it waited for its turn, by a newer notification of the
+    /// same ordering key; it was never sent. Its record is `pushbridge.outcome.v2` and names the replacement.
+    case superseded
 }
 
 /// Kafka headers on outcome and invalid-token records.
@@ -41,10 +44,14 @@ public enum RecordHeader {
     ]
 }
 
-/// `pushbridge.outcome.v1`: one per notification, keyed by the device token.
+/// `pushbridge.outcome.v1`: one per notification, keyed by the device token; a `superseded` one is
+/// `pushbridge.outcome.v2`, v1's fields plus `superseded_by` (docs/data-contract.md).
 public struct OutcomeRecord: Sendable, Hashable {
-    /// The schema name written into every outcome.
+    /// The schema name written into every outcome but a superseded one.
     public static let schema = "pushbridge.outcome.v1"
+    /// The schema name of a superseded outcome: the status and the `superseded_by` field are new, so the record is
+    /// a new version (data contract: fields and their values change only with a new version); v1 readers skip it.
+    public static let schemaV2 = "pushbridge.outcome.v2"
 
     public var notificationID: String
     public var route: String
@@ -68,13 +75,15 @@ public struct OutcomeRecord: Sendable, Hashable {
     public var sentAtEpochMilliseconds: Int64?
     /// When its fate was decided, in milliseconds since the epoch.
     public var completedAtEpochMilliseconds: Int64
+    /// For a `superseded` outcome: the notification id of the newer notification that replaced it.
+    public var supersededBy: String?
 
     /// Creates an outcome record.
     public init(
         notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
         pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
         apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
-        completedAtEpochMilliseconds: Int64
+        completedAtEpochMilliseconds: Int64, supersededBy: String? = nil
     ) {
         self.notificationID = notificationID
         self.route = route
@@ -91,17 +100,21 @@ public struct OutcomeRecord: Sendable, Hashable {
         self.latencyMilliseconds = latencyMilliseconds
         self.sentAtEpochMilliseconds = sentAtEpochMilliseconds
         self.completedAtEpochMilliseconds = completedAtEpochMilliseconds
+        self.supersededBy = supersededBy
     }
 
     /// The record's Kafka key: the device token (bounded like the value's `device_token`).
     public var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
+
+    /// Whether the record is written as `pushbridge.outcome.v2`: a superseded outcome.
+    public var isV2: Bool { self.status == .superseded }
 
     /// The record's value: UTF-8 JSON.
     public func encoded() -> [UInt8] {
         var json = JSONWriter()
         json.beginObject()
         json.key("schema")
-        json.string(Self.schema)
+        json.string(self.isV2 ? Self.schemaV2 : Self.schema)
         json.key("notification_id")
         json.string(self.notificationID)
         json.key("route")
@@ -132,6 +145,10 @@ public struct OutcomeRecord: Sendable, Hashable {
         json.timestamp(epochMilliseconds: self.sentAtEpochMilliseconds)
         json.key("completed_at")
         json.timestamp(epochMilliseconds: self.completedAtEpochMilliseconds)
+        if self.isV2 {
+            json.key("superseded_by")
+            json.string(self.supersededBy)
+        }
         json.endObject()
         return json.bytes
     }

@@ -7,6 +7,7 @@ public enum RecordSchemas {
     /// A schema file name under `schemas/`.
     public enum Schema: String, Sendable {
         case outcome = "outcome.v1.schema.json"
+        case outcomeV2 = "outcome.v2.schema.json"
         case invalidToken = "invalid-token.v1.schema.json"
         case invalidTokenV2 = "invalid-token.v2.schema.json"
         case deadLetterHeaders = "dead-letter-headers.v1.schema.json"
