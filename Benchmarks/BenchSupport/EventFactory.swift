@@ -17,14 +17,23 @@ public struct EventFactory: Sendable {
     /// `expires_at`: a day after the run starts, so nothing expires.
     public let expiresAtEpochSeconds = Int64(Date().timeIntervalSince1970) + 86_400
 
-    /// The factory for a run starting now.
-    public init() {}
+    /// With more than 0: every event also carries `"activity":{"id":"act-<index % activityCount>"}`, and its device
+    /// token is the activity's (one device per activity, as for Live Activity updates), so a route with
+    /// `ordering_key: "{{activity.id}}"` has `activityCount` lines (`BridgeBench --ordering-keys`).
+    public let activityCount: Int
+
+    /// The factory for a run starting now; `activityCount` as above (0: no activities, a token per event).
+    public init(activityCount: Int = 0) {
+        self.activityCount = max(0, activityCount)
+    }
 
     /// Event `index`: its Kafka key (distinct per event) and value.
     public func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
+        let activity = self.activityCount > 0 ? #""activity":{"id":"act-\#(index % self.activityCount)"},"# : ""
+        let token = Self.deviceToken(self.activityCount > 0 ? index % self.activityCount : index)
         let value =
-            #"{"type":"shipped","order":{"id":\#(100_000 + index),"carrier":"Demo Express","eta":"tomorrow"},"#
-            + #""customer":{"apns_tokens":["\#(Self.deviceToken(index))"],"unread_count":\#(index % 5)},"#
+            #"{"type":"shipped",\#(activity)"order":{"id":\#(100_000 + index),"carrier":"Demo Express","#
+            + #""eta":"tomorrow"},"customer":{"apns_tokens":["\#(token)"],"unread_count":\#(index % 5)},"#
             + #""expires_at":\#(self.expiresAtEpochSeconds)}"#
         // Distinct keys spread the events evenly over the partitions (the mock drops the oldest data of a full one).
         return (Array("customer-\(index)".utf8), Array(value.utf8))

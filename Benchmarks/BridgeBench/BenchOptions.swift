@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 
 /// The benchmark's command line: `BridgeBench [--events N] [--server nghttpd|simulator] ...`.
@@ -40,12 +41,22 @@ struct BenchOptions {
     var producerProperties: [(String, String)] = []
     /// Run the bridge with `--log-sender` (no APNs): the Kafka side's cost alone.
     var logSender = false
+    /// `--ordering-keys N`: events carry `activity.id` cycling over N keys (each activity with its own device token)
+    /// and the route has `ordering_key: "{{activity.id}}"`, so notifications of one activity go out one at a
+    /// time. 0: the usual events and route.
+    var orderingKeyCount = 0
+    /// `--unordered`: with `--ordering-keys`, the same events through the route without `ordering_key`: the
+    /// baseline for the cost of ordering.
+    var unorderedRoute = false
+
+    /// Whether the route has `ordering_key`.
+    var ordersRoute: Bool { self.orderingKeyCount > 0 && !self.unorderedRoute }
 
     static let usage = """
         usage: BridgeBench [--events N] [--server nghttpd|simulator] [--live-events N] [--live-rate N]
                            [--h2load-requests N] [--connections N] [--max-in-flight N] [--simulator-latency-ms N]
                            [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
-                           [--log-sender]
+                           [--log-sender] [--ordering-keys N [--unordered]]
         """
 
     private static func property(_ argument: String, _ value: String) throws(BenchError) -> (String, String) {
@@ -60,6 +71,10 @@ struct BenchOptions {
         while let argument = iterator.next() {
             if argument == "--log-sender" {
                 self.logSender = true
+                continue
+            }
+            if argument == "--unordered" {
+                self.unorderedRoute = true
                 continue
             }
             guard let value = iterator.next() else {
@@ -89,12 +104,46 @@ struct BenchOptions {
                 case "--connections": self.connectionCount = max(1, number)
                 case "--max-in-flight": self.maxInFlightCount = max(1, number)
                 case "--simulator-latency-ms": self.simulatorLatencyMilliseconds = number
+                case "--ordering-keys": self.orderingKeyCount = number
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
             }
         }
+        if self.unorderedRoute, self.orderingKeyCount == 0 {
+            throw BenchError("--unordered needs --ordering-keys N (the same events, without ordering_key)")
+        }
+        if self.orderingKeyCount > 0 {
+            try self.checkOrderingKeys()
+        }
         if self.server == .nghttpd, self.simulatorLatencyMilliseconds > 0 {
             throw BenchError("--simulator-latency-ms needs --server simulator (nghttpd answers at once)")
+        }
+    }
+}
+
+extension BenchOptions {
+    /// The most events one device token may have: outcome records are keyed by the device token, so with
+    /// `--ordering-keys N` they go to at most N outcome partitions, and librdkafka's mock cluster keeps only about
+    /// 5 MiB of each (it drops the oldest beyond). Half of that, so that two tokens may share a partition.
+    static var maximumEventsPerToken: Int {
+        MockClusterSizing.retainedBytesPerPartition / 2 / MockClusterSizing.outcomeRecordBytes
+    }
+
+    /// `--ordering-keys N` within what the tokens and the mock cluster allow.
+    func checkOrderingKeys() throws(BenchError) {
+        guard self.orderingKeyCount <= EventFactory.distinctTokenCount else {
+            throw BenchError("--ordering-keys is at most \(EventFactory.distinctTokenCount), got \(self.orderingKeyCount)")
+        }
+        let total = self.eventCount + self.liveEventCount
+        guard self.orderingKeyCount <= self.eventCount else {
+            throw BenchError("--ordering-keys \(self.orderingKeyCount) is more than --events \(self.eventCount)")
+        }
+        let perKey = (total + self.orderingKeyCount - 1) / self.orderingKeyCount
+        guard perKey <= Self.maximumEventsPerToken else {
+            throw BenchError(
+                "--ordering-keys \(self.orderingKeyCount) puts \(perKey) outcomes on each device token (events plus live "
+                    + "events); the mock cluster keeps about \(Self.maximumEventsPerToken) per outcome partition: "
+                    + "use at most \(Self.maximumEventsPerToken * self.orderingKeyCount) events in all, or more keys")
         }
     }
 }

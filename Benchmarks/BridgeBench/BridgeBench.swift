@@ -63,8 +63,11 @@ struct BridgeBench {
         let eventTotal = options.eventCount + options.liveEventCount
         let inputPartitions = MockClusterSizing.partitionCount(
             records: eventTotal, bytesEach: MockClusterSizing.eventRecordBytes)
-        let outcomePartitions = MockClusterSizing.partitionCount(
-            records: eventTotal, bytesEach: MockClusterSizing.outcomeRecordBytes)
+        // With few device tokens (--ordering-keys), more partitions make it less likely that several tokens'
+        // outcomes share one partition.
+        let outcomePartitions = max(
+            MockClusterSizing.partitionCount(records: eventTotal, bytesEach: MockClusterSizing.outcomeRecordBytes),
+            Int32(min(4 * options.orderingKeyCount, 256)))
         try cluster.createTopic(Self.inputTopic, partitionCount: inputPartitions)
         try cluster.createTopic(Self.outcomesTopic, partitionCount: outcomePartitions)
         try cluster.createTopic("bench.invalid-tokens", partitionCount: 1)
@@ -74,10 +77,15 @@ struct BridgeBench {
         producerConfiguration.linger = .milliseconds(5)
         producerConfiguration.properties = ["log_level": "3"]
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        let events = EventFactory()
+        let events = EventFactory(activityCount: options.orderingKeyCount)
         print(
             "BridgeBench: \(options.eventCount) events in \(inputPartitions) partitions of \(Self.inputTopic) "
                 + "(\(events.sampleByteCount) bytes each), \(outcomePartitions) outcome partitions")
+        if options.orderingKeyCount > 0 {
+            print(
+                "  \(options.orderingKeyCount) activities (one device token each), route "
+                    + (options.ordersRoute ? "with ordering_key: \"{{activity.id}}\"" : "without ordering_key (--unordered)"))
+        }
         let preloadStarted = ContinuousClock.now
         try await Self.preload(options.eventCount, events: events, producer: producer)
         print("  pre-loaded in \(Self.seconds(ContinuousClock.now - preloadStarted)) s")
@@ -359,7 +367,7 @@ struct BridgeBench {
             priority: 10
             expiration: "{{expires_at}}"
             collapse_id: "order-{{order.id}}"
-            payload:
+        \(options.ordersRoute ? "    ordering_key: \"{{activity.id}}\"\n" : "")    payload:
               aps:
                 alert:
                   title: "Your order {{order.id}} has shipped"

@@ -94,6 +94,9 @@ public final class APNSSimulatorServer: Sendable {
     /// What the simulator received and answered so far.
     public var statistics: SimulatorStatistics { self.engine.statistics }
 
+    /// The first requests received, in order, when the scenario asks for them (`receive_log`).
+    public var receivedRequests: [ReceivedRequest] { self.engine.receivedRequests }
+
     /// The transport's counters (connections, streams, PINGs).
     public var transportStatistics: HTTP2ServerStatistics { self.server.statistics }
 

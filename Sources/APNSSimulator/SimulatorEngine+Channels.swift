@@ -111,7 +111,7 @@ extension SimulatorEngine {
         if !body.isEmpty {
             headers.append(SimulatorAnswer.HTTPField(name: "content-type", value: "application/json"))
         }
-        return .respond(SimulatorAnswer(status: reply.status, headers: headers, body: body), delay: self.scenario.latency)
+        return .respond(SimulatorAnswer(status: reply.status, headers: headers, body: body), delay: self.answerDelay(&state))
     }
 
     private func reply(

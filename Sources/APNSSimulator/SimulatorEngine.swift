@@ -105,6 +105,11 @@ public final class SimulatorEngine: Sendable {
         var date: (second: Double, value: String) = (.nan, "")
         /// Broadcast channels per app.
         var channels: SimulatorChannels
+        /// Draws the answers' extra delays (`latency_jitter_ms`): seeded, and apart from `random` so that jitter
+        /// leaves the seeded faults alone.
+        var jitter: SplitMix64
+        /// The first requests received, in order (`receive_log`).
+        var receiveLog: [ReceivedRequest] = []
     }
 
     /// The scenario in force.
@@ -125,11 +130,28 @@ public final class SimulatorEngine: Sendable {
         self.state = Mutex(
             State(
                 random: SplitMix64(seed: scenario.seed), uniqueIDs: SplitMix64(seed: .random(in: .min ... .max)),
-                channels: SimulatorChannels(limitPerApp: scenario.channelLimitPerApp, preset: scenario.channels)))
+                channels: SimulatorChannels(limitPerApp: scenario.channelLimitPerApp, preset: scenario.channels),
+                jitter: SplitMix64(seed: scenario.seed ^ 0x6A09_E667_F3BC_C908)))
+        self.jitterMilliseconds = UInt64(max(0, scenario.latencyJitter.components.seconds)) * 1000
+            + UInt64(max(0, scenario.latencyJitter.components.attoseconds / 1_000_000_000_000_000))
     }
 
     /// A snapshot of the counts so far.
     public var statistics: SimulatorStatistics { self.state.withLock { $0.statistics } }
+
+    /// The upper bound of the answers' random extra delay, in whole milliseconds (0: none).
+    let jitterMilliseconds: UInt64
+
+    /// The first ``SimulatorScenario/receiveLogLimit`` requests received, in the order the simulator received
+    /// them: what a test compares with the order it produced notifications in.
+    public var receivedRequests: [ReceivedRequest] { self.state.withLock { $0.receiveLog } }
+
+    /// The delay before an answer: the scenario's latency plus its random jitter.
+    func answerDelay(_ state: inout State) -> Duration {
+        guard self.jitterMilliseconds > 0 else { return self.scenario.latency }
+        let extra = state.jitter.next() % (self.jitterMilliseconds + 1)
+        return self.scenario.latency + .milliseconds(Int64(extra))
+    }
 
     /// Forgets a closed connection's token state.
     public func connectionClosed(_ connectionID: Int) {
@@ -166,10 +188,15 @@ public final class SimulatorEngine: Sendable {
             var connection = state.connections.removeValue(forKey: request.connectionID) ?? ConnectionState()
             defer { state.connections[request.connectionID] = connection }
             let decision = self.decide(request, token: token, fields: fields, connection: &connection, now: now, &state)
+            var status: Int?
+            if case .respond(let answer, _) = decision { status = answer.status }
             if let token {
-                var status: Int?
-                if case .respond(let answer, _) = decision { status = answer.status }
                 state.statistics.byToken[token, default: .init()].count(answeredWith: status)
+            }
+            if state.receiveLog.count < self.scenario.receiveLogLimit {
+                state.receiveLog.append(
+                    ReceivedRequest(
+                        path: request.path, deviceToken: token, apnsID: fields.messageID, status: status))
             }
             return decision
         }
@@ -212,7 +239,7 @@ public final class SimulatorEngine: Sendable {
         }
         state.statistics.countAnswer(status: status, reason: body?.reason)
         let answer = self.answer(status: status, body: body, requestID: fields.messageID, now: now, &state)
-        return .respond(answer, delay: self.scenario.latency)
+        return .respond(answer, delay: self.answerDelay(&state))
     }
 
     // MARK: Validation, in the order APNs reports faults
@@ -356,6 +383,18 @@ public final class SimulatorEngine: Sendable {
         let (seconds, attoseconds) = duration.components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
+}
+
+/// One request as the simulator received it (`receive_log`).
+public struct ReceivedRequest: Sendable, Hashable {
+    /// The request's `:path`.
+    public var path: String
+    /// The device token in the path, for a device send.
+    public var deviceToken: String?
+    /// The request's `apns-id`, when it sent one.
+    public var apnsID: String?
+    /// The status it was answered with; `nil` when it was left unanswered (a dropped connection).
+    public var status: Int?
 }
 
 /// A small, seedable generator (SplitMix64): the same seed and request order give the same faults. Public so

@@ -63,6 +63,15 @@ public struct SimulatorScenario: Sendable {
     public var serviceUnavailableRate: Double = 0
     /// Delay before each answer.
     public var latency: Duration = .zero
+    /// Random extra delay per answer: each answer waits ``latency`` plus a whole number of milliseconds drawn
+    /// uniformly from 0 to this, from a generator seeded by ``seed`` (apart from the faults' generator, so
+    /// adding jitter leaves the same requests faulty). Answers then arrive out of order, as from a loaded APNs.
+    public var latencyJitter: Duration = .zero
+    /// How many requests to remember in ``SimulatorEngine/receivedRequests``, in the order they were received
+    /// (device token, `apns-id`, status): the first this many; later ones are counted only. 0: none.
+    public var receiveLogLimit = 0
+    /// The most ``receiveLogLimit`` may be: each entry holds a token and an id (about 200 bytes).
+    public static let maximumReceiveLogLimit = 1_000_000
     /// The `SETTINGS_MAX_CONCURRENT_STREAMS` announced when a connection opens.
     public var maxConcurrentStreams: Int = 1000
     /// Per connection: limits announced after some streams.
@@ -171,8 +180,8 @@ private struct ScenarioReader {
         let top = try self.mapping(
             root, path: "",
             allowed: [
-                "topics", "jwt_keys", "certificate_auth", "tokens", "faults", "latency_ms", "connections",
-                "provider_tokens", "binary_gateway", "channels",
+                "topics", "jwt_keys", "certificate_auth", "tokens", "faults", "latency_ms", "latency_jitter_ms",
+                "receive_log", "connections", "provider_tokens", "binary_gateway", "channels",
             ])
         if let topics = top["topics"] {
             scenario.topics = Set(try self.strings(topics.node, path: "topics"))
@@ -197,6 +206,14 @@ private struct ScenarioReader {
         }
         if let latency = top["latency_ms"] {
             scenario.latency = .milliseconds(try self.integer(latency.node, path: "latency_ms", range: 0...600_000))
+        }
+        if let jitter = top["latency_jitter_ms"] {
+            scenario.latencyJitter = .milliseconds(
+                try self.integer(jitter.node, path: "latency_jitter_ms", range: 0...600_000))
+        }
+        if let log = top["receive_log"] {
+            scenario.receiveLogLimit = try self.integer(
+                log.node, path: "receive_log", range: 0...SimulatorScenario.maximumReceiveLogLimit)
         }
         if let gateway = top["binary_gateway"] {
             try self.binaryGateway(gateway.node, into: &scenario)

@@ -20,6 +20,8 @@ public struct DeliveryOutcome: Sendable, Hashable {
     public var invalidTokenReason: String?
     /// The 410 timestamp, when APNs gave one.
     public var invalidSinceEpochMilliseconds: Int64?
+    /// For `superseded`: the id of the notification that replaced it.
+    public var supersededBy: String? = nil
 }
 
 /// Decides, answer by answer, what happens to one notification: send, wait and retry, halt the line, or
@@ -73,6 +75,20 @@ struct DeliveryStateMachine: Sendable {
     /// The line was halted and has resumed (or the probe is due): send again, unless expired meanwhile.
     mutating func resumed(nowEpochMilliseconds now: Int64) -> Action {
         self.sendUnlessExpired(now: now)
+    }
+
+    /// Its turn came after it waited behind an earlier notification of its ordering key: send, unless it
+    /// expired meanwhile.
+    mutating func turnCame(nowEpochMilliseconds now: Int64) -> Action {
+        self.sendUnlessExpired(now: now)
+    }
+
+    /// The outcome of a notification that a newer one of its ordering key replaced while it waited (a route with
+    /// `coalesce: true`). It was never sent: no status, no reason, no attempts.
+    func superseded(by notificationID: String, nowEpochMilliseconds now: Int64) -> DeliveryOutcome {
+        var outcome = self.outcome(.superseded, http: nil, reason: nil, uniqueID: nil, now: now)
+        outcome.supersededBy = notificationID
+        return outcome
     }
 
     /// Record that the request is going out now.

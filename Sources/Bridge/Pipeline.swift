@@ -96,6 +96,8 @@ public final class Pipeline: Service, Sendable {
     /// thread) and must now wait for something: a retry's backoff, the halt gate, room in the producer.
     /// ``run()`` gives each a task in its task group, so the drain's cancellation reaches them.
     private let resumptions = AsyncStream<Resumption>.makeStream()
+    /// The per-key lines of routes with `ordering_key`; notifications of other routes never touch it.
+    private let lines = Mutex(OrderingStateMachine<LineKey, WaitingDelivery>())
 
     /// Creates the pipeline; nothing runs until ``run()``.
     ///
@@ -271,7 +273,7 @@ public final class Pipeline: Service, Sendable {
                     self.start(
                         Delivery(
                             routed: routed, route: route, app: result.app, event: event, ticket: ticket, bytes: bytes),
-                        in: &group, sends: &sends)
+                        coalesces: result.coalesces, in: &group, sends: &sends)
                     if sends.count >= Self.sendBatchSize { self.send(&sends) }
                 }
             case .deadLetter(let reason):
@@ -325,6 +327,32 @@ public final class Pipeline: Service, Sendable {
         }
 
         var notification: Notification { self.routed.notification }
+
+        /// Its line, when its route orders notifications (`ordering_key`): the route, the key and the destination
+        /// (the device token, or a broadcast's channel ID). Made only when needed, so unordered notifications carry
+        /// nothing for it.
+        var lineKey: LineKey? {
+            self.routed.orderingKey.map {
+                LineKey(
+                    route: self.route, key: $0,
+                    destination: self.routed.notification.channelID ?? self.routed.notification.deviceToken)
+            }
+        }
+    }
+
+    /// The line a notification of an ordered route waits in. The destination (device token, or a broadcast's
+    /// channel ID) is part of it: order matters per device or channel, and a fan-out event's notifications to
+    /// different devices must not wait for one another (nor, with `coalesce`, replace one another).
+    struct LineKey: Hashable, Sendable {
+        var route: String
+        var key: [UInt8]
+        var destination: String
+    }
+
+    /// A notification waiting in its line, with its state machine as it was when it arrived.
+    struct WaitingDelivery: Sendable {
+        var delivery: Delivery
+        var machine: DeliveryStateMachine
     }
 
     /// Work to go on with in a task (see ``resumptions``).
@@ -338,7 +366,10 @@ public final class Pipeline: Service, Sendable {
     /// Starts a delivery. The common case, the line open and the first answer final, runs without a task: the
     /// request joins `sends`, and the answer's thread publishes the outcome; a local fault is published at
     /// once. Anything else (a retry, a halt, a closed gate) goes on in ``deliver(_:machine:action:)`` in a task.
-    private func start(_ delivery: Delivery, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]) {
+    /// A notification of an ordered route whose line is busy waits in it (see ``lines``) instead.
+    private func start(
+        _ delivery: Delivery, coalesces: Bool, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
+    ) {
         let notification = delivery.notification
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: notification.expirationEpochSeconds,
@@ -349,16 +380,27 @@ public final class Pipeline: Service, Sendable {
         )
         let action = machine.start(nowEpochMilliseconds: self.epochMilliseconds())
         if case .finish(let outcome) = action {
-            // A local fault, or expired before sending: nothing to wait for.
-            return self.finishNow(delivery, outcome: outcome)
+            // A local fault, or expired before sending: nothing to wait for, and never sent, so it takes no
+            // place in its line either.
+            return self.finishNow(delivery, outcome: outcome, holdsLine: false)
+        }
+        if let key = delivery.lineKey, !self.enterLine(delivery, machine: machine, key: key, coalesces: coalesces) {
+            return
         }
         guard case .send = action, self.gate.current == nil else {
             group.addTask { await self.deliver(delivery, machine: machine, action: action) }
             return
         }
+        sends.append(self.sendRequest(delivery, machine: machine))
+    }
+
+    /// The request for a delivery that goes out now without a task; its answer's thread publishes a final outcome
+    /// and hands anything else to a task.
+    private func sendRequest(_ delivery: Delivery, machine: DeliveryStateMachine) -> SendRequest {
+        var machine = machine
         machine.sending(nowEpochMilliseconds: self.epochMilliseconds())
         let started = ContinuousClock.now
-        sends.append(SendRequest(notification: notification, app: delivery.app) { [self, machine] result in
+        return SendRequest(notification: delivery.notification, app: delivery.app) { [self, machine] result in
             if case .answered = result {
                 self.metrics.apnsRequestDuration.recordInterval(since: started)
             }
@@ -369,7 +411,57 @@ public final class Pipeline: Service, Sendable {
             } else {
                 self.resumptions.continuation.yield(.deliver(delivery, machine, action))
             }
-        })
+        }
+    }
+
+    // MARK: Per-key order
+
+    /// Puts an ordered delivery in its line. Returns `true` when the line was empty (the delivery is its item in
+    /// flight: send it now), `false` when it waits; with `coalesces`, the deliveries it replaced end `superseded`.
+    private func enterLine(
+        _ delivery: Delivery, machine: DeliveryStateMachine, key: LineKey, coalesces: Bool
+    ) -> Bool {
+        let arrival = self.lines.withLock {
+            $0.arrive(WaitingDelivery(delivery: delivery, machine: machine), key: key, coalesce: coalesces)
+        }
+        switch arrival {
+        case .send:
+            return true
+        case .wait(let replaced):
+            for waiting in replaced {
+                let outcome = waiting.machine.superseded(
+                    by: delivery.notification.apnsID, nowEpochMilliseconds: self.epochMilliseconds())
+                self.finishNow(waiting.delivery, outcome: outcome, holdsLine: false)
+            }
+            return false
+        }
+    }
+
+    /// The delivery in flight of `key` has its final outcome: hands the line's next ones over, in a loop (see
+    /// ``OrderingStateMachine``), each sent without a task when it can be.
+    private func lineFinished(_ key: LineKey) {
+        var next = self.lines.withLock { $0.finished(key: key) }
+        while let waiting = next {
+            self.sendInTurn(waiting)
+            next = self.lines.withLock { $0.handedOver(key: key) }
+        }
+    }
+
+    /// Sends a delivery whose turn came: at once when the gate is open, else in a task; one that expired while it
+    /// waited is finished (its line moves on when its hand-over ends).
+    private func sendInTurn(_ waiting: WaitingDelivery) {
+        let delivery = waiting.delivery
+        var machine = waiting.machine
+        let action = machine.turnCame(nowEpochMilliseconds: self.epochMilliseconds())
+        if case .finish(let outcome) = action {
+            return self.finishNow(delivery, outcome: outcome)
+        }
+        guard case .send = action, self.gate.current == nil else {
+            self.resumptions.continuation.yield(.deliver(delivery, machine, action))
+            return
+        }
+        let request = self.sendRequest(delivery, machine: machine)
+        self.sender.send(request.notification, app: request.app, completion: request.completion)
     }
 
     /// Gives each ``Resumption`` a task, until ``run()`` finishes the stream (or cancels this task).
@@ -458,7 +550,14 @@ public final class Pipeline: Service, Sendable {
     /// Publishes the notification's outcome (and invalid-token record) without waiting; when Kafka
     /// acknowledged them, counts it and finishes its piece. A record the producer cannot take at once is
     /// published from a task (see ``Resumption``).
-    private func finishNow(_ delivery: Delivery, outcome: DeliveryOutcome) {
+    ///
+    /// `holdsLine`: whether the notification is its line's item in flight (a notification of an ordered route
+    /// that was sent, or whose turn came); its line then moves on. Its next notification need not wait for Kafka:
+    /// the order is the order of sends.
+    private func finishNow(_ delivery: Delivery, outcome: DeliveryOutcome, holdsLine: Bool = true) {
+        if holdsLine, delivery.routed.orderingKey != nil, let key = delivery.lineKey {
+            self.lineFinished(key)
+        }
         let route = delivery.route
         let source = delivery.event.source
         let notification = delivery.notification
@@ -480,7 +579,8 @@ public final class Pipeline: Service, Sendable {
             },
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
             completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds,
-            channelID: notification.channelID
+            channelID: notification.channelID,
+            supersededBy: outcome.supersededBy
         )
         let headers = self.recordHeaders(delivery.app)
         let outcomeRecord = OutgoingRecord(

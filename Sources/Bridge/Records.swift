@@ -19,6 +19,9 @@ public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
     case failed
     /// `apns-expiration` passed before the notification could be sent.
     case expired
+    /// A route with `coalesce: true` replaced it, while it waited for its turn, by a newer notification of the
+    /// same ordering key; it was never sent. Its record is `pushbridge.outcome.v2` and names the replacement.
+    case superseded
 }
 
 /// Kafka headers on outcome and invalid-token records.
@@ -41,14 +44,15 @@ public enum RecordHeader {
     ]
 }
 
-/// `pushbridge.outcome.v1`: one per notification, keyed by the device token; a broadcast's is
-/// `pushbridge.outcome.v2`, keyed by the channel ID (docs/data-contract.md).
+/// `pushbridge.outcome.v1`: one per notification, keyed by the device token; a broadcast's (keyed by the channel
+/// ID) and a superseded one are `pushbridge.outcome.v2` (docs/data-contract.md).
 public struct OutcomeRecord: Sendable, Hashable {
-    /// The schema name written into every outcome of a device notification.
+    /// The schema name written into every outcome of a device notification that is not superseded.
     public static let schema = "pushbridge.outcome.v1"
-    /// The schema name of a broadcast's outcome: v1's fields with `device_token` null and the added
-    /// `channel_id` (a change of type, hence a new version; device outcomes stay v1, unchanged).
-    public static let broadcastSchema = "pushbridge.outcome.v2"
+    /// The schema name of a broadcast's outcome and of a superseded one: v1's fields with `device_token`
+    /// nullable, the status `superseded`, and `channel_id` and `superseded_by` added (changes of type and of
+    /// values, hence a new version; every other outcome stays v1, unchanged).
+    public static let schemaV2 = "pushbridge.outcome.v2"
 
     public var notificationID: String
     public var route: String
@@ -75,15 +79,18 @@ public struct OutcomeRecord: Sendable, Hashable {
     /// The broadcast channel it was sent to; `nil` for a device notification. When set, the record is
     /// ``broadcastSchema`` with `device_token` null, and its key is the channel ID.
     public var channelID: String?
+    /// For a `superseded` outcome: the notification id of the newer notification that replaced it.
+    public var supersededBy: String?
 
     /// Creates an outcome record.
     public init(
         notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
         pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
         apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
-        completedAtEpochMilliseconds: Int64, channelID: String? = nil
+        completedAtEpochMilliseconds: Int64, channelID: String? = nil, supersededBy: String? = nil
     ) {
         self.channelID = channelID
+        self.supersededBy = supersededBy
         self.notificationID = notificationID
         self.route = route
         self.source = source
@@ -104,13 +111,16 @@ public struct OutcomeRecord: Sendable, Hashable {
     /// The record's Kafka key: the device token, or a broadcast's channel ID (bounded like the value's).
     public var key: [UInt8] { Array(RecordText.bounded(self.channelID ?? self.deviceToken).utf8) }
 
-    /// The record's value: UTF-8 JSON; v2 for a broadcast (the same fields in the same order, `device_token`
-    /// null, then `channel_id` last).
+    /// Whether the record is written as `pushbridge.outcome.v2`: a broadcast's or a superseded outcome.
+    public var isV2: Bool { self.channelID != nil || self.status == .superseded }
+
+    /// The record's value: UTF-8 JSON; v2 for a broadcast or a superseded outcome (the same fields in the same
+    /// order, `device_token` null for a broadcast, then `channel_id` and `superseded_by` last).
     public func encoded() -> [UInt8] {
         var json = JSONWriter()
         json.beginObject()
         json.key("schema")
-        json.string(self.channelID == nil ? Self.schema : Self.broadcastSchema)
+        json.string(self.isV2 ? Self.schemaV2 : Self.schema)
         json.key("notification_id")
         json.string(self.notificationID)
         json.key("route")
@@ -141,9 +151,11 @@ public struct OutcomeRecord: Sendable, Hashable {
         json.timestamp(epochMilliseconds: self.sentAtEpochMilliseconds)
         json.key("completed_at")
         json.timestamp(epochMilliseconds: self.completedAtEpochMilliseconds)
-        if let channelID = self.channelID {
+        if self.isV2 {
             json.key("channel_id")
-            json.string(RecordText.bounded(channelID))
+            json.string(self.channelID.map { RecordText.bounded($0) })
+            json.key("superseded_by")
+            json.string(self.supersededBy)
         }
         json.endObject()
         return json.bytes

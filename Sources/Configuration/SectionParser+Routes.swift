@@ -4,7 +4,7 @@ import Yams
 extension SectionParser {
     static let routeKeys = [
         "name", "input_topic", "app", "match", "device_tokens", "topic", "push_type", "priority", "expiration",
-        "ttl", "collapse_id", "payload", "payload_from", "channel_id",
+        "ttl", "collapse_id", "payload", "payload_from", "channel_id", "ordering_key", "coalesce",
     ]
 
     /// The routes of `routes:` with, for each, its index in the YAML list. A route that is not even a mapping
@@ -58,10 +58,15 @@ extension SectionParser {
         let collapseID = mapping["collapse_id"]?.string()
         let payload = mapping["payload"].map(self.json)
         let payloadFrom = mapping["payload_from"]?.string()
+        // An empty ordering_key (also `${VAR:-}`) is kept as given: the route compiler says it is empty, rather
+        // than the route silently losing its order.
+        let orderingKey = mapping["ordering_key"]?.string()
+        let coalesce = mapping["coalesce"]?.boolean() ?? false
         return RouteSpec(
             name: name, inputTopic: inputTopic, app: app, match: match, deviceTokens: deviceTokens, topic: topic,
             pushType: pushType, priority: priority, expiration: expiration, ttl: ttl, collapseID: collapseID,
-            payload: payload, payloadFrom: payloadFrom, channelID: channelID
+            payload: payload, payloadFrom: payloadFrom, channelID: channelID,
+            orderingKey: orderingKey, coalesce: coalesce
         )
     }
 

@@ -34,6 +34,14 @@ final class CompiledRoute: Sendable {
         case from(TemplatePath)
     }
 
+    /// Where the ordering key comes from (`ordering_key`).
+    enum OrderingKey: Sendable {
+        /// `ordering_key: key`: the Kafka message key's bytes.
+        case kafkaKey
+        /// A template rendered like the route's other header templates.
+        case template(TextTemplate)
+    }
+
     let name: String
     let inputTopic: String
     let app: String?
@@ -45,6 +53,10 @@ final class CompiledRoute: Sendable {
     let topic: String
     let pushType: PushType
     let priority: Priority
+    /// `nil`: the route does not order its notifications.
+    let orderingKey: OrderingKey?
+    /// `coalesce: true` (only with ``orderingKey``).
+    let coalesce: Bool
     let expiration: Expiration
     let collapseID: TextTemplate?
     let payload: Payload
@@ -62,6 +74,10 @@ final class CompiledRoute: Sendable {
     /// The longest `ttl`: APNs stores a notification for at most 30 days, so a longer one is a mistake (and a
     /// bound keeps `now + ttl` far from overflowing).
     static let maximumTTL = Duration.seconds(366 * 86_400)
+    /// The longest ordering key, in bytes (a rendered one, or the Kafka key). A key is held while its
+    /// notifications wait, so it is bounded like every other text an event brings; a longer one makes the event
+    /// a dead letter naming `ordering_key`.
+    public static let maximumOrderingKeyBytes = 1024
 
     /// Compiles `spec`, reporting every problem to `diagnostics`; `nil` when there was any.
     init?(compiling spec: RouteSpec, diagnostics: inout RouteDiagnostics) {
@@ -142,6 +158,15 @@ final class CompiledRoute: Sendable {
             return template
         }
         self.payload = Self.compilePayload(spec, diagnostics: &diagnostics)
+        self.orderingKey = Self.compileOrderingKey(spec.orderingKey, diagnostics: &diagnostics)
+        self.coalesce = spec.coalesce
+        if spec.coalesce, spec.orderingKey == nil {
+            diagnostics.report(
+                .missingField, at: "coalesce",
+                "coalesce needs ordering_key: it replaces a waiting notification by a newer one of the same key",
+                hint: "add `ordering_key: \"{{activity.id}}\"` (or `ordering_key: key` for the Kafka message key), "
+                    + "or remove `coalesce`")
+        }
 
         if diagnostics.errors.count > errorsBefore { return nil }
     }
@@ -213,6 +238,31 @@ final class CompiledRoute: Sendable {
                     + "\"{{match.channel}}\"")
         }
         return template
+    }
+
+    /// `ordering_key`: the literal `key` (the Kafka message key) or a template with at least one tag. A key
+    /// without a tag would put every notification of the route to one device in one line: almost always a
+    /// forgotten `{{ }}`.
+    private static func compileOrderingKey(_ source: String?, diagnostics: inout RouteDiagnostics) -> OrderingKey? {
+        guard let source else { return nil }
+        let hint = "write a tag naming the event's key field, e.g. `ordering_key: \"{{activity.id}}\"`, or "
+            + "`ordering_key: key` for the Kafka message key"
+        if source.allSatisfy(\.isWhitespace) {
+            diagnostics.report(.missingField, at: "ordering_key", "ordering_key is empty", hint: hint)
+            return nil
+        }
+        if source == "key" { return .kafkaKey }
+        guard let template = Self.compileTemplate(source, at: "ordering_key", diagnostics: &diagnostics) else {
+            return nil
+        }
+        guard template.hasTags else {
+            diagnostics.report(
+                .invalidValue, at: "ordering_key",
+                "\"\(source)\" has no tag, so every notification of the route to a device would share one key",
+                hint: hint)
+            return nil
+        }
+        return .template(template)
     }
 
     private static func compilePushType(_ text: String, diagnostics: inout RouteDiagnostics) -> PushType? {
@@ -326,6 +376,7 @@ final class CompiledRoute: Sendable {
         case .template(let template): paths += template.readPaths
         case .from(let path): paths += path.readPath(insideSection: false).map { [$0] } ?? []
         }
+        if case .template(let template) = self.orderingKey { paths += template.readPaths }
         return paths
     }
 
@@ -352,7 +403,8 @@ final class CompiledRoute: Sendable {
     func map(_ scope: inout RenderScope, epochSeconds: @Sendable () -> Int64) -> RouteMapping {
         switch self.render(&scope, epochSeconds: epochSeconds) {
         case .success(let notifications):
-            return RouteMapping(route: self.name, app: self.app, outcome: .notifications(notifications))
+            return RouteMapping(
+                route: self.name, app: self.app, outcome: .notifications(notifications), coalesces: self.coalesce)
         case .failure(let reason):
             return RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason))
         }
@@ -406,6 +458,13 @@ final class CompiledRoute: Sendable {
         case .success(let value): (payload, payloadFault) = value
         case .failure(let reason): return .failure(reason)
         }
+        var orderingKey: [UInt8]?
+        if let source = self.orderingKey {
+            switch self.renderOrderingKey(source, &scope) {
+            case .success(let key): orderingKey = key
+            case .failure(let reason): return .failure(reason)
+            }
+        }
         // NotificationValidation.validateHeaderValues, split by what varies: the topic and priority were checked
         // when the route compiled, expiration and collapse id are the event's, the token is each notification's.
         // Faults are reported in the order validate(_:) reports them: token, expiration, collapse id, payload.
@@ -430,9 +489,52 @@ final class CompiledRoute: Sendable {
             notifications.append(
                 MappedNotification(
                     tokenIndex: index, notification: notification, localRejection: rejection,
-                    payloadIsJSONObject: true))
+                    payloadIsJSONObject: true, orderingKey: orderingKey))
         }
         return .success(notifications)
+    }
+
+    /// The ordering key's bytes. An event without one (a missing or null value, an empty key, no Kafka key) or
+    /// with one longer than ``maximumOrderingKeyBytes`` is a dead letter naming `ordering_key`: sending it
+    /// unordered would break the order the route promises.
+    private func renderOrderingKey(
+        _ source: OrderingKey, _ scope: inout RenderScope
+    ) -> Result<[UInt8], DeadLetterReason> {
+        let field = "ordering_key"
+        let limit = Self.maximumOrderingKeyBytes
+        switch source {
+        case .kafkaKey:
+            guard let key = scope.event.source.key, !key.isEmpty else {
+                return .failure(
+                    self.deadLetter(.missingValue, field, "the event has no Kafka key (ordering_key: key)"))
+            }
+            guard key.count <= limit else {
+                return .failure(
+                    self.deadLetter(
+                        .invalidValue, field, "the Kafka key is \(key.count) bytes; an ordering key is at most \(limit)"))
+            }
+            return .success(key)
+        case .template(let template):
+            var bytes: [UInt8] = []
+            var budget = RenderBudget(byteLimit: limit)
+            switch template.render(into: &bytes, escaped: false, budget: &budget, scope: &scope) {
+            case nil:
+                guard !bytes.isEmpty else {
+                    return .failure(self.deadLetter(.missingValue, field, "the ordering key rendered empty (missing)"))
+                }
+                return .success(bytes)
+            case .missing(let path):
+                let missing = MissingValue(path: path, value: scope.resolve(path))
+                return .failure(
+                    self.deadLetter(.missingValue, field, "\(missing.description), so the ordering key is missing"))
+            case .overBudget:
+                return .failure(
+                    self.deadLetter(
+                        .invalidValue, field,
+                        "rendered more than \(limit) bytes (or its sections ran past their limit); an ordering key is "
+                            + "at most \(limit)"))
+            }
+        }
     }
 
     /// The channel ID of a broadcast route: one string, from a single tag naming it or from text with tags.

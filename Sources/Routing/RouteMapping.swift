@@ -8,12 +8,16 @@ public struct RouteMapping: Sendable {
     public var app: String?
     /// Notifications, or why there are none.
     public var outcome: Outcome
+    /// Whether the route has `coalesce: true`: a newer notification of the same ordering key replaces one that
+    /// still waits (its notifications then carry ``MappedNotification/orderingKey``).
+    public var coalesces: Bool
 
     /// Creates a mapping.
-    public init(route: String, app: String?, outcome: Outcome) {
+    public init(route: String, app: String?, outcome: Outcome, coalesces: Bool = false) {
         self.route = route
         self.app = app
         self.outcome = outcome
+        self.coalesces = coalesces
     }
 
     /// Notifications, or why there are none.
@@ -47,15 +51,21 @@ public struct MappedNotification: Sendable {
     /// (see ``APNSCore/NotificationValidation/validate(_:payloadIsJSONObject:)``). The router's are: a route's
     /// payload template is an object (checked when it compiles) and `payload_from` takes only an object.
     public var payloadIsJSONObject: Bool
+    /// The rendered `ordering_key` (or the Kafka key's bytes, for `ordering_key: key`) when the route orders its
+    /// notifications: those of one route with the same key to the same device token are sent one at a time, in
+    /// input order. `nil` for a route without `ordering_key`.
+    public var orderingKey: [UInt8]?
 
     /// Creates a mapped notification.
     public init(
-        tokenIndex: Int, notification: Notification, localRejection: Reason? = nil, payloadIsJSONObject: Bool = false
+        tokenIndex: Int, notification: Notification, localRejection: Reason? = nil, payloadIsJSONObject: Bool = false,
+        orderingKey: [UInt8]? = nil
     ) {
         self.tokenIndex = tokenIndex
         self.notification = notification
         self.localRejection = localRejection
         self.payloadIsJSONObject = payloadIsJSONObject
+        self.orderingKey = orderingKey
     }
 }
 

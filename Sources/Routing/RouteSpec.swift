@@ -36,6 +36,13 @@ public struct RouteSpec: Sendable {
     public var payload: JSONValue?
     /// A dotted path to an object in the event that is sent as the payload. Exclusive with ``payload``.
     public var payloadFrom: String?
+    /// Template for the ordering key: notifications of this route with the same rendered key to the same device
+    /// token are sent strictly in input order, one at a time. The literal `key` means the Kafka message key.
+    /// `nil`: no ordering (every notification is sent at once).
+    public var orderingKey: String?
+    /// Whether a newer notification of the same ordering key replaces one still waiting to be sent (the
+    /// replaced one ends `superseded`). Requires ``orderingKey``.
+    public var coalesce: Bool
 
     /// Creates a route specification.
     public init(
@@ -52,7 +59,9 @@ public struct RouteSpec: Sendable {
         collapseID: String? = nil,
         payload: JSONValue? = nil,
         payloadFrom: String? = nil,
-        channelID: String? = nil
+        channelID: String? = nil,
+        orderingKey: String? = nil,
+        coalesce: Bool = false
     ) {
         self.channelID = channelID
         self.name = name
@@ -68,5 +77,7 @@ public struct RouteSpec: Sendable {
         self.collapseID = collapseID
         self.payload = payload
         self.payloadFrom = payloadFrom
+        self.orderingKey = orderingKey
+        self.coalesce = coalesce
     }
 }

@@ -48,6 +48,35 @@ struct DeliveryStateMachineTests {
         #expect(outcome.invalidTokenReason == "BadDeviceToken")
     }
 
+    @Test("a notification that waited in its line is sent when its turn comes, unless it expired meanwhile")
+    func turnCame() {
+        var fresh = self.machine(expiration: self.now / 1000 + 60)
+        #expect(fresh.start(nowEpochMilliseconds: self.now) == .send)
+        #expect(fresh.turnCame(nowEpochMilliseconds: self.now + 1_000) == .send)
+        var stale = self.machine(expiration: self.now / 1000 + 1)
+        #expect(stale.start(nowEpochMilliseconds: self.now) == .send)
+        guard case .finish(let outcome) = stale.turnCame(nowEpochMilliseconds: self.now + 5_000) else {
+            Issue.record("an expired notification was sent in its turn")
+            return
+        }
+        #expect(outcome.status == .expired)
+        #expect(outcome.attempts == 0)
+    }
+
+    @Test("a superseded notification names its replacement, was never sent, and has no status or reason")
+    func superseded() {
+        var machine = self.machine()
+        #expect(machine.start(nowEpochMilliseconds: self.now) == .send)
+        let outcome = machine.superseded(by: "0b4c2a1e-1111-8222-9333-444455556666", nowEpochMilliseconds: self.now + 7)
+        #expect(outcome.status == .superseded)
+        #expect(outcome.supersededBy == "0b4c2a1e-1111-8222-9333-444455556666")
+        #expect(outcome.attempts == 0)
+        #expect(outcome.httpStatus == nil)
+        #expect(outcome.reason == nil)
+        #expect(outcome.firstSentAtEpochMilliseconds == nil)
+        #expect(outcome.completedAtEpochMilliseconds == self.now + 7)
+    }
+
     @Test("an expired notification is never sent")
     func expiredBeforeSending() {
         var machine = self.machine(expiration: self.now / 1000 - 1)

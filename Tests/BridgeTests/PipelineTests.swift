@@ -2,6 +2,7 @@ import APNSCore
 @testable import Bridge
 import Foundation
 import Logging
+import Prometheus
 import Routing
 import ServiceLifecycle
 import Synchronization
@@ -509,10 +510,19 @@ private struct Harness {
         expiration: Int64? = nil,
         answer: @escaping @Sendable (String) async -> APNSResult
     ) {
+        self.init(
+            events: events, configuration: configuration, mapper: TokensMapper(expiration: expiration),
+            sender: ScriptedSender(answer: answer))
+    }
+
+    init(
+        events: [SourceEvent], configuration: PipelineConfiguration = PipelineConfiguration(), mapper: any EventMapper,
+        sender: any NotificationSender, metrics: BridgeMetrics = BridgeMetrics()
+    ) {
         self.source = MemorySource(events: events)
         self.pipeline = Pipeline(
-            source: self.source, mapper: TokensMapper(expiration: expiration), sender: ScriptedSender(answer: answer),
-            sink: self.sink, configuration: configuration, metrics: BridgeMetrics(), logger: Logger(label: "test")
+            source: self.source, mapper: mapper, sender: sender, sink: self.sink, configuration: configuration,
+            metrics: metrics, logger: Logger(label: "test")
         )
     }
 
@@ -551,3 +561,212 @@ private final class Concurrency: Sendable {
     var highest: Int { self.state.withLock { $0.highest } }
 }
 
+
+// MARK: Per-key order and coalescing (routes with ordering_key / coalesce)
+
+@Suite("Pipeline: per-key order")
+struct PipelineOrderingTests {
+    /// A route of topic `in` keyed by `{{activity}}`, with the payload naming the activity and the event's sequence
+    /// number so the sender can tell them apart.
+    func mapper(coalesce: Bool = false) throws -> RouterMapper {
+        let payload: JSONValue = .object([
+            (key: "aps", value: .object([(key: "content-state", value: .object([]))])),
+            (key: "activity", value: .string("{{activity}}")),
+            (key: "seq", value: .string("{{seq}}")),
+        ])
+        let route = RouteSpec(
+            name: "live", inputTopic: "in", deviceTokens: "{{token}}", topic: "com.example", pushType: "liveactivity",
+            payload: payload, orderingKey: "{{activity}}", coalesce: coalesce)
+        return RouterMapper(router: try Router(routes: [route]))
+    }
+
+    static func event(offset: Int64, activity: String, token: String = "aa01") -> SourceEvent {
+        SourceEvent(
+            source: SourceCoordinates(topic: "in", partition: 0, offset: offset, key: nil),
+            value: Array(#"{"activity":"\#(activity)","seq":\#(offset),"token":"\#(token)"}"#.utf8), headers: [],
+            timestampMilliseconds: nil, assignmentGeneration: 1)
+    }
+
+    @Test("one key's notifications go out one at a time in input order, retries included; other keys concurrently")
+    func orderWithRetries() async throws {
+        let events = (0..<120).map { Self.event(offset: Int64($0), activity: "a\($0 % 6)") }
+        let sender = LineRecordingSender(latency: 0...3, retryableFirstAttempt: { $0 % 5 == 0 })
+        let harness = Harness(
+            events: events,
+            configuration: PipelineConfiguration(
+                maxInFlight: 40, maxAttempts: 3, retryBackoff: Backoff(initial: .milliseconds(1), maximum: .milliseconds(3))),
+            mapper: try self.mapper(), sender: sender)
+        try await harness.runToEnd()
+        let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
+        #expect(outcomes.count == 120)
+        #expect(outcomes.allSatisfy { $0["status"] as? String == "delivered" })
+        let record = sender.record
+        #expect(record.overlaps == [], "two notifications of one key were in flight at once")
+        for activity in (0..<6).map({ "a\($0)" }) {
+            let sent = record.sends[activity] ?? []
+            let expected = Array(stride(from: Int(activity.dropFirst())!, to: 120, by: 6))
+            // A retry repeats its notification at once; nothing of the key is sent in between.
+            #expect(sent.deduplicatedRuns == expected, "\(activity): \(sent)")
+        }
+        #expect(record.retries > 0, "no retry happened: the test proves nothing about retries")
+        #expect(record.highestConcurrency > 1, "keys did not go out concurrently")
+        #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == 120)
+    }
+
+    @Test("a halted line keeps the order: notifications waiting in their line go out in order once it resumes")
+    func haltKeepsOrder() async throws {
+        let events = (0..<40).map { Self.event(offset: Int64($0), activity: "a\($0 % 4)") }
+        let sender = LineRecordingSender(latency: 0...2, systemicCalls: 6)
+        var configuration = PipelineConfiguration(maxInFlight: 20)
+        configuration.haltProbeBackoff = Backoff(initial: .milliseconds(5), maximum: .milliseconds(10))
+        let harness = Harness(events: events, configuration: configuration, mapper: try self.mapper(), sender: sender)
+        try await harness.runToEnd()
+        let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
+        #expect(outcomes.count == 40)
+        #expect(outcomes.allSatisfy { $0["status"] as? String == "delivered" })
+        let record = sender.record
+        #expect(record.systemicAnswers == 6, "the line never halted: the test proves nothing")
+        #expect(record.overlaps == [])
+        for activity in (0..<4).map({ "a\($0)" }) {
+            let expected = Array(stride(from: Int(activity.dropFirst())!, to: 40, by: 4))
+            #expect((record.sends[activity] ?? []).deduplicatedRuns == expected, "\(activity)")
+        }
+    }
+
+    @Test("fan-out: one event's notifications to different devices do not wait for each other")
+    func keyIsPerDevice() async throws {
+        let events = (0..<10).map { offset in
+            SourceEvent(
+                source: SourceCoordinates(topic: "in", partition: 0, offset: Int64(offset), key: nil),
+                value: Array(#"{"activity":"x","seq":\#(offset),"token":["aa01","aa02","aa03"]}"#.utf8), headers: [],
+                timestampMilliseconds: nil, assignmentGeneration: 1)
+        }
+        let sender = LineRecordingSender(latency: 2...4, keyIncludesToken: true)
+        let harness = Harness(events: events, mapper: try self.mapper(), sender: sender)
+        try await harness.runToEnd()
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 30)
+        let record = sender.record
+        #expect(record.overlaps == [])
+        #expect(record.highestConcurrency == 3, "the three devices of one activity must be in flight together")
+        for token in ["aa01", "aa02", "aa03"] {
+            #expect((record.sends["x/\(token)"] ?? []) == Array(0..<10))
+        }
+    }
+
+    @Test("coalesce: a backlog for one key becomes few sends; each notification has one outcome; the newest is delivered")
+    func coalescing() async throws {
+        let count = 60
+        let events = (0..<count).map { Self.event(offset: Int64($0), activity: "game-1") }
+        let sender = LineRecordingSender(latency: 20...20)
+        let registry = PrometheusCollectorRegistry()
+        let harness = Harness(
+            events: events, configuration: PipelineConfiguration(maxInFlight: 1000), mapper: try self.mapper(coalesce: true),
+            sender: sender, metrics: BridgeMetrics(factory: BridgeMetrics.prometheusFactory(registry: registry)))
+        try await harness.runToEnd()
+        let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
+        #expect(outcomes.count == count)
+        let byOffset = Dictionary(
+            uniqueKeysWithValues: outcomes.map { (($0["source"] as? [String: Any])?["offset"] as? Int ?? -1, $0) })
+        #expect(byOffset.count == count, "a notification had no outcome, or two")
+        let sends = sender.record.sends["game-1"] ?? []
+        #expect(sends.count < count / 5, "coalescing sent \(sends.count) of \(count)")
+        #expect(sends.last == count - 1, "the newest must be sent")
+        #expect(byOffset[count - 1]?["status"] as? String == "delivered")
+        let ids = Dictionary(uniqueKeysWithValues: outcomes.map { ($0["notification_id"] as? String ?? "", $0) })
+        for (offset, outcome) in byOffset {
+            let status = outcome["status"] as? String
+            #expect(status == "delivered" || status == "superseded")
+            if status == "superseded" {
+                #expect(outcome["schema"] as? String == "pushbridge.outcome.v2")
+                #expect(outcome["attempts"] as? Int == 0)
+                let replacement = try #require(outcome["superseded_by"] as? String)
+                let newer = try #require(ids[replacement], "superseded_by names no notification")
+                #expect((newer["source"] as? [String: Any])?["offset"] as? Int ?? -1 > offset)
+                #expect(!sends.contains(offset), "a superseded notification was sent")
+            } else {
+                #expect(sends.contains(offset))
+                #expect(outcome["schema"] as? String == "pushbridge.outcome.v1")
+            }
+        }
+        let superseded = outcomes.filter { $0["status"] as? String == "superseded" }.count
+        #expect(superseded == count - sends.count)
+        let exposition = String(decoding: registry.emitToBuffer(), as: UTF8.self)
+        #expect(
+            exposition.contains(#"pushbridge_notifications_total{route="live",status="superseded",reason=""} \#(superseded)"#),
+            "\(exposition)")
+        #expect(harness.pipeline.inFlight == 0)
+        #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == Int64(count))
+    }
+}
+
+/// A sender that records, per ordering line (the payload's `activity`, with the device token when
+/// `keyIncludesToken`), the sequence numbers it was asked to send and whether two were in flight at once.
+private final class LineRecordingSender: NotificationSender {
+    struct Record {
+        var sends: [String: [Int]] = [:]
+        var inFlight: [String: Int] = [:]
+        var overlaps: [String] = []
+        var current = 0
+        var highestConcurrency = 0
+        var retries = 0
+        var systemicAnswers = 0
+        var attempted: Set<String> = []
+    }
+
+    let latency: ClosedRange<Int>
+    let retryableFirstAttempt: @Sendable (Int) -> Bool
+    let systemicCalls: Int
+    let keyIncludesToken: Bool
+    private let state = Mutex(Record())
+
+    init(
+        latency: ClosedRange<Int>, retryableFirstAttempt: @escaping @Sendable (Int) -> Bool = { _ in false },
+        systemicCalls: Int = 0, keyIncludesToken: Bool = false
+    ) {
+        self.latency = latency
+        self.retryableFirstAttempt = retryableFirstAttempt
+        self.systemicCalls = systemicCalls
+        self.keyIncludesToken = keyIncludesToken
+    }
+
+    var record: Record { self.state.withLock { $0 } }
+
+    func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
+        let object = (try? JSONSerialization.jsonObject(with: Data(notification.payload))) as? [String: Any] ?? [:]
+        let activity = object["activity"] as? String ?? "?"
+        let seq = Int(object["seq"] as? String ?? "") ?? (object["seq"] as? Int ?? -1)
+        let line = self.keyIncludesToken ? "\(activity)/\(notification.deviceToken)" : activity
+        let answer = self.state.withLock { state -> APNSResult? in
+            state.sends[line, default: []].append(seq)
+            state.inFlight[line, default: 0] += 1
+            if state.inFlight[line]! > 1 { state.overlaps.append("\(line) #\(seq)") }
+            state.current += 1
+            state.highestConcurrency = max(state.highestConcurrency, state.current)
+            if state.systemicAnswers < self.systemicCalls {
+                state.systemicAnswers += 1
+                return .answered(APNSResponse(status: 403, reason: .invalidProviderToken, invalidSinceEpochMilliseconds: nil))
+            }
+            let first = state.attempted.insert(notification.apnsID).inserted
+            if first && self.retryableFirstAttempt(seq) {
+                state.retries += 1
+                return .answered(APNSResponse(status: 503, reason: .serviceUnavailable, invalidSinceEpochMilliseconds: nil))
+            }
+            return nil
+        }
+        try? await Task.sleep(for: .milliseconds(Int.random(in: self.latency)))
+        self.state.withLock { state in
+            state.inFlight[line, default: 1] -= 1
+            state.current -= 1
+        }
+        return answer ?? .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+    }
+}
+
+extension Array where Element: Equatable {
+    /// The array with runs of equal neighbours reduced to one (a retried send appears once).
+    fileprivate var deduplicatedRuns: [Element] {
+        var result: [Element] = []
+        for element in self where result.last != element { result.append(element) }
+        return result
+    }
+}

@@ -59,6 +59,42 @@ struct RecordSchemaTests {
         #expect(report.exitStatus == 0)
     }
 
+    func superseded() -> OutcomeRecord {
+        OutcomeRecord(
+            notificationID: self.id, route: "r", source: self.source, deviceToken: self.token,
+            apnsTopic: "com.example.push-type.liveactivity", pushType: "liveactivity", priority: 10,
+            status: .superseded, httpStatus: nil, reason: nil, apnsUniqueID: nil, attempts: 0,
+            latencyMilliseconds: nil, sentAtEpochMilliseconds: nil, completedAtEpochMilliseconds: 2_000,
+            supersededBy: "7d0f5a3c-2222-5333-8444-555566667777")
+    }
+
+    @Test("a superseded outcome is v2 with superseded_by; v1 refuses it; other outcomes stay v1 unchanged")
+    func supersededOutcomeIsV2() throws {
+        let json = String(decoding: self.superseded().encoded(), as: UTF8.self)
+        #expect(json.contains(#""schema":"pushbridge.outcome.v2""#))
+        #expect(json.contains(#""status":"superseded""#))
+        #expect(json.hasSuffix(#""superseded_by":"7d0f5a3c-2222-5333-8444-555566667777"}"#))
+        let delivered = String(decoding: self.outcome(.delivered, http: 200, reason: nil, attempts: 1), as: UTF8.self)
+        #expect(delivered.contains(#""schema":"pushbridge.outcome.v1""#))
+        #expect(!delivered.contains("superseded_by"))
+        let report = try RecordSchemas.validate([(.outcomeV2, self.superseded().encoded())])
+        #expect(report.problems == [])
+        #expect(try RecordSchemas.validate([(.outcome, self.superseded().encoded())]).exitStatus == 1)
+    }
+
+    @Test("the v2 schema refuses a superseded outcome without its replacement, or one that was sent")
+    func brokenSupersededIsCaught() throws {
+        var missing = self.superseded()
+        missing.supersededBy = nil
+        var sent = self.superseded()
+        sent.attempts = 1
+        sent.sentAtEpochMilliseconds = 1_000
+        for record in [missing, sent] {
+            let report = try RecordSchemas.validate([(.outcomeV2, record.encoded())])
+            #expect(report.exitStatus == 1)
+        }
+    }
+
     @Test("a feedback record is v2 with notification_id, route and source null; v1 keeps requiring them")
     func feedbackRecordIsV2() throws {
         let record = InvalidTokenRecordV2(

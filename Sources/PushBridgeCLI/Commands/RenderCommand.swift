@@ -83,7 +83,9 @@ struct RenderCommand: AsyncParsableCommand {
                 print("pushbridge-error: \(reason)")
                 throw ExitCode(1)
             case .notifications(let notifications):
-                print(self.describe(notifications, route: spec.name, app: mapping.app), terminator: "")
+                print(
+                    self.describe(notifications, route: spec.name, app: mapping.app, coalesces: mapping.coalesces),
+                    terminator: "")
                 if notifications.contains(where: { Self.localRejection(of: $0) != nil }) {
                     throw ExitCode(1)
                 }
@@ -129,7 +131,9 @@ struct RenderCommand: AsyncParsableCommand {
     }
 
     /// Every request, as it would go on the wire.
-    func describe(_ notifications: [MappedNotification], route: String, app: String?) -> String {
+    func describe(
+        _ notifications: [MappedNotification], route: String, app: String?, coalesces: Bool = false
+    ) -> String {
         let count = notifications.count
         var text = "route \(route) (app: \(app ?? "apns")): \(count) notification\(count == 1 ? "" : "s")\n"
         for mapped in notifications {
@@ -138,6 +142,11 @@ struct RenderCommand: AsyncParsableCommand {
                 text += "\n# broadcast to a channel: \(notification.payload.count)-byte payload\n"
             } else {
                 text += "\n# token \(mapped.tokenIndex): \(notification.payload.count)-byte payload\n"
+            }
+            if let key = mapped.orderingKey {
+                // The line it is sent in (route, key, destination); with coalesce, a newer one may replace it.
+                text += "# ordering key: \(Self.visible(String(decoding: key, as: UTF8.self)))"
+                text += coalesces ? " (coalesce: a newer notification of this key may replace it while it waits)\n" : "\n"
             }
             if let rejection = Self.localRejection(of: mapped) {
                 text += "# not sent: APNs would reject it with \(rejection.rawValue)"
