@@ -322,20 +322,7 @@ struct APNSHeaderIndexingTests {
             received.withLock { $0.append(fields) }
             responder.respond(HTTP2ServerResponse(status: 200))
         }
-        let client = APNSClient(
-            configuration: APNSClientConfiguration(
-                endpoint: .init(host: "127.0.0.1", port: server.port),
-                authentication: .token(
-                    ProviderTokenSource(
-                        key: SigningKey(keyID: Fixtures.keyID, teamID: Fixtures.teamID, privateKey: .init())
-                    )
-                ),
-                connectionCount: 1,
-                requestTimeout: .seconds(5),
-                additionalTrustRootsPEMFile: tls.caCertificatePath,
-                trustSystemRoots: false
-            )
-        )
+        let client = MalformedResponseTests.client(of: server, tls: tls, connections: 1)
         for index in 0..<3 {
             let notification = Notification(
                 deviceToken: Fixtures.deviceToken(index + 1),
@@ -382,19 +369,7 @@ struct MalformedResponseTests {
                 responder.respond(HTTP2ServerResponse(status: 400, body: Array("<html>oops</html>".utf8)))
             }
         }
-        let client = APNSClient(
-            configuration: APNSClientConfiguration(
-                endpoint: .init(host: "127.0.0.1", port: server.port),
-                authentication: .token(
-                    ProviderTokenSource(
-                        key: SigningKey(keyID: Fixtures.keyID, teamID: Fixtures.teamID, privateKey: .init())
-                    )
-                ),
-                requestTimeout: .seconds(5),
-                additionalTrustRootsPEMFile: tls.caCertificatePath,
-                trustSystemRoots: false
-            )
-        )
+        let client = Self.client(of: server, tls: tls)
         let noStatus = await client.send(Fixtures.notification(token: Fixtures.deviceToken(1)))
         let badBody = await client.send(Fixtures.notification(token: Fixtures.deviceToken(2)))
         await client.shutdown()
@@ -407,5 +382,23 @@ struct MalformedResponseTests {
         #expect(noStatus.disposition == .retryable)
         #expect(badBody.response?.reason == .unknown(ErrorBody.malformedReason))
         #expect(badBody.disposition == .rejected)
+    }
+
+    /// A client of `server` (a test `HTTP2Server` on 127.0.0.1) with a throwaway signing key, trusting only `tls`.
+    static func client(of server: HTTP2Server, tls: TestTLS, connections: Int = 2) -> APNSClient {
+        APNSClient(
+            configuration: APNSClientConfiguration(
+                endpoint: .init(host: "127.0.0.1", port: server.port),
+                authentication: .token(
+                    ProviderTokenSource(
+                        key: SigningKey(keyID: Fixtures.keyID, teamID: Fixtures.teamID, privateKey: .init())
+                    )
+                ),
+                connectionCount: connections,
+                requestTimeout: .seconds(5),
+                additionalTrustRootsPEMFile: tls.caCertificatePath,
+                trustSystemRoots: false
+            )
+        )
     }
 }
