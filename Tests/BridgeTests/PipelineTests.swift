@@ -653,6 +653,44 @@ struct PipelineOrderingTests {
         }
     }
 
+    @Test("a broadcast route's line is its key and its channel: coalescing never replaces one channel's update by another's")
+    func broadcastLinesArePerChannel() async throws {
+        let channels = ["Y2hhbm5lbEE=", "Y2hhbm5lbEI="]
+        let count = 40
+        let events = (0..<count).map { offset in
+            SourceEvent(
+                source: SourceCoordinates(topic: "in", partition: 0, offset: Int64(offset), key: nil),
+                value: Array(#"{"activity":"m1","seq":\#(offset),"channel":"\#(channels[offset % 2])"}"#.utf8),
+                headers: [], timestampMilliseconds: nil, assignmentGeneration: 1)
+        }
+        let route = RouteSpec(
+            name: "live", inputTopic: "in", deviceTokens: "", topic: "com.example", pushType: "liveactivity",
+            payload: .object([(key: "aps", value: .object([(key: "content-state", value: .object([]))]))]),
+            channelID: "{{channel}}", orderingKey: "{{activity}}", coalesce: true)
+        let harness = Harness(
+            events: events, configuration: PipelineConfiguration(maxInFlight: 1000),
+            mapper: RouterMapper(router: try Router(routes: [route])), sender: LineRecordingSender(latency: 20...20))
+        try await harness.runToEnd()
+        let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
+        #expect(outcomes.count == count)
+        let offsetOf: ([String: Any]) -> Int = { (($0["source"] as? [String: Any])?["offset"] as? Int) ?? -1 }
+        let byID = Dictionary(uniqueKeysWithValues: outcomes.map { ($0["notification_id"] as? String ?? "", $0) })
+        for outcome in outcomes {
+            #expect(outcome["schema"] as? String == "pushbridge.outcome.v2")
+            let channel = try #require(outcome["channel_id"] as? String)
+            #expect(channel == channels[offsetOf(outcome) % 2])
+            if let replacement = outcome["superseded_by"] as? String {
+                let newer = try #require(byID[replacement])
+                #expect(newer["channel_id"] as? String == channel, "one channel's update replaced another's")
+            }
+        }
+        // The newest update of each channel is delivered, whatever the other channel did meanwhile.
+        for offset in [count - 2, count - 1] {
+            #expect(outcomes.first { offsetOf($0) == offset }?["status"] as? String == "delivered", "offset \(offset)")
+        }
+        #expect(outcomes.contains { $0["status"] as? String == "superseded" }, "nothing coalesced: the test proves nothing")
+    }
+
     @Test("coalesce: a backlog for one key becomes few sends; each notification has one outcome; the newest is delivered")
     func coalescing() async throws {
         let count = 60
