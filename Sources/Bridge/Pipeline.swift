@@ -555,7 +555,7 @@ public final class Pipeline: Service, Sendable {
     /// that was sent, or whose turn came); its line then moves on. Its next notification need not wait for Kafka:
     /// the order is the order of sends.
     private func finishNow(_ delivery: Delivery, outcome: DeliveryOutcome, holdsLine: Bool = true) {
-        if holdsLine, delivery.routed.orderingKey != nil, let key = delivery.lineKey {
+        if holdsLine, let key = delivery.lineKey {
             self.lineFinished(key)
         }
         let route = delivery.route
