@@ -1,3 +1,4 @@
+import APNSSimulator
 @testable import Bridge
 import Testing
 
@@ -157,7 +158,7 @@ struct OrderingStateMachineTests {
         arguments: [1, 2, 3, 42, 1234] as [UInt64])
     func randomInterleavings(seed: UInt64) {
         for coalesce in [false, true] {
-            var random = TestRandom(seed: seed)
+            var random = SplitMix64(seed: seed)
             var machine = Machine()
             let keys = ["a", "b", "c", "d"]
             var nextItem = 0
@@ -222,18 +223,5 @@ struct OrderingStateMachineTests {
             #expect(sentCount + replacedItems.count == nextItem)
             if coalesce { #expect(!replacedItems.isEmpty, "the interleaving never coalesced: the test proves nothing") }
         }
-    }
-}
-
-/// SplitMix64, for reproducible interleavings.
-private struct TestRandom {
-    var state: UInt64
-    init(seed: UInt64) { self.state = seed }
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
