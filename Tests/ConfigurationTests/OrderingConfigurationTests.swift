@@ -53,6 +53,22 @@ import Testing
         }
         #expect(reason.field == "ordering_key")
         #expect(reason.description.contains("no Kafka key"))
+        // A Kafka key past the bound is a dead letter too; one with control characters is only bytes to compare.
+        let hugeKey = String(repeating: "k", count: 2000)
+        let huge = try #require(loaded.router.map(event: self.event(#"{"token":"aa","text":"hi"}"#, key: hugeKey)).first)
+        guard case .deadLetter(let hugeReason) = huge.outcome else {
+            Issue.record("a 2000-byte Kafka key was taken as an ordering key")
+            return
+        }
+        #expect(hugeReason.field == "ordering_key")
+        #expect(hugeReason.description.contains("2000 bytes"), "\(hugeReason.description)")
+        let control = try #require(
+            loaded.router.map(event: self.event(#"{"token":"aa","text":"hi"}"#, key: "a\u{0}\r\nb")).first)
+        guard case .notifications(let controlled) = control.outcome else {
+            Issue.record("a key with control characters was dead-lettered: \(control.outcome)")
+            return
+        }
+        #expect(controlled.first?.orderingKey == Array("a\u{0}\r\nb".utf8))
     }
 
     @Test("an event whose ordering key is missing, null or too long is a dead letter naming ordering_key")
