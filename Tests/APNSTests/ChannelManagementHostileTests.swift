@@ -145,13 +145,18 @@ struct ChannelManagementHostileTests {
     @Test("a server that never answers ends in a timeout within the request timeout")
     func unanswered() async throws {
         let server = try await HostileHTTP2Server.start(tls: Self.tls, behaviour: .answer { _ in [] })
-        let started = ContinuousClock.now
+        var waited = Duration.zero
         let error = await self.expectFailure(server, requestTimeout: .milliseconds(500)) {
             client throws(ChannelManagementError) in
-            try await client.list(bundleID: Fixtures.topic)
+            let started = ContinuousClock.now
+            defer { waited = ContinuousClock.now - started }
+            return try await client.list(bundleID: Fixtures.topic)
         }
         #expect(error?.code == .timeout)
-        #expect(ContinuousClock.now - started < .seconds(5))
+        // The call itself, not the shutdowns after it. The bound only tells a timeout from a hang: on a loaded
+        // 2-core CI host connecting and the TLS handshake alone have taken seconds.
+        #expect(waited >= .milliseconds(500))
+        #expect(waited < .seconds(15))
     }
 
     @Test("nothing listening is unreachable, within the request timeout")

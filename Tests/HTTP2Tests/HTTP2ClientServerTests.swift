@@ -305,7 +305,8 @@ struct HTTP2ClientServerTests {
         let started = ContinuousClock.now
         let error = await http2Error { try await connection.send(HTTP2Request(path: "/silent")) }
         #expect(error?.code == .timeout)
-        #expect(ContinuousClock.now - started < .seconds(5))
+        // Tells the 1 s timeout from a hang; loaded CI hosts add seconds.
+        #expect(ContinuousClock.now - started < .seconds(15))
         #expect(try await eventually { connection.state.activeStreams == 0 })
         #expect(try await connection.send(HTTP2Request(path: "/after")).status == 200)
         await connection.close()
