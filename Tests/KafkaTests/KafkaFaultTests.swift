@@ -123,7 +123,8 @@ struct KafkaFaultTests {
         let elapsed = try await clock.measure {
             try await withTimeout(.seconds(30), "close") { await consumer.close() }
         }
-        #expect(elapsed < .seconds(3))
+        // The 1 s close timeout, not the 10 s default; the rest is room for a loaded CI host.
+        #expect(elapsed < .seconds(7))
         var batches = consumer.batches.makeAsyncIterator()
         #expect(try await batches.next() == nil)
     }
