@@ -31,6 +31,10 @@ struct BenchOptions {
     var simulatorLatencyMilliseconds = 0
     /// `kafka.max_in_flight`.
     var maxInFlightCount = 10_000
+    /// `--outcome-partitions N`: the outcome topic's partition count. 0 (the default) sizes it so that the mock
+    /// cluster keeps every outcome of the run (about 5 MiB per partition); fewer, as a production topic would
+    /// have, work while the benchmark's reader keeps up, and the run stops with an error when it does not.
+    var outcomePartitionCount = 0
     /// The pushbridge executable that runs the simulator and the bridge.
     var pushbridgePath = ".build/release/pushbridge"
     /// Where the key, certificate, configuration and logs are written.
@@ -55,7 +59,7 @@ struct BenchOptions {
     static let usage = """
         usage: BridgeBench [--events N] [--server nghttpd|simulator] [--live-events N] [--live-rate N]
                            [--h2load-requests N] [--connections N] [--max-in-flight N] [--simulator-latency-ms N]
-                           [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
+                           [--outcome-partitions N] [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
                            [--log-sender] [--ordering-keys N [--unordered]]
         """
 
@@ -105,6 +109,7 @@ struct BenchOptions {
                 case "--max-in-flight": self.maxInFlightCount = max(1, number)
                 case "--simulator-latency-ms": self.simulatorLatencyMilliseconds = number
                 case "--ordering-keys": self.orderingKeyCount = number
+                case "--outcome-partitions": self.outcomePartitionCount = number
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
             }

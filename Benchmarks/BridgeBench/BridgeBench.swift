@@ -23,6 +23,7 @@ import Foundation
 import Kafka
 import Logging
 import Routing
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -65,9 +66,12 @@ struct BridgeBench {
             records: eventTotal, bytesEach: MockClusterSizing.eventRecordBytes)
         // With few device tokens (--ordering-keys), more partitions make it less likely that several tokens'
         // outcomes share one partition.
-        let outcomePartitions = max(
-            MockClusterSizing.partitionCount(records: eventTotal, bytesEach: MockClusterSizing.outcomeRecordBytes),
-            Int32(min(4 * options.orderingKeyCount, 256)))
+        let outcomePartitions =
+            options.outcomePartitionCount > 0
+            ? Int32(clamping: options.outcomePartitionCount)
+            : max(
+                MockClusterSizing.partitionCount(records: eventTotal, bytesEach: MockClusterSizing.outcomeRecordBytes),
+                Int32(min(4 * options.orderingKeyCount, 256)))
         try cluster.createTopic(Self.inputTopic, partitionCount: inputPartitions)
         try cluster.createTopic(Self.outcomesTopic, partitionCount: outcomePartitions)
         try cluster.createTopic("bench.invalid-tokens", partitionCount: 1)
@@ -110,9 +114,14 @@ struct BridgeBench {
         readerConfiguration.autoOffsetReset = .earliest
         readerConfiguration.properties = ["log_level": "3"]
         let reader = try KafkaConsumer(configuration: readerConfiguration, topics: [Self.outcomesTopic], logger: logger)
+        // The next offset the reader will read, per outcome partition: the mock cluster may drop what was read.
+        let readThrough = Mutex([Int32: Int64]())
         let readerTask = Task {
             for try await batch in reader.batches {
                 tally.add(batch.compactMap(\.value))
+                readThrough.withLock { positions in
+                    for message in batch { positions[message.partition] = message.offset + 1 }
+                }
             }
         }
 
@@ -148,13 +157,15 @@ struct BridgeBench {
             if ContinuousClock.now - lastProgress > .seconds(5) {
                 lastProgress = ContinuousClock.now
                 print("  ... \(tally.count) outcomes")
-                if let dropped = await Self.droppedOutcomes(reader: reader, partitionCount: outcomePartitions) {
+                if let dropped = await Self.droppedOutcomes(
+                    reader: reader, partitionCount: outcomePartitions, readThrough: readThrough.withLock { $0 })
+                {
                     bridge.signal(SIGKILL)
                     throw BenchError(
-                        "the mock cluster dropped the oldest \(dropped.count) records of \(Self.outcomesTopic) "
+                        "the mock cluster dropped \(dropped.count) unread records of \(Self.outcomesTopic) "
                             + "partition \(dropped.partition) (it keeps about 5 MiB per partition), so those "
                             + "outcomes cannot be counted; the outcome keys (device tokens) must spread the records "
-                            + "over more partitions")
+                            + "over more partitions (--outcome-partitions)")
                 }
             }
             try await Task.sleep(for: .milliseconds(5))
@@ -270,15 +281,17 @@ struct BridgeBench {
         }
     }
 
-    /// An outcome partition whose oldest records the mock cluster dropped (its low watermark is above 0), and how
-    /// many: those outcomes can never be read, so waiting for them would only time out.
+    /// An outcome partition from which the mock cluster dropped records the reader had not read yet (its low
+    /// watermark is past what was read), and how many: those outcomes can never be read, so waiting for them would
+    /// only time out.
     static func droppedOutcomes(
-        reader: KafkaConsumer, partitionCount: Int32
+        reader: KafkaConsumer, partitionCount: Int32, readThrough: [Int32: Int64]
     ) async -> (partition: Int32, count: Int64)? {
         for partition in 0..<partitionCount {
             let watermarks = try? await reader.queryWatermarks(
                 for: KafkaPartition(topic: Self.outcomesTopic, partition: partition), timeout: .seconds(2))
-            if let watermarks, watermarks.low > 0 { return (partition, watermarks.low) }
+            let read = readThrough[partition, default: 0]
+            if let watermarks, watermarks.low > read { return (partition, watermarks.low - read) }
         }
         return nil
     }

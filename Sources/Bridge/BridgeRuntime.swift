@@ -211,6 +211,18 @@ public struct BridgeRuntime: Sendable {
     /// `make bench`) without slowing consumption.
     public static let consumerDefaults: [String: String] = ["queued.max.messages.kbytes": "16384"]
 
+    /// librdkafka producer settings PushBridge changes from librdkafka's defaults; `kafka.properties` and
+    /// `kafka.producer_properties` override them (under either of librdkafka's names for the setting).
+    ///
+    /// `linger.ms` (librdkafka's default 5): outcomes are keyed by device token, so they spread over every
+    /// partition of the outcome topic, and librdkafka wakes its broker thread and sends one batch per partition per
+    /// linger period. With 86 partitions and 5 ms, batches held one or two records and the broker thread cost
+    /// 5.2 µs per notification; 50 ms brings it to 2.9 µs (docs/benchmarks.md, "The outcome producer's linger").
+    /// An outcome is then published up to 50 ms later; the notification keeps its `max_in_flight` slot until then.
+    public static let producerDefaults: [(names: [String], value: String)] = [
+        (["linger.ms", "queue.buffering.max.ms"], "50")
+    ]
+
     /// Partitions of each input topic on the embedded cluster.
     public static let embeddedPartitionCount: Int32 = 4
 
@@ -221,6 +233,9 @@ public struct BridgeRuntime: Sendable {
             properties: kafka.properties.merging(kafka.producerProperties) { _, producer in producer }
         )
         configuration.clientID = kafka.clientID
+        for (names, value) in Self.producerDefaults where names.allSatisfy({ configuration.properties[$0] == nil }) {
+            configuration.properties[names[0]] = value
+        }
         return configuration
     }
 
