@@ -66,10 +66,18 @@ struct PartitionProgress: Sendable {
         return advanced
     }
 
-    /// Binary search: entries are sorted by offset.
+    /// Where `offset` is, first by its distance from the front (right whenever the offsets in between are
+    /// contiguous, as they are in a partition without compaction or transactions), else by binary search: entries
+    /// are sorted by offset. Runs once per acknowledged event, over up to `max_in_flight` entries.
     private func index(of offset: Int64) -> Int? {
+        guard let front = self.entries.first?.offset, offset >= front else { return nil }
+        let distance = offset - front
+        if distance < Int64(self.entries.count) {
+            let guess = Int(distance)
+            if self.entries[guess].offset == offset { return guess }
+        }
         var low = self.entries.startIndex
-        var high = self.entries.endIndex
+        var high = Swift.min(self.entries.endIndex, Int(clamping: distance) &+ 1)
         while low < high {
             let middle = low + (high - low) / 2
             let value = self.entries[middle].offset

@@ -678,14 +678,15 @@ public final class Pipeline: Service, Sendable {
         mutating func withState<Result>(
             for partition: PartitionID, generation: UInt64, _ body: (inout PartitionState) -> Result
         ) -> Result? {
-            if let known = self.partitions[partition]?.generation {
+            // One hash of the partition (its topic name) per call, in the common case: this runs for every event.
+            if let index = self.partitions.index(forKey: partition) {
+                let known = self.partitions.values[index].generation
                 if generation < known { return nil }
-                if generation > known { self.partitions[partition] = PartitionState(generation: generation) }
-            } else if generation == 0 || generation <= self.revoked[partition, default: 0] {
-                return nil
-            } else {
-                self.partitions[partition] = PartitionState(generation: generation)
+                if generation > known { self.partitions.values[index] = PartitionState(generation: generation) }
+                return body(&self.partitions.values[index])
             }
+            if generation == 0 || generation <= self.revoked[partition, default: 0] { return nil }
+            self.partitions[partition] = PartitionState(generation: generation)
             return body(&self.partitions[partition]!)
         }
 
@@ -693,8 +694,10 @@ public final class Pipeline: Service, Sendable {
         mutating func withCurrentState<Result>(
             of partition: PartitionID, generation: UInt64, _ body: (inout PartitionState) -> Result
         ) -> Result? {
-            guard self.partitions[partition]?.generation == generation else { return nil }
-            return body(&self.partitions[partition]!)
+            guard let index = self.partitions.index(forKey: partition),
+                self.partitions.values[index].generation == generation
+            else { return nil }
+            return body(&self.partitions.values[index])
         }
     }
 

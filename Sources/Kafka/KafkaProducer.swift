@@ -365,11 +365,25 @@ final class ProducerContext: Sendable {
         }
     }
 
+    /// The name of the last topic a report was for: reports come in runs for one topic (the outcomes), and
+    /// making a `String` for each one cost an allocation per record. Compared by its bytes, not by librdkafka's
+    /// topic handle, whose memory may be reused for another topic.
+    private let lastTopic = Mutex<String>("")
+
+    private func topicName(_ handle: OpaquePointer) -> String {
+        guard let cName = rd_kafka_topic_name(handle) else { return "" }
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(cName).assumingMemoryBound(to: UInt8.self), count: strlen(cName))
+        return self.lastTopic.withLock { last in
+            if !last.utf8.elementsEqual(bytes) { last = String(decoding: bytes, as: UTF8.self) }
+            return last
+        }
+    }
+
     func delivered(_ message: UnsafePointer<rd_kafka_message_t>) {
         let fields = message.pointee
         if let opaque = fields._private {
             let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
-            let topic = fields.rkt.flatMap { rd_kafka_topic_name($0) }.map { String(cString: $0) } ?? ""
+            let topic = fields.rkt.map { self.topicName($0) } ?? ""
             let partition = KafkaPartition(topic: topic, partition: fields.partition)
             if fields.err == RD_KAFKA_RESP_ERR_NO_ERROR {
                 box.completion(

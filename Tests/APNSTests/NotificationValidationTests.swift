@@ -36,6 +36,22 @@ struct NotificationValidationTests {
         #expect(NotificationValidation.validateDeviceToken(String(repeating: "0f", count: 100)) == nil)
     }
 
+    @Test("every byte value, at every place of a 64-digit token, is accepted exactly when it is a hex digit")
+    func everyByteEverywhere() {
+        let hexDigits = Set("0123456789abcdefABCDEF".utf8)
+        for byte in UInt8.min...UInt8.max {
+            for place in 0..<64 {
+                var token = [UInt8](repeating: UInt8(ascii: "7"), count: 64)
+                token[place] = byte
+                let result = token.withUnsafeBufferPointer {
+                    NotificationValidation.validateDeviceToken(String(decoding: $0, as: UTF8.self))
+                }
+                // A byte above 0x7F is not valid UTF-8 alone; it decodes to U+FFFD, three bytes, still no hex digit.
+                #expect(result == (hexDigits.contains(byte) ? nil : .badDeviceToken), "byte \(byte) at \(place)")
+            }
+        }
+    }
+
     @Test("a background push with priority 10 is BadPriority")
     func backgroundPriority() {
         let notification = Fixtures.notification(pushType: .background, priority: .immediate)

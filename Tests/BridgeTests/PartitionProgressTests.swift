@@ -1,3 +1,4 @@
+import APNSSimulator
 import Testing
 
 @testable import Bridge
@@ -66,6 +67,38 @@ struct PartitionProgressTests {
                 var prefix: Int64 = 0
                 while finished.contains(prefix) { prefix += 1 }
                 #expect(progress.commitOffset == (prefix == 0 ? nil : prefix))
+            }
+        }
+    }
+
+    @Test("random gaps and finishing orders: the commit offset is one past the finished prefix, strays change nothing")
+    func randomGapsAndStrays() {
+        var generator = SplitMix64(seed: 0x5EED_0FF5)
+        for _ in 0..<300 {
+            var progress = PartitionProgress()
+            // Runs of contiguous offsets (the guess by distance finds them) broken by gaps (binary search).
+            var offsets: [Int64] = []
+            var next = Int64.random(in: 0...1000, using: &generator)
+            for _ in 0..<Int.random(in: 1...80, using: &generator) {
+                offsets.append(next)
+                next += Bool.random(using: &generator) ? 1 : Int64.random(in: 2...40, using: &generator)
+            }
+            for offset in offsets { progress.begin(offset: offset) }
+            var finished = Set<Int64>()
+            for offset in offsets.shuffled(using: &generator) {
+                // An offset never begun (in a gap, before the first or after the last) is ignored.
+                let stray = offset + 1
+                if !offsets.contains(stray) {
+                    let before = progress.commitOffset
+                    let moved = progress.finish(offset: stray)
+                    #expect(!moved)
+                    #expect(progress.commitOffset == before)
+                }
+                progress.finish(offset: offset)
+                finished.insert(offset)
+                let prefix = offsets.prefix { finished.contains($0) }
+                #expect(progress.commitOffset == prefix.last.map { $0 + 1 })
+                #expect(progress.unfinishedCount == offsets.count - finished.count)
             }
         }
     }
