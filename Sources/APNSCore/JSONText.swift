@@ -14,7 +14,19 @@ public enum JSONText {
 
     /// ``appendEscaped(_:to:)`` for UTF-8 bytes.
     public static func appendEscaped(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
-        // Runs of bytes that need no escaping are copied at once: most values have no escape at all.
+        // Most values need no escape at all: find that out without an early exit (so that the compiler can check
+        // many bytes at once) and copy them in one go.
+        var needsEscape: UInt8 = 0
+        for byte in utf8 {
+            let control: UInt8 = byte < 0x20 || byte == 0x7F ? 1 : 0
+            let quoteOrBackslash: UInt8 = byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") ? 1 : 0
+            needsEscape |= control | quoteOrBackslash
+        }
+        if needsEscape == 0 {
+            bytes.append(contentsOf: utf8)
+            return
+        }
+        // Runs of bytes that need no escaping are copied at once.
         var runStart = 0
         for index in 0..<utf8.count {
             let byte = utf8[index]

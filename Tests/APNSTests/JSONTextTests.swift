@@ -18,6 +18,23 @@ struct JSONTextTests {
         #expect(decoded == text)
     }
 
+    @Test("every ASCII byte, at the ends and inside of a 39-byte text, comes back unchanged through a JSON parser")
+    func everyASCIIByteEverywhereRoundTrips() throws {
+        for byte in UInt8(0)...0x7F {
+            for place in [0, 1, 17, 38] {
+                var utf8 = Array("order-1234 shipped by carrier #7, today".utf8)
+                utf8[place] = byte
+                let text = String(decoding: utf8, as: UTF8.self)
+                var quoted: [UInt8] = []
+                JSONText.appendQuoted(text, to: &quoted)
+                let parsed = try JSONSerialization.jsonObject(with: Data(quoted), options: .fragmentsAllowed) as? String
+                #expect(parsed == text, "byte \(byte) at \(place): \(String(decoding: quoted, as: UTF8.self))")
+                let needsEscape = byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+                #expect(needsEscape == (quoted.count > utf8.count + 2), "byte \(byte)")
+            }
+        }
+    }
+
     @Test func textWithoutEscapesIsCopiedAsIs() {
         #expect(JSONText.escaped("") == "")
         #expect(JSONText.escaped("com.example.shop") == "com.example.shop")
