@@ -561,7 +561,8 @@ public final class Pipeline: Service, Sendable {
         let route = delivery.route
         let source = delivery.event.source
         let notification = delivery.notification
-        let record = OutcomeRecord(
+        // Encoded straight from the delivery (an `OutcomeRecord` in between retained and released each string).
+        let value = OutcomeRecord.encoded(
             notificationID: notification.apnsID,
             route: route,
             source: source,
@@ -584,7 +585,9 @@ public final class Pipeline: Service, Sendable {
         )
         let headers = self.recordHeaders(delivery.app)
         let outcomeRecord = OutgoingRecord(
-            topic: self.configuration.outcomesTopic, key: record.key, value: record.encoded(), headers: headers)
+            topic: self.configuration.outcomesTopic,
+            key: OutcomeRecord.key(deviceToken: notification.deviceToken, channelID: notification.channelID),
+            value: value, headers: headers)
         // A broadcast has no device token to forget, whatever the answer's reason says.
         let invalidTokenReason = notification.channelID == nil ? outcome.invalidTokenReason : nil
         var invalidTokenRecord: OutgoingRecord?
@@ -594,7 +597,7 @@ public final class Pipeline: Service, Sendable {
                 apnsTopic: notification.topic,
                 reason: reason,
                 invalidSinceEpochMilliseconds: outcome.invalidSinceEpochMilliseconds,
-                notificationID: record.notificationID,
+                notificationID: notification.apnsID,
                 route: route,
                 source: source
             )
@@ -680,10 +683,13 @@ public final class Pipeline: Service, Sendable {
         ) -> Result? {
             // One hash of the partition (its topic name) per call, in the common case: this runs for every event.
             if let index = self.partitions.index(forKey: partition) {
-                let known = self.partitions.values[index].generation
-                if generation < known { return nil }
-                if generation > known { self.partitions.values[index] = PartitionState(generation: generation) }
-                return body(&self.partitions.values[index])
+                // Through one in-place access: reading `generation` first copied the whole state (retaining its
+                // deque and dictionaries) only to read one number.
+                return Self.inPlace(&self.partitions.values[index]) { state in
+                    if generation < state.generation { return nil }
+                    if generation > state.generation { state = PartitionState(generation: generation) }
+                    return body(&state)
+                }
             }
             if generation == 0 || generation <= self.revoked[partition, default: 0] { return nil }
             self.partitions[partition] = PartitionState(generation: generation)
@@ -694,10 +700,17 @@ public final class Pipeline: Service, Sendable {
         mutating func withCurrentState<Result>(
             of partition: PartitionID, generation: UInt64, _ body: (inout PartitionState) -> Result
         ) -> Result? {
-            guard let index = self.partitions.index(forKey: partition),
-                self.partitions.values[index].generation == generation
-            else { return nil }
-            return body(&self.partitions.values[index])
+            guard let index = self.partitions.index(forKey: partition) else { return nil }
+            return Self.inPlace(&self.partitions.values[index]) { state in
+                state.generation == generation ? body(&state) : nil
+            }
+        }
+
+        /// Runs `body` on `state` through one in-place access of the dictionary's value.
+        private static func inPlace<Result>(
+            _ state: inout PartitionState, _ body: (inout PartitionState) -> Result?
+        ) -> Result? {
+            body(&state)
         }
     }
 

@@ -109,53 +109,82 @@ public struct OutcomeRecord: Sendable, Hashable {
     }
 
     /// The record's Kafka key: the device token, or a broadcast's channel ID (bounded like the value's).
-    public var key: [UInt8] { Array(RecordText.bounded(self.channelID ?? self.deviceToken).utf8) }
+    public var key: [UInt8] { Self.key(deviceToken: self.deviceToken, channelID: self.channelID) }
+
+    /// ``key`` for an outcome of these fields, without making the record.
+    static func key(deviceToken: String, channelID: String?) -> [UInt8] {
+        Array(RecordText.bounded(channelID ?? deviceToken).utf8)
+    }
 
     /// Whether the record is written as `pushbridge.outcome.v2`: a broadcast's or a superseded outcome.
-    public var isV2: Bool { self.channelID != nil || self.status == .superseded }
+    public var isV2: Bool { Self.isV2(channelID: self.channelID, status: self.status) }
+
+    private static func isV2(channelID: String?, status: OutcomeStatus) -> Bool {
+        channelID != nil || status == .superseded
+    }
 
     /// The record's value: UTF-8 JSON; v2 for a broadcast or a superseded outcome (the same fields in the same
     /// order, `device_token` null for a broadcast, then `channel_id` and `superseded_by` last).
     public func encoded() -> [UInt8] {
+        Self.encoded(
+            notificationID: self.notificationID, route: self.route, source: self.source, deviceToken: self.deviceToken,
+            apnsTopic: self.apnsTopic, pushType: self.pushType, priority: self.priority, status: self.status,
+            httpStatus: self.httpStatus, reason: self.reason, apnsUniqueID: self.apnsUniqueID,
+            attempts: self.attempts, latencyMilliseconds: self.latencyMilliseconds,
+            sentAtEpochMilliseconds: self.sentAtEpochMilliseconds,
+            completedAtEpochMilliseconds: self.completedAtEpochMilliseconds, channelID: self.channelID,
+            supersededBy: self.supersededBy)
+    }
+
+    /// ``encoded()`` for an outcome of these fields, without making the record: the pipeline writes one per
+    /// notification, and storing a dozen strings into a record only to read them again retained and released
+    /// each of them.
+    static func encoded(
+        notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
+        pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
+        apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
+        completedAtEpochMilliseconds: Int64, channelID: String?, supersededBy: String?
+    ) -> [UInt8] {
+        let isV2 = Self.isV2(channelID: channelID, status: status)
         var json = JSONWriter()
         json.beginObject()
         json.key("schema")
-        json.string(self.isV2 ? Self.schemaV2 : Self.schema)
+        json.string(isV2 ? Self.schemaV2 : Self.schema)
         json.key("notification_id")
-        json.string(self.notificationID)
+        json.string(notificationID)
         json.key("route")
-        json.string(self.route)
+        json.string(route)
         json.key("source")
-        json.source(self.source)
+        json.source(source)
         json.key("device_token")
-        json.string(self.channelID == nil ? RecordText.bounded(self.deviceToken) : nil)
+        json.string(channelID == nil ? RecordText.bounded(deviceToken) : nil)
         json.key("apns_topic")
-        json.string(RecordText.bounded(self.apnsTopic))
+        json.string(RecordText.bounded(apnsTopic))
         json.key("push_type")
-        json.string(self.pushType)
+        json.string(pushType)
         json.key("priority")
-        json.int(self.priority)
+        json.int(priority)
         json.key("status")
-        json.string(self.status.rawValue)
+        json.string(status.rawValue)
         json.key("http_status")
-        json.int(self.httpStatus)
+        json.int(httpStatus)
         json.key("reason")
-        json.string(self.reason.map { RecordText.bounded($0) })
+        json.string(reason.map { RecordText.bounded($0) })
         json.key("apns_unique_id")
-        json.string(self.apnsUniqueID.map { RecordText.bounded($0) })
+        json.string(apnsUniqueID.map { RecordText.bounded($0) })
         json.key("attempts")
-        json.int(self.attempts)
+        json.int(attempts)
         json.key("latency_ms")
-        json.milliseconds(self.latencyMilliseconds)
+        json.milliseconds(latencyMilliseconds)
         json.key("sent_at")
-        json.timestamp(epochMilliseconds: self.sentAtEpochMilliseconds)
+        json.timestamp(epochMilliseconds: sentAtEpochMilliseconds)
         json.key("completed_at")
-        json.timestamp(epochMilliseconds: self.completedAtEpochMilliseconds)
-        if self.isV2 {
+        json.timestamp(epochMilliseconds: completedAtEpochMilliseconds)
+        if isV2 {
             json.key("channel_id")
-            json.string(self.channelID.map { RecordText.bounded($0) })
+            json.string(channelID.map { RecordText.bounded($0) })
             json.key("superseded_by")
-            json.string(self.supersededBy)
+            json.string(supersededBy)
         }
         json.endObject()
         return json.bytes
