@@ -8,7 +8,48 @@ import Foundation
 public enum ProcessCPU {
     /// CPU seconds (user + system) process `pid` used so far, from `/proc/PID/stat`; 0 when it is gone.
     public static func seconds(pid: pid_t) -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        Self.seconds(statFile: "/proc/\(pid)/stat")
+    }
+
+    /// One thread's CPU time and context switches so far.
+    public struct ThreadUsage: Sendable {
+        /// The thread's name (`/proc/PID/task/TID/comm`: at most 15 bytes, so Swift's concurrency threads show
+        /// as `oot.default-qos`).
+        public var name: String
+        /// CPU seconds, user + system.
+        public var seconds: Double
+        /// Times it gave up the CPU to wait (`voluntary_ctxt_switches`).
+        public var voluntarySwitches: Int
+        /// Times it was preempted (`nonvoluntary_ctxt_switches`).
+        public var involuntarySwitches: Int
+    }
+
+    /// Every thread of process `pid` by thread ID, from `/proc/PID/task/*`; empty when the process is gone.
+    public static func threads(pid: pid_t) -> [Int: ThreadUsage] {
+        let directory = "/proc/\(pid)/task"
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [:] }
+        var result: [Int: ThreadUsage] = [:]
+        for task in tasks {
+            guard let tid = Int(task),
+                let name = try? String(contentsOfFile: "\(directory)/\(task)/comm", encoding: .utf8),
+                let status = try? String(contentsOfFile: "\(directory)/\(task)/status", encoding: .utf8)
+            else { continue }
+            func field(_ key: String) -> Int {
+                let line = status.split(separator: "\n").first { $0.hasPrefix(key + ":") }
+                return line.flatMap { Int($0.dropFirst(key.count + 1).trimmingCharacters(in: .whitespaces)) } ?? 0
+            }
+            result[tid] = ThreadUsage(
+                name: name.trimmingCharacters(in: .whitespacesAndNewlines),
+                seconds: Self.seconds(statFile: "\(directory)/\(task)/stat"),
+                voluntarySwitches: field("voluntary_ctxt_switches"),
+                involuntarySwitches: field("nonvoluntary_ctxt_switches"))
+        }
+        return result
+    }
+
+    /// CPU seconds (user + system) from a `stat` file of `/proc` (a process's or a thread's); 0 when unreadable.
+    static func seconds(statFile path: String) -> Double {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
             let close = text.lastIndex(of: ")")
         else { return 0 }
         // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.

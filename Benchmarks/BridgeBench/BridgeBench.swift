@@ -139,6 +139,7 @@ struct BridgeBench {
 
         // Backlog phase: every pre-loaded event becomes one outcome.
         var cpuAtFirstOutcome: Double?
+        var threadsAtFirstOutcome: [Int: ProcessCPU.ThreadUsage] = [:]
         var serverCPUAtFirstOutcome: Double?
         let backlogDeadline = ContinuousClock.now + .seconds(60) + .milliseconds(options.eventCount)
         var lastProgress = ContinuousClock.now
@@ -152,6 +153,7 @@ struct BridgeBench {
             }
             if cpuAtFirstOutcome == nil, tally.count > 0 {
                 cpuAtFirstOutcome = bridge.cpuSecondsSoFar()
+                threadsAtFirstOutcome = ProcessCPU.threads(pid: bridge.pid)
                 serverCPUAtFirstOutcome = server.cpuSeconds
             }
             if ContinuousClock.now - lastProgress > .seconds(5) {
@@ -171,6 +173,7 @@ struct BridgeBench {
             try await Task.sleep(for: .milliseconds(5))
         }
         let cpuAtBacklogDone = bridge.cpuSecondsSoFar()
+        let threadsAtBacklogDone = ProcessCPU.threads(pid: bridge.pid)
         let serverCPUAtBacklogDone = server.cpuSeconds
         let backlogRead = tally.lastReadAt ?? ContinuousClock.now
         let firstRead = tally.firstReadAt ?? bridgeStarted
@@ -225,6 +228,8 @@ struct BridgeBench {
         report += "  CPU/notif:      \(Self.format(backlogCPU / Double(options.eventCount) * 1e6, 1)) µs "
         report += "(bridge process, during the backlog; \(Self.format(backlogCPU, 2)) CPU s in "
         report += "\(Self.seconds(window)) s = \(Self.format(backlogCPU / Self.secondsValue(window), 2)) cores)\n"
+        report += Self.threadReport(
+            from: threadsAtFirstOutcome, to: threadsAtBacklogDone, notifications: options.eventCount)
         if latencies.isEmpty {
             report += "  latency:        no live phase\n"
         } else {
@@ -279,6 +284,33 @@ struct BridgeBench {
                 ]
             )
         }
+    }
+
+    /// The backlog's CPU per notification by thread name (threads of one name added up), most first, with the
+    /// context switches: where the process total goes (docs/benchmarks.md, "Fourth session on the hot path").
+    /// Threads that started during the backlog count from zero.
+    static func threadReport(
+        from start: [Int: ProcessCPU.ThreadUsage], to end: [Int: ProcessCPU.ThreadUsage], notifications: Int
+    ) -> String {
+        var byName: [String: (threads: Int, seconds: Double, voluntary: Int, involuntary: Int)] = [:]
+        for (tid, usage) in end {
+            let before = start[tid]
+            var entry = byName[usage.name, default: (0, 0, 0, 0)]
+            entry.threads += 1
+            entry.seconds += usage.seconds - (before?.seconds ?? 0)
+            entry.voluntary += usage.voluntarySwitches - (before?.voluntarySwitches ?? 0)
+            entry.involuntary += usage.involuntarySwitches - (before?.involuntarySwitches ?? 0)
+            byName[usage.name] = entry
+        }
+        let count = Double(max(1, notifications))
+        var report = "  CPU by thread:  µs per notification (context switches per notification: waits, preemptions)\n"
+        for (name, entry) in byName.sorted(by: { $0.value.seconds > $1.value.seconds }) where entry.seconds > 0 {
+            let label = entry.threads > 1 ? "\(name) ×\(entry.threads)" : name
+            report += "    \(label.padding(toLength: 22, withPad: " ", startingAt: 0)) "
+            report += "\(Self.format(entry.seconds / count * 1e6, 2)) µs  "
+            report += "(\(Self.format(Double(entry.voluntary) / count, 3)), \(Self.format(Double(entry.involuntary) / count, 3)))\n"
+        }
+        return report
     }
 
     /// An outcome partition from which the mock cluster dropped records the reader had not read yet (its low

@@ -118,9 +118,7 @@ public final class KafkaConsumer: Sendable {
             maxBatchBytes: max(1, configuration.maxBatchBytes),
             pollTimeoutMilliseconds: configuration.pollTimeout.milliseconds
         )
-        let thread = Thread { loop.run() }
-        thread.name = "kafka-consumer-poll"
-        thread.start()
+        startThread(named: "kafka-cons-poll") { loop.run() }
     }
 
     deinit {
@@ -227,7 +225,7 @@ public final class KafkaConsumer: Sendable {
         timeout: Duration
     ) async throws -> (low: Int64, high: Int64) {
         let client = self.client
-        return try await runOnDedicatedThread(name: "kafka-watermarks") {
+        return try await runOnDedicatedThread(name: "kafka-watermark") {
             try client.withHandle { handle in
                 var low: Int64 = -1
                 var high: Int64 = -1

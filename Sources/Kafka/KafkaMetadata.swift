@@ -30,7 +30,7 @@ public struct KafkaMetadata: Sendable, Hashable {
         let timeoutMilliseconds = Int32(
             clamping: timeout.components.seconds * 1000
                 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        return try await runOnDedicatedThread(name: "pushbridge.kafka.metadata") {
+        return try await runOnDedicatedThread(name: "kafka-metadata") {
             // The errors are only read for their cause: nothing is logged.
             var silent = Logger(label: "pushbridge.kafka.metadata")
             silent.logLevel = .critical

@@ -39,7 +39,7 @@ public final class KafkaProducer: Sendable {
         )
         self.context = context
         let client = self.client
-        let thread = Thread {
+        startThread(named: "kafka-prod-poll") {
             // Delivery reports and errors are served here, in the callbacks below.
             while !context.stopPolling.load(ordering: .relaxed) {
                 rd_kafka_poll(client.pointer, 100)
@@ -50,8 +50,6 @@ public final class KafkaProducer: Sendable {
             }
             context.pollThreadStopped.signal()
         }
-        thread.name = "kafka-producer-poll"
-        thread.start()
     }
 
     deinit {
@@ -257,7 +255,7 @@ public final class KafkaProducer: Sendable {
             await context.closed.waitUntilClosed()
             return
         }
-        _ = try? await runOnDedicatedThread(name: "kafka-producer-close") {
+        _ = try? await runOnDedicatedThread(name: "kafka-closing") {
             client.stopAccepting()
             let handle = client.pointer
             let flushError = rd_kafka_flush(handle, timeout.milliseconds)

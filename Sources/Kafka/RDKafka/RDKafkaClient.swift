@@ -200,12 +200,23 @@ func runOnDedicatedThread<Result: Sendable>(
     _ body: @escaping @Sendable () throws -> Result
 ) async throws -> Result {
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
-        let thread = Thread {
+        startThread(named: name) {
             continuation.resume(with: Swift.Result { try body() })
         }
-        thread.name = name
-        thread.start()
     }
+}
+
+/// Starts a thread that runs `body`, named `name` as `top`, `perf` and `/proc/<pid>/task/*/comm` show it.
+///
+/// Linux keeps at most 15 bytes of a thread's name and refuses a longer one outright (Foundation's `Thread.name`
+/// then leaves the thread with its creator's name), so names must fit.
+func startThread(named name: String, _ body: @escaping @Sendable () -> Void) {
+    precondition(name.utf8.count <= 15, "thread name '\(name)' is longer than Linux's 15 bytes")
+    let thread = Thread {
+        Thread.current.name = name  // on the thread itself: Foundation then names the OS thread
+        body()
+    }
+    thread.start()
 }
 
 extension String {
