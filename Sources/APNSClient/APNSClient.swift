@@ -142,16 +142,6 @@ public final class APNSClient: Sendable {
                 PreparedResult(
                     .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason))))
         }
-        var headers: [HTTP2Header] = []
-        headers.reserveCapacity(7)
-        notification.forEachAPNSHeader { name, value in
-            // Apple's HPACK guidance: apns-id (a broadcast's apns-request-id), apns-expiration and apns-collapse-id
-            // differ from request to request, so only their names go into the tables (ours and APNs'), once per
-            // connection; indexing every value would evict the entries that repeat and cost the encoder an
-            // insertion per request.
-            headers.append(HTTP2Header(name, value, indexing: Self.indexing(ofHeader: name)))
-        }
-        var request = HTTP2Request(method: "POST", path: notification.path, headers: headers, body: notification.payload)
         var token: ProviderTokenJWT?
         if case .token(let source) = self.configuration.authentication {
             do {
@@ -159,17 +149,27 @@ public final class APNSClient: Sendable {
             } catch {
                 return .failure(PreparedResult(.failed(.unreachable("cannot sign the provider token: \(error)"))))
             }
-            request.headers.append(HTTP2Header("authorization", self.bearer(token!), indexing: .never))
         }
-        return .success(Sending(notification: notification, request: request, token: token))
+        return .success(
+            Sending(notification: notification, request: self.request(notification, token: token), token: token))
     }
 
-    /// How HPACK may index an `apns-*` request header (APNS.md §2).
-    static func indexing(ofHeader name: String) -> HTTP2HeaderIndexing {
-        switch name {
-        case "apns-id", "apns-request-id", "apns-expiration", "apns-collapse-id": .nameOnce
-        default: .incremental
+    /// The HTTP/2 request for `notification`, with `token` as its `authorization` when token-based.
+    private func request(_ notification: Notification, token: ProviderTokenJWT?) -> HTTP2Request {
+        // Written once into one block of bytes, which the connection hands to nghttp2 as it is (no header
+        // strings, no copy on the event loop).
+        var fields = HTTP2HeaderBlock(fields: 8, bytes: 384)
+        notification.forEachAPNSField { name, value, variesPerRequest in
+            // Apple's HPACK guidance: apns-id (a broadcast's apns-request-id), apns-expiration and apns-collapse-id
+            // differ from request to request, so only their names go into the tables (ours and APNs'), once per
+            // connection; indexing every value would evict the entries that repeat and cost the encoder an
+            // insertion per request.
+            fields.append(name, value, indexing: variesPerRequest ? .nameOnce : .incremental)
         }
+        if let token {
+            fields.append("authorization", self.bearer(token), indexing: .never)
+        }
+        return HTTP2Request(method: "POST", path: notification.path, fields: fields, body: notification.payload)
     }
 
     /// A result decided before any request (`Result` needs an `Error`).
@@ -225,8 +225,7 @@ public final class APNSClient: Sendable {
                 else { return .answered(response) }
                 renewedToken = true
                 token = fresh
-                request.headers.removeAll { $0.name == "authorization" }
-                request.headers.append(HTTP2Header("authorization", self.bearer(fresh), indexing: .never))
+                request = self.request(sending.notification, token: fresh)
                 self.logger.info("apns provider token renewed after ExpiredProviderToken")
             case .done(let final):
                 return final

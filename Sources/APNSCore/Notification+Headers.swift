@@ -18,32 +18,39 @@ extension Notification {
         return headers
     }
 
-    /// Calls `body` with each header of ``apnsHeaders``, in order, without making the array (the client
-    /// builds its request's header list straight from here, once per notification).
+    /// Calls `body` with each header of ``apnsHeaders``, in order, without making the array.
+    public func forEachAPNSHeader(_ body: (_ name: String, _ value: String) -> Void) {
+        self.forEachAPNSField { name, value, _ in body(name.description, value) }
+    }
+
+    /// Calls `body` with each header of ``apnsHeaders``, in order, its name as the constant it is, and whether its
+    /// value differs from request to request (`apns-id`, a broadcast's `apns-request-id`, `apns-expiration`,
+    /// `apns-collapse-id`: Apple's HPACK guidance keeps only their names in the tables). The client writes its
+    /// request's header block straight from here, once per notification.
     ///
     /// A broadcast carries Apple's broadcast headers instead (Apple: *Sending broadcast push notification requests
     /// to APNs*): `apns-push-type`, `apns-priority`, `apns-request-id` (the notification's id: Apple's table names
     /// this header for broadcasts, and echoes it in the answer), `apns-expiration` (required there: `0` when the
     /// notification has none) and `apns-channel-id`. No `apns-topic` (the bundle ID is in the path; Apple's table
     /// and examples have none) and no `apns-collapse-id` (not in Apple's table; routes refuse it).
-    public func forEachAPNSHeader(_ body: (_ name: String, _ value: String) -> Void) {
+    public func forEachAPNSField(_ body: (_ name: StaticString, _ value: String, _ variesPerRequest: Bool) -> Void) {
         if let channelID = self.channelID {
-            body("apns-push-type", self.pushType.rawValue)
-            body("apns-priority", String(self.priority.rawValue))
-            body("apns-request-id", self.apnsID)
-            body("apns-expiration", String(self.expirationEpochSeconds ?? 0))
-            body("apns-channel-id", channelID)
+            body("apns-push-type", self.pushType.rawValue, false)
+            body("apns-priority", String(self.priority.rawValue), false)
+            body("apns-request-id", self.apnsID, true)
+            body("apns-expiration", String(self.expirationEpochSeconds ?? 0), true)
+            body("apns-channel-id", channelID, false)
             return
         }
-        body("apns-push-type", self.pushType.rawValue)
-        body("apns-topic", self.topic)
-        body("apns-priority", String(self.priority.rawValue))
-        body("apns-id", self.apnsID)
+        body("apns-push-type", self.pushType.rawValue, false)
+        body("apns-topic", self.topic, false)
+        body("apns-priority", String(self.priority.rawValue), false)
+        body("apns-id", self.apnsID, true)
         if let expiration = self.expirationEpochSeconds {
-            body("apns-expiration", String(expiration))
+            body("apns-expiration", String(expiration), true)
         }
         if let collapseID = self.collapseID {
-            body("apns-collapse-id", collapseID)
+            body("apns-collapse-id", collapseID, true)
         }
     }
 }

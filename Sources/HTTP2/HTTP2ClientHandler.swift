@@ -192,7 +192,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         }
         pending.bodyOffset = 0
         var provider = NGHTTP2Session.dataProvider(for: pending)
-        let streamID = session.headerBlock.withNameValues { nameValues, count in
+        let streamID = session.headerBlock.withNameValues(appending: pending.request.fields) { nameValues, count in
             if provider == nil {
                 return nghttp2_submit_request(session.pointer, nil, nameValues, count, nil, nil)
             }

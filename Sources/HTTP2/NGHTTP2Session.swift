@@ -40,7 +40,7 @@ struct HeaderBlockBuilder {
     private var entries: [(name: Range<Int>, value: Range<Int>, flags: UInt8)] = []
     private var nameValues: [nghttp2_nv] = []
     /// Names already sent once with `.nameOnce` on this session (a handful at most).
-    private var namesIndexedOnce: [String] = []
+    private var namesIndexedOnce: [[UInt8]] = []
 
     /// Empties the block, keeping capacity.
     mutating func reset() {
@@ -54,21 +54,25 @@ struct HeaderBlockBuilder {
         self.appendUTF8(name)
         let valueStart = self.bytes.count
         self.appendUTF8(value)
-        let flags: UInt8
+        var name = name
+        let flags = name.withUTF8 { self.flags(indexing, name: $0) }
+        self.entries.append((nameStart..<valueStart, valueStart..<self.bytes.count, flags))
+    }
+
+    /// nghttp2's flags for a field of `name` with `indexing` on this session.
+    private mutating func flags(_ indexing: HTTP2HeaderIndexing, name: UnsafeBufferPointer<UInt8>) -> UInt8 {
         switch indexing {
         case .incremental:
-            flags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+            return UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
         case .never:
-            flags = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
+            return UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
         case .nameOnce:
-            if self.namesIndexedOnce.contains(name) {
-                flags = UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
-            } else {
-                self.namesIndexedOnce.append(name)
-                flags = UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+            if self.namesIndexedOnce.contains(where: { $0.elementsEqual(name) }) {
+                return UInt8(NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
             }
+            self.namesIndexedOnce.append(Array(name))
+            return UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
         }
-        self.entries.append((nameStart..<valueStart, valueStart..<self.bytes.count, flags))
     }
 
     /// Copies the bytes of `text` in one go (appending `text.utf8` went through the generic sequence copy, with
@@ -78,9 +82,18 @@ struct HeaderBlockBuilder {
         text.withUTF8 { self.bytes.append(contentsOf: $0) }
     }
 
-    /// Calls `body` with the block as an `nghttp2_nv` array (valid only during the call; nghttp2 copies it).
-    mutating func withNameValues<Result>(_ body: (UnsafePointer<nghttp2_nv>?, Int) -> Result) -> Result {
+    /// Calls `body` with the block, then the fields of `more`, as an `nghttp2_nv` array (valid only during the
+    /// call; nghttp2 copies it). `more`'s names and values are pointed at where they are, not copied.
+    mutating func withNameValues<Result>(
+        appending more: HTTP2HeaderBlock = HTTP2HeaderBlock(), _ body: (UnsafePointer<nghttp2_nv>?, Int) -> Result
+    ) -> Result {
         self.nameValues.removeAll(keepingCapacity: true)
+        for field in more.fields {
+            // The flags first: deciding them may record the name on the session.
+            let name = UnsafeBufferPointer(start: field.name.utf8Start, count: field.name.utf8CodeUnitCount)
+            self.moreFlags.append(self.flags(field.indexing, name: name))
+        }
+        defer { self.moreFlags.removeAll(keepingCapacity: true) }
         return self.bytes.withUnsafeBufferPointer { raw in
             let base = UnsafeMutablePointer(mutating: raw.baseAddress)
             for entry in self.entries {
@@ -94,9 +107,26 @@ struct HeaderBlockBuilder {
                     )
                 )
             }
-            return self.nameValues.withUnsafeBufferPointer { body($0.baseAddress, $0.count) }
+            return more.values.withUnsafeBufferPointer { values in
+                let valueBase = UnsafeMutablePointer(mutating: values.baseAddress)
+                for (index, field) in more.fields.enumerated() {
+                    self.nameValues.append(
+                        nghttp2_nv(
+                            name: UnsafeMutablePointer(mutating: field.name.utf8Start),
+                            value: valueBase.map { $0 + field.value.lowerBound },
+                            namelen: field.name.utf8CodeUnitCount,
+                            valuelen: field.value.count,
+                            flags: self.moreFlags[index]
+                        )
+                    )
+                }
+                return self.nameValues.withUnsafeBufferPointer { body($0.baseAddress, $0.count) }
+            }
         }
     }
+
+    /// Scratch: the flags of the appended block's fields.
+    private var moreFlags: [UInt8] = []
 }
 
 /// One nghttp2 session (client or server) and the scratch state used to talk to it.

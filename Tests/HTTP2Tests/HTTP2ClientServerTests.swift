@@ -72,6 +72,44 @@ struct HTTP2ClientServerTests {
         #expect(seen == [first, later, later, first, later, later])
     }
 
+    @Test("a header block's fields go after the header list, in order, indexed as asked, sharing nameOnce with it")
+    func headerBlockFields() async throws {
+        // The server reports every field it received, in order, with how it arrived.
+        let server = try await startServer { request, _, responder in
+            let fields = request.headers.map { "\($0.name)=\($0.value)/\($0.indexing == .never ? "never" : "incremental")" }
+            responder.respond(HTTP2ServerResponse(status: 200, body: Array(fields.joined(separator: "\n").utf8)))
+        }
+        let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))
+        var received: [[String]] = []
+        for index in 0..<3 {
+            var fields = HTTP2HeaderBlock()
+            fields.append("apns-collapse-id", "collapse-\(index)", indexing: .nameOnce)
+            fields.append("apns-topic", "com.example.app")
+            fields.append("authorization", "bearer token-\(index)", indexing: .never)
+            // The first request names apns-collapse-id in its list too: the block's field is then never indexed
+            // from the start, since the connection indexed the name already.
+            let headers = index == 0 ? [HTTP2Header("apns-collapse-id", "first", indexing: .nameOnce)] : []
+            let response = try await connection.send(
+                HTTP2Request(path: "/3/device/\(index)", headers: headers, fields: fields))
+            received.append(String(decoding: response.body, as: UTF8.self).split(separator: "\n").map(String.init))
+        }
+        await connection.close()
+        await server.shutdown()
+        #expect(
+            received[0] == [
+                "apns-collapse-id=first/incremental", "apns-collapse-id=collapse-0/never",
+                "apns-topic=com.example.app/incremental", "authorization=bearer token-0/never",
+            ])
+        #expect(
+            received[2] == [
+                "apns-collapse-id=collapse-2/never", "apns-topic=com.example.app/incremental",
+                "authorization=bearer token-2/never",
+            ])
+        var block = HTTP2HeaderBlock()
+        block.append("apns-id", "0f6b1c1e", indexing: .nameOnce)
+        #expect(block.headers == [HTTP2Header("apns-id", "0f6b1c1e", indexing: .nameOnce)])
+    }
+
     @Test("keptResponseHeaders keeps only the named response fields")
     func keptResponseHeadersAndStatusDigits() async throws {
         let server = try await startServer(handler: echoHandler)
