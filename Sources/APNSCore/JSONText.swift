@@ -8,8 +8,7 @@ public enum JSONText {
     /// `\u00XX`, DEL (U+007F) `\u007f` (valid JSON either way; escaped so no record carries a raw control
     /// byte), and everything else, non-ASCII included, is kept as UTF-8.
     public static func appendEscaped(_ text: String, to bytes: inout [UInt8]) {
-        var text = text
-        text.withUTF8 { Self.appendEscaped(utf8: $0, to: &bytes) }
+        text.withUTF8InPlace { Self.appendEscaped(utf8: $0, to: &bytes) }
     }
 
     /// ``appendEscaped(_:to:)`` for UTF-8 bytes.

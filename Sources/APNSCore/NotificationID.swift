@@ -27,8 +27,7 @@ public enum NotificationID {
                 count += 1
             }
             func append(_ text: String) {
-                var text = text
-                text.withUTF8 { utf8 in
+                text.withUTF8InPlace { utf8 in
                     let destination = UnsafeMutableBufferPointer(rebasing: buffer[count..<(count + utf8.count)])
                     _ = destination.initialize(fromContentsOf: utf8)
                     count += utf8.count

@@ -47,8 +47,7 @@ public enum NotificationValidation {
     /// ``maximumChannelIDBytes`` or not base64 (Apple: "a base64-encoded string"; padded, standard alphabet),
     /// which also keeps control characters, spaces and non-ASCII out of the header.
     public static func validateChannelID(_ channelID: String) -> Reason? {
-        var channelID = channelID
-        return channelID.withUTF8 { bytes in
+        return channelID.withUTF8InPlace { bytes in
             if bytes.isEmpty { return .missingChannelId }
             guard bytes.count <= self.maximumChannelIDBytes, bytes.count % 4 == 0 else { return .badChannelId }
             var padding = 0
@@ -117,8 +116,7 @@ public enum NotificationValidation {
     /// ``isHeaderValue(_:)-(StringProtocol)`` for a `String`, reading its UTF-8 in place: this runs on every
     /// notification the mapper makes.
     public static func isHeaderValue(_ value: String) -> Bool {
-        var value = value
-        return value.withUTF8(Self.isHeaderValue(utf8:))
+        return value.withUTF8InPlace(Self.isHeaderValue(utf8:))
     }
 
     private static func isHeaderValue(utf8: UnsafeBufferPointer<UInt8>) -> Bool {
@@ -213,8 +211,7 @@ public enum NotificationValidation {
 
     /// A raw `apns-id` header value: a canonical UUID, 8-4-4-4-12 hex digits, lowercase.
     public static func validateMessageID(_ value: String) -> Reason? {
-        var value = value
-        return value.withUTF8(Self.validateMessageID(utf8:))
+        return value.withUTF8InPlace(Self.validateMessageID(utf8:))
     }
 
     private static func validateMessageID(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Reason? {

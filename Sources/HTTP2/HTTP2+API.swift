@@ -82,8 +82,7 @@ public struct HTTP2HeaderBlock: Sendable {
                 },
             "HTTP/2 header names are lower-case and not pseudo-headers: \(name)")
         let start = self.values.count
-        var value = value
-        value.withUTF8 { self.values.append(contentsOf: $0) }
+        value.withHeaderBytes { self.values.append(contentsOf: $0) }
         self.fields.append(Field(name: name, value: start..<self.values.count, indexing: indexing))
     }
 

@@ -29,6 +29,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     private var context: ChannelHandlerContext?
     private var queue = CircularBuffer<PendingRequest>()
     private var active: [Int32: PendingRequest] = [:]
+    /// The request whose response fields came last (``activeStream(_:)``).
+    private var lastStream: PendingRequest?
     /// Requests in the order their deadlines fall (all share one timeout, so arrival order).
     private var deadlines = CircularBuffer<PendingRequest>()
     /// Responses complete in the current read, handed over by ``deliverAnswered()``.
@@ -347,7 +349,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     fileprivate func responseHeader(
         streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>
     ) -> Bool {
-        guard let pending = self.active[streamID], pending.phase == .active else { return true }
+        guard let pending = self.activeStream(streamID) else { return true }
         // The two limits, not the whole configuration: copying it retained each of its references per field.
         let (maxFields, maxBytes) = (
             self.shared.configuration.maxResponseHeaderFields, self.shared.configuration.maxResponseHeaderListBytes
@@ -398,8 +400,21 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         return status
     }
 
+    /// The request on open stream `streamID`, `nil` once it is done. nghttp2 reports a response's header fields
+    /// and data one call each, all for the same stream in a row, so the last stream found is kept and the
+    /// dictionary is searched once per response instead of once per field. (Stream IDs are never reused on a
+    /// connection, and a request sent again gets a new one, so the kept entry can only match its own stream.)
+    private func activeStream(_ streamID: Int32) -> PendingRequest? {
+        if let last = self.lastStream, last.streamID == streamID {
+            return last.phase == .active ? last : nil
+        }
+        guard let pending = self.active[streamID] else { return nil }
+        self.lastStream = pending
+        return pending.phase == .active ? pending : nil
+    }
+
     fileprivate func responseData(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
-        guard let pending = self.active[streamID], pending.phase == .active else { return }
+        guard let pending = self.activeStream(streamID) else { return }
         let limit = self.shared.configuration.maxResponseBodyBytes
         guard pending.responseBody.count + bytes.count <= limit else {
             self.session?.reset(streamID: streamID, errorCode: .cancel)

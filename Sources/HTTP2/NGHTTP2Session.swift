@@ -54,8 +54,7 @@ struct HeaderBlockBuilder {
         self.appendUTF8(name)
         let valueStart = self.bytes.count
         self.appendUTF8(value)
-        var name = name
-        let flags = name.withUTF8 { self.flags(indexing, name: $0) }
+        let flags = name.withHeaderBytes { self.flags(indexing, name: $0) }
         self.entries.append((nameStart..<valueStart, valueStart..<self.bytes.count, flags))
     }
 
@@ -78,8 +77,7 @@ struct HeaderBlockBuilder {
     /// Copies the bytes of `text` in one go (appending `text.utf8` went through the generic sequence copy, with
     /// the string retained on the way, for each of a request's dozen fields).
     private mutating func appendUTF8(_ text: String) {
-        var text = text
-        text.withUTF8 { self.bytes.append(contentsOf: $0) }
+        text.withHeaderBytes { self.bytes.append(contentsOf: $0) }
     }
 
     /// Calls `body` with the block, then the fields of `more`, as an `nghttp2_nv` array (valid only during the
