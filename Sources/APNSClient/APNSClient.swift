@@ -66,14 +66,25 @@ public final class APNSClient: Sendable {
     /// ``send(_:completion:)`` for several notifications at once: those going to the same connection are
     /// handed to it together, so a burst wakes the connection's event loop once rather than per notification.
     public func send(contentsOf submissions: [Submission]) {
-        var batches: [ObjectIdentifier: (connection: HTTP2ClientConnection, requests: [Request])] = [:]
-        for submission in submissions {
-            guard let (connection, request) = self.dispatch(submission.notification, completion: submission.completion)
+        // Grouped per connection in a short array searched by identity: appending through a dictionary's
+        // `default:` subscript copied the group's array at each append (an allocation per notification).
+        var batches: [(connection: HTTP2ClientConnection, requests: [Request])] = []
+        for index in submissions.indices {
+            guard
+                let (connection, request) = self.dispatch(
+                    submissions[index].notification, completion: submissions[index].completion)
             else { continue }
-            batches[ObjectIdentifier(connection), default: (connection, [])].requests.append(request)
+            if let batch = batches.firstIndex(where: { $0.connection === connection }) {
+                batches[batch].requests.append(request)
+            } else {
+                var requests: [Request] = []
+                requests.reserveCapacity(submissions.count)
+                requests.append(request)
+                batches.append((connection, requests))
+            }
         }
-        for (connection, requests) in batches.values {
-            connection.send(contentsOf: requests)
+        for batch in batches {
+            batch.connection.send(contentsOf: batch.requests)
         }
     }
 
@@ -128,11 +139,19 @@ public final class APNSClient: Sendable {
         }
     }
 
-    /// A request on its way and what its retries need.
-    private struct Sending: Sendable {
-        var notification: Notification
-        var request: HTTP2Request
-        var token: ProviderTokenJWT?
+    /// A request on its way and what its retries need. A class: the answer's closure holds it until the answer
+    /// comes, and a struct of a notification and a request would be copied into it field by field (a retain and a
+    /// release for each of their dozen strings and arrays).
+    private final class Sending: Sendable {
+        let notification: Notification
+        let request: HTTP2Request
+        let token: ProviderTokenJWT?
+
+        init(notification: Notification, request: HTTP2Request, token: ProviderTokenJWT?) {
+            self.notification = notification
+            self.request = request
+            self.token = token
+        }
     }
 
     /// The request for `notification`, or the result to return at once (a local rejection, no token).

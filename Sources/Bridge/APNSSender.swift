@@ -149,25 +149,42 @@ public final class APNSSender: ManagedSender {
     }
 
     public func send(contentsOf batch: [SendRequest]) {
-        // Grouped per client, so each client's event loop is woken once for its share.
-        var http2: [ObjectIdentifier: (client: APNSClient, items: [APNSClient.Submission])] = [:]
-        var binary: [ObjectIdentifier: (client: BinaryClient, items: [APNSClient.Submission])] = [:]
-        for request in batch {
-            let submission = APNSClient.Submission(notification: request.notification, completion: request.completion)
-            switch self.provider(request.app) {
+        // Grouped per client, so each client's event loop is woken once for its share. A short array searched
+        // by identity, not a dictionary of arrays: appending through a dictionary's `default:` subscript copied
+        // the group's array at each append (an allocation per notification), and there are only a few clients.
+        var http2: [(client: APNSClient, items: [APNSClient.Submission])] = []
+        var binary: [(client: BinaryClient, items: [APNSClient.Submission])] = []
+        for index in batch.indices {
+            let submission = APNSClient.Submission(
+                notification: batch[index].notification, completion: batch[index].completion)
+            switch self.provider(batch[index].app) {
             case .http2(let client):
-                http2[ObjectIdentifier(client), default: (client, [])].items.append(submission)
+                Self.append(submission, for: client, to: &http2, expecting: batch.count)
             case .binary(let clients, _, _, let next):
-                let client = clients[next.next(of: clients.count)]
-                binary[ObjectIdentifier(client), default: (client, [])].items.append(submission)
+                Self.append(submission, for: clients[next.next(of: clients.count)], to: &binary, expecting: batch.count)
             }
         }
-        for (client, items) in http2.values {
-            client.send(contentsOf: items)
+        for group in http2 {
+            group.client.send(contentsOf: group.items)
         }
-        for (client, items) in binary.values {
-            client.send(contentsOf: items)
+        for group in binary {
+            group.client.send(contentsOf: group.items)
         }
+    }
+
+    /// Appends `submission` to the group of `client`, starting one when there is none yet.
+    private static func append<Client: AnyObject>(
+        _ submission: APNSClient.Submission, for client: Client,
+        to groups: inout [(client: Client, items: [APNSClient.Submission])], expecting count: Int
+    ) {
+        if let index = groups.firstIndex(where: { $0.client === client }) {
+            groups[index].items.append(submission)
+            return
+        }
+        var items: [APNSClient.Submission] = []
+        items.reserveCapacity(count)
+        items.append(submission)
+        groups.append((client, items))
     }
 
     private var providers: [Provider] { [self.defaultProvider] + Array(self.appProviders.values) }
