@@ -53,6 +53,14 @@ struct JSONWriter {
         JSONText.appendQuoted(value, to: &self.bytes)
     }
 
+    /// Writes a string value from bytes that are valid UTF-8 already.
+    mutating func string(utf8 value: [UInt8]) {
+        self.beginValue()
+        self.bytes.append(UInt8(ascii: "\""))
+        value.withUnsafeBufferPointer { JSONText.appendEscaped(utf8: $0, to: &self.bytes) }
+        self.bytes.append(UInt8(ascii: "\""))
+    }
+
     mutating func string(_ value: String?) {
         if let value { self.string(value) } else { self.null() }
     }

@@ -195,16 +195,42 @@ public struct KafkaRecordSink: RecordSink {
         )
     }
 
+    public func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
+        self.producer.sendNow(
+            topic: record.topic,
+            key: record.key,
+            value: record.value,
+            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
+            handler: Report(acknowledgement)
+        )
+    }
+
     private static func report(
         to acknowledged: @escaping @Sendable ((any Error)?) -> Void
     ) -> @Sendable (Result<KafkaDelivery, KafkaError>) -> Void {
-        { result in
-            switch result {
-            case .success: acknowledged(nil)
-            case .failure(let error) where error.code == .messageSizeTooLarge:
-                acknowledged(RecordTooLargeError(detail: "\(error)"))
-            case .failure(let error): acknowledged(error)
-            }
+        { acknowledged(Self.error(of: $0)) }
+    }
+
+    /// What a delivery report tells the pipeline: `nil`, or the error (a too-large record as
+    /// ``RecordTooLargeError``, which the pipeline may cut down and publish again).
+    private static func error(of result: Result<KafkaDelivery, KafkaError>) -> (any Error)? {
+        switch result {
+        case .success: nil
+        case .failure(let error) where error.code == .messageSizeTooLarge: RecordTooLargeError(detail: "\(error)")
+        case .failure(let error): error
+        }
+    }
+
+    /// A delivery report handed straight to the record's acknowledgement: one object per record between them.
+    private final class Report: KafkaDeliveryHandler, @unchecked Sendable {
+        let acknowledgement: RecordAcknowledgement
+
+        init(_ acknowledgement: RecordAcknowledgement) {
+            self.acknowledgement = acknowledgement
+        }
+
+        override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
+            self.acknowledgement.acknowledged(KafkaRecordSink.error(of: result))
         }
     }
 

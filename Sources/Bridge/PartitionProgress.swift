@@ -13,6 +13,8 @@ struct PartitionProgress: Sendable {
     private struct Entry: Sendable {
         var offset: Int64
         var finished: Bool
+        /// Pieces of the event (its notifications and dead letters) not yet finished.
+        var pieces: Int
         var begun: ContinuousClock.Instant
     }
 
@@ -28,14 +30,14 @@ struct PartitionProgress: Sendable {
 
     init() {}
 
-    /// Registers a consumed event at `now`. Offsets must increase: a repeated or older offset (or one at or
-    /// below the commit position) is refused with `false` and changes nothing, since registering it would let
-    /// the commit position move backwards or skip.
+    /// Registers a consumed event of `pieces` pieces at `now` (see ``finishPiece(offset:)``). Offsets must
+    /// increase: a repeated or older offset (or one at or below the commit position) is refused with `false` and
+    /// changes nothing, since registering it would let the commit position move backwards or skip.
     @discardableResult
-    mutating func begin(offset: Int64, at now: ContinuousClock.Instant = .now) -> Bool {
+    mutating func begin(offset: Int64, pieces: Int = 1, at now: ContinuousClock.Instant = .now) -> Bool {
         if let last = self.entries.last, last.offset >= offset { return false }
         if let commit = self.commitOffset, offset < commit { return false }
-        self.entries.append(Entry(offset: offset, finished: false, begun: now))
+        self.entries.append(Entry(offset: offset, finished: false, pieces: pieces, begun: now))
         self.unfinishedCount += 1
         return true
     }
@@ -55,6 +57,25 @@ struct PartitionProgress: Sendable {
         guard let index = self.index(of: offset), !self.entries[index].finished else {
             return false
         }
+        return self.finish(at: index)
+    }
+
+    /// One piece of the event at `offset` is finished; the last one finishes the event (``finish(offset:)``).
+    /// Returns `true` when ``commitOffset`` moved. The piece count lives in the event's entry, found by its
+    /// distance from the oldest: no table per offset on the way of every notification.
+    @discardableResult
+    mutating func finishPiece(offset: Int64) -> Bool {
+        guard let index = self.index(of: offset), !self.entries[index].finished else {
+            return false
+        }
+        if self.entries[index].pieces > 1 {
+            self.entries[index].pieces -= 1
+            return false
+        }
+        return self.finish(at: index)
+    }
+
+    private mutating func finish(at index: Int) -> Bool {
         self.entries[index].finished = true
         self.unfinishedCount -= 1
         var advanced = false

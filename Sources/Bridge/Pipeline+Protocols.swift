@@ -96,6 +96,10 @@ public protocol RecordSink: Sendable {
     /// thread its answer came in on): returns `false`, without publishing and without calling `acknowledged`,
     /// when the record could only be taken after a wait; the caller then uses ``publish(_:acknowledged:)``.
     func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
+    /// ``publishNow(_:acknowledged:)`` with the answer going to an object the caller keeps per record anyway
+    /// (the pipeline's outcomes), so that a sink that needs an object per record for its broker can use it
+    /// instead of wrapping a closure.
+    func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool
     /// Waits until everything published so far is acknowledged, at most `timeout`.
     func flush(timeout: Duration) async throws
 }
@@ -147,6 +151,22 @@ extension RecordSink {
     {
         false
     }
+
+    /// ``publishNow(_:acknowledged:)`` with `acknowledgement`'s method as the closure.
+    public func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
+        self.publishNow(record, acknowledged: { acknowledgement.acknowledged($0) })
+    }
+}
+
+/// What a record's answer from the sink goes to, for ``RecordSink/publishNow(_:acknowledgement:)``: subclass it
+/// and override ``acknowledged(_:)``.
+open class RecordAcknowledgement: @unchecked Sendable {
+    /// An acknowledgement.
+    public init() {}
+
+    /// Called exactly once, from any thread: with `nil` once the broker acknowledged the record durably, or with
+    /// why it could not (``RecordTooLargeError`` when its size is the reason).
+    open func acknowledged(_ error: (any Error)?) {}
 }
 
 /// Maps events to notifications (routes and templates, in production).

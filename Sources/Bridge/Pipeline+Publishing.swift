@@ -1,32 +1,54 @@
 import Synchronization
 
 extension Pipeline {
-    /// Hands a notification's records (its outcome, and maybe an invalid-token record) to the sink without
-    /// waiting, for the thread a notification's answer came in on. Once every one is acknowledged, `finished`
-    /// runs (on the sink's thread); it marks the piece finished, then returns the piece's room: marking first
+    /// Hands a notification's outcome record (and maybe its invalid-token record) to the sink without waiting, for
+    /// the thread a notification's answer came in on, with one ``OutcomePublication`` per record as the sink's
+    /// acknowledgement instead of a closure per layer (this runs once per notification). Once every record is
+    /// acknowledged, the outcome is counted, its piece marked finished, then its room returned: marking first
     /// matters, because the drain waits for the room and must find every finished offset already stored when it
-    /// closes the source. A record the sink cannot take at once goes to `later` with its acknowledgement, for
-    /// ``publishLater(_:acknowledged:)`` in a task.
+    /// closes the source. A record the sink cannot take at once goes to a task (``publishLater(_:acknowledged:)``).
     ///
     /// A record the sink fails is published again after a backoff, until acknowledged: an unacknowledged
     /// record must never let its event be committed. Retries stop once the drain timed out.
-    func publishNow(
-        _ record: OutgoingRecord, _ other: OutgoingRecord?, finished: @escaping @Sendable () -> Void,
-        later: (OutgoingRecord, _ acknowledged: @escaping @Sendable () -> Void) -> Void
+    func publishOutcome(
+        _ record: OutgoingRecord, invalidToken other: OutgoingRecord?, of delivery: Delivery,
+        status: OutcomeStatus, reason: String?, invalidTokenReason: String?
     ) {
-        // One record (the common case) needs no countdown: its acknowledgement is `finished` itself.
-        let each = other == nil ? finished : Self.countdown(2, then: finished)
-        func publish(_ record: OutgoingRecord) {
-            let handler = self.answerHandler(record, attempt: 0, refit: nil, failing: nil, acknowledged: each)
-            if !self.sink.publishNow(record, acknowledged: handler) {
-                later(record, each)
-            }
+        let publication = OutcomePublication(
+            pipeline: self, record: record, delivery: delivery, status: status, reason: reason,
+            invalidTokenReason: invalidTokenReason, records: other == nil ? 1 : 2)
+        publication.publish()
+        if let other {
+            InvalidTokenPublication(record: other, outcome: publication).publish()
         }
-        publish(record)
-        if let other { publish(other) }
     }
 
-    /// Publishes a record ``publishNow(_:_:finished:later:)`` could not hand over at once (its
+    /// What the outcome's records do once acknowledged, from the sink's thread.
+    fileprivate func outcomeAcknowledged(
+        _ delivery: Delivery, status: OutcomeStatus, reason: String?, invalidTokenReason: String?
+    ) {
+        if let invalidTokenReason {
+            self.metrics.invalidToken(reason: invalidTokenReason)
+        }
+        self.metrics.notification(route: delivery.route, status: status, reason: reason)
+        self.pieceFinished(delivery.ticket)
+        self.releaseRoom(bytes: delivery.bytes)
+    }
+
+    /// A record handed over and failed, or one the sink could not take at once: from here on it goes through
+    /// the closure-based path with its retries; `acknowledged` runs once the broker has it.
+    fileprivate func publishAgain(
+        _ record: OutgoingRecord, after error: (any Error)?, acknowledged: @escaping @Sendable () -> Void
+    ) {
+        guard let error else {
+            self.resumptions.continuation.yield(.publish(record, acknowledged: acknowledged))
+            return
+        }
+        self.answerHandler(record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)(error)
+    }
+
+    /// Publishes a record ``publishOutcome(_:invalidToken:of:status:reason:invalidTokenReason:)`` could not hand
+    /// over at once (its
     /// acknowledgement already returns the room).
     func publishLater(_ record: OutgoingRecord, acknowledged: @escaping @Sendable () -> Void) async {
         await self.publish(record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)
@@ -39,12 +61,6 @@ extension Pipeline {
             acknowledged()
             self.releaseRoom(bytes: bytes)
         }
-    }
-
-    /// A closure that runs `body` on its `count`th call.
-    private static func countdown(_ count: Int, then body: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
-        let countdown = Countdown(count)
-        return { if countdown.countDown() { body() } }
     }
 
     /// Publishes one record that can be made smaller (a dead letter): when the sink answers that it is too
@@ -174,20 +190,6 @@ final class UnpublishedRecords: Sendable {
     }
 }
 
-/// Counts acknowledgements down to zero from any thread.
-final class Countdown: Sendable {
-    private let remaining: Atomic<Int>
-
-    init(_ count: Int) {
-        self.remaining = Atomic(count)
-    }
-
-    /// Counts one down; `true` for the one that reached zero.
-    func countDown() -> Bool {
-        self.remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
-    }
-}
-
 /// Shares an event's bytes out among its pieces: every piece gets the quotient, the first one the remainder
 /// too, so the shares add up to the event's size exactly.
 struct PieceBytes {
@@ -209,4 +211,78 @@ struct PieceBytes {
 extension Duration {
     /// Whole seconds, rounded down.
     var wholeSeconds: Int64 { self.components.seconds }
+}
+
+/// A record of a notification's outcome on its way to the sink, as the sink's acknowledgement: one object per
+/// record between the pipeline and the broker (the sink adds its own), holding the record once where a closure
+/// per layer held copies. A failed record, or one the sink cannot take at once, goes on through the
+/// closure-based path with its retries. Subclasses say what an acknowledged record does.
+class OutcomeRecordPublication: RecordAcknowledgement, @unchecked Sendable {
+    fileprivate let pipeline: Pipeline
+    private let record: OutgoingRecord
+
+    fileprivate init(pipeline: Pipeline, record: OutgoingRecord) {
+        self.pipeline = pipeline
+        self.record = record
+        super.init()
+    }
+
+    fileprivate func publish() {
+        if !self.pipeline.sink.publishNow(self.record, acknowledgement: self) {
+            self.pipeline.publishAgain(self.record, after: nil, acknowledged: { self.recordDone() })
+        }
+    }
+
+    override func acknowledged(_ error: (any Error)?) {
+        guard error == nil else {
+            return self.pipeline.publishAgain(self.record, after: error, acknowledged: { self.recordDone() })
+        }
+        self.recordDone()
+    }
+
+    /// The broker has the record.
+    fileprivate func recordDone() {}
+}
+
+/// The outcome record itself, which finishes the notification once it (and its invalid-token record, if any)
+/// is acknowledged: counts the outcome, marks the piece finished, returns the room.
+final class OutcomePublication: OutcomeRecordPublication, @unchecked Sendable {
+    private let delivery: Pipeline.Delivery
+    private let status: OutcomeStatus
+    private let reason: String?
+    private let invalidTokenReason: String?
+    /// Records not yet acknowledged: 1, or 2 with an invalid-token record (an ``InvalidTokenPublication``).
+    private let remaining: Atomic<Int>
+
+    fileprivate init(
+        pipeline: Pipeline, record: OutgoingRecord, delivery: Pipeline.Delivery, status: OutcomeStatus,
+        reason: String?, invalidTokenReason: String?, records: Int
+    ) {
+        self.delivery = delivery
+        self.status = status
+        self.reason = reason
+        self.invalidTokenReason = invalidTokenReason
+        self.remaining = Atomic(records)
+        super.init(pipeline: pipeline, record: record)
+    }
+
+    fileprivate override func recordDone() {
+        guard self.remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        self.pipeline.outcomeAcknowledged(
+            self.delivery, status: self.status, reason: self.reason, invalidTokenReason: self.invalidTokenReason)
+    }
+}
+
+/// The invalid-token record that goes with an outcome: acknowledged, it counts towards the outcome's.
+final class InvalidTokenPublication: OutcomeRecordPublication, @unchecked Sendable {
+    private let outcome: OutcomePublication
+
+    fileprivate init(record: OutgoingRecord, outcome: OutcomePublication) {
+        self.outcome = outcome
+        super.init(pipeline: outcome.pipeline, record: record)
+    }
+
+    fileprivate override func recordDone() {
+        self.outcome.recordDone()
+    }
 }

@@ -95,7 +95,7 @@ public final class Pipeline: Service, Sendable {
     /// Work that began without a task (a notification sent from the consuming task, answered on the sender's
     /// thread) and must now wait for something: a retry's backoff, the halt gate, room in the producer.
     /// ``run()`` gives each a task in its task group, so the drain's cancellation reaches them.
-    private let resumptions = AsyncStream<Resumption>.makeStream()
+    let resumptions = AsyncStream<Resumption>.makeStream()
     /// The per-key lines of routes with `ordering_key`; notifications of other routes never touch it.
     private let lines = Mutex(OrderingStateMachine<LineKey, WaitingDelivery>())
 
@@ -370,11 +370,10 @@ public final class Pipeline: Service, Sendable {
     private func start(
         _ delivery: Delivery, coalesces: Bool, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
     ) {
-        let notification = delivery.notification
         var machine = DeliveryStateMachine(
-            expirationEpochSeconds: notification.expirationEpochSeconds,
+            expirationEpochSeconds: delivery.routed.notification.expirationEpochSeconds,
             localFault: delivery.routed.localRejection
-                ?? self.validate(notification, delivery.routed.payloadIsJSONObject, delivery.app),
+                ?? self.validate(delivery.routed.notification, delivery.routed.payloadIsJSONObject, delivery.app),
             maxAttempts: self.configuration.maxAttempts,
             backoff: self.configuration.retryBackoff
         )
@@ -400,7 +399,7 @@ public final class Pipeline: Service, Sendable {
         var machine = machine
         machine.sending(nowEpochMilliseconds: self.epochMilliseconds())
         let started = ContinuousClock.now
-        return SendRequest(notification: delivery.notification, app: delivery.app) { [self, machine] result in
+        return SendRequest(notification: delivery.routed.notification, app: delivery.app) { [self, machine] result in
             if case .answered = result {
                 self.metrics.apnsRequestDuration.recordInterval(since: started)
             }
@@ -558,18 +557,16 @@ public final class Pipeline: Service, Sendable {
         if holdsLine, let key = delivery.lineKey {
             self.lineFinished(key)
         }
-        let route = delivery.route
-        let source = delivery.event.source
-        let notification = delivery.notification
-        // Encoded straight from the delivery (an `OutcomeRecord` in between retained and released each string).
+        // Fields are read through the delivery, not copied out of it: a copy of the notification retains and
+        // releases each of its strings, and this runs once per notification.
         let value = OutcomeRecord.encoded(
-            notificationID: notification.apnsID,
-            route: route,
-            source: source,
-            deviceToken: notification.deviceToken,
-            apnsTopic: notification.topic,
-            pushType: notification.pushType.rawValue,
-            priority: notification.priority.rawValue,
+            notificationID: delivery.routed.notification.apnsID,
+            route: delivery.route,
+            source: delivery.event.source,
+            deviceToken: delivery.routed.notification.deviceToken,
+            apnsTopic: delivery.routed.notification.topic,
+            pushType: delivery.routed.notification.pushType.rawValue,
+            priority: delivery.routed.notification.priority.rawValue,
             status: outcome.status,
             httpStatus: outcome.httpStatus,
             reason: outcome.reason,
@@ -580,51 +577,45 @@ public final class Pipeline: Service, Sendable {
             },
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
             completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds,
-            channelID: notification.channelID,
+            channelID: delivery.routed.notification.channelID,
             supersededBy: outcome.supersededBy
         )
         let headers = self.recordHeaders(delivery.app)
         let outcomeRecord = OutgoingRecord(
             topic: self.configuration.outcomesTopic,
-            key: OutcomeRecord.key(deviceToken: notification.deviceToken, channelID: notification.channelID),
+            key: OutcomeRecord.key(
+                deviceToken: delivery.routed.notification.deviceToken,
+                channelID: delivery.routed.notification.channelID),
             value: value, headers: headers)
         // A broadcast has no device token to forget, whatever the answer's reason says.
-        let invalidTokenReason = notification.channelID == nil ? outcome.invalidTokenReason : nil
+        let invalidTokenReason = delivery.routed.notification.isBroadcast ? nil : outcome.invalidTokenReason
         var invalidTokenRecord: OutgoingRecord?
         if let reason = invalidTokenReason {
             let invalid = InvalidTokenRecord(
-                deviceToken: notification.deviceToken,
-                apnsTopic: notification.topic,
+                deviceToken: delivery.routed.notification.deviceToken,
+                apnsTopic: delivery.routed.notification.topic,
                 reason: reason,
                 invalidSinceEpochMilliseconds: outcome.invalidSinceEpochMilliseconds,
-                notificationID: notification.apnsID,
-                route: route,
-                source: source
+                notificationID: delivery.routed.notification.apnsID,
+                route: delivery.route,
+                source: delivery.event.source
             )
             invalidTokenRecord = OutgoingRecord(
                 topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded(),
                 headers: headers)
         }
-        let ticket = delivery.ticket
-        let bytes = delivery.bytes
-        self.publishNow(outcomeRecord, invalidTokenRecord) { [self] in
-            if let reason = invalidTokenReason {
-                self.metrics.invalidToken(reason: reason)
-            }
-            self.metrics.notification(route: route, status: outcome.status, reason: outcome.reason)
-            self.pieceFinished(ticket)
-            self.releaseRoom(bytes: bytes)
-        } later: { record, acknowledged in
-            self.resumptions.continuation.yield(.publish(record, acknowledged: acknowledged))
-        }
+        self.publishOutcome(
+            outcomeRecord, invalidToken: invalidTokenRecord, of: delivery, status: outcome.status,
+            reason: outcome.reason, invalidTokenReason: invalidTokenReason)
         if outcome.status != .delivered {
             self.logger.debug(
                 "Notification not delivered",
                 metadata: [
-                    notification.isBroadcast ? "apns.channel" : "apns.token": "\(notification.destinationForLog)",
+                    delivery.routed.notification.isBroadcast ? "apns.channel" : "apns.token":
+                        "\(delivery.routed.notification.destinationForLog)",
                     "apns.status": "\(outcome.status.rawValue)",
                     "apns.reason": "\(outcome.reason ?? "")",
-                    "pipeline.route": "\(route)",
+                    "pipeline.route": "\(delivery.route)",
                 ]
             )
         }
@@ -664,8 +655,6 @@ public final class Pipeline: Service, Sendable {
     struct PartitionState {
         var generation: UInt64
         var progress = PartitionProgress()
-        /// Pieces still outstanding per unfinished offset.
-        var outstanding: [Int64: Int] = [:]
     }
 
     struct PartitionTable {
@@ -722,13 +711,9 @@ public final class Pipeline: Service, Sendable {
         let now = ContinuousClock.now
         return self.table.withLock { table -> Ticket? in
             let begun = table.withState(for: partition, generation: event.assignmentGeneration) { state -> Ticket? in
-                guard state.progress.begin(offset: offset, at: now) else { return nil }
-                if pieces == 0 {
-                    if state.progress.finish(offset: offset), let commit = state.progress.commitOffset {
-                        self.source.markFinished(partition, nextOffset: commit)
-                    }
-                } else {
-                    state.outstanding[offset] = pieces
+                guard state.progress.begin(offset: offset, pieces: pieces, at: now) else { return nil }
+                if pieces == 0, state.progress.finish(offset: offset), let commit = state.progress.commitOffset {
+                    self.source.markFinished(partition, nextOffset: commit)
                 }
                 return Ticket(partition: partition, offset: offset, generation: state.generation)
             }
@@ -757,13 +742,7 @@ public final class Pipeline: Service, Sendable {
     func pieceFinished(_ ticket: Ticket) {
         self.table.withLock { table in
             _ = table.withCurrentState(of: ticket.partition, generation: ticket.generation) { state in
-                guard let left = state.outstanding[ticket.offset] else { return }
-                if left > 1 {
-                    state.outstanding[ticket.offset] = left - 1
-                    return
-                }
-                state.outstanding[ticket.offset] = nil
-                if state.progress.finish(offset: ticket.offset), let commit = state.progress.commitOffset {
+                if state.progress.finishPiece(offset: ticket.offset), let commit = state.progress.commitOffset {
                     self.source.markFinished(ticket.partition, nextOffset: commit)
                 }
             }

@@ -433,8 +433,24 @@ extension JSONWriter {
         self.key("offset")
         self.int(source.offset)
         self.key("key")
-        self.string(source.keyText)
+        self.sourceKey(source)
         self.endObject()
+    }
+
+    /// The event's Kafka key as text (``SourceCoordinates/keyText``). A key of ASCII bytes within the bound is
+    /// already what that text would be, so it is escaped straight from its bytes: no `String` made and checked
+    /// as UTF-8 for every record.
+    private mutating func sourceKey(_ source: SourceCoordinates) {
+        guard let key = source.key, key.count <= RecordText.maximumFieldBytes else {
+            return self.string(source.keyText)
+        }
+        let isASCII = key.withUnsafeBufferPointer { bytes in
+            var high: UInt8 = 0
+            for byte in bytes { high |= byte }
+            return high < 0x80
+        }
+        guard isASCII else { return self.string(source.keyText) }
+        self.string(utf8: key)
     }
 }
 

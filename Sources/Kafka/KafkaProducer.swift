@@ -97,7 +97,7 @@ public final class KafkaProducer: Sendable {
             do {
                 return try await withCheckedThrowingContinuation { continuation in
                     // Retained once here, released once: by the delivery report, or below if produce fails.
-                    let box = Unmanaged.passRetained(DeliveryBox { continuation.resume(with: $0) })
+                    let box = Unmanaged<KafkaDeliveryHandler>.passRetained(DeliveryBox { continuation.resume(with: $0) })
                     do {
                         try self.produce(
                             topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
@@ -145,16 +145,34 @@ public final class KafkaProducer: Sendable {
         partition: Int32? = nil,
         completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void
     ) -> Bool {
-        let box = Unmanaged.passRetained(DeliveryBox(completion))
+        self.sendNow(
+            topic: topic, key: key, value: value, headers: headers, partition: partition,
+            handler: DeliveryBox(completion))
+    }
+
+    /// ``sendNow(topic:key:value:headers:partition:completion:)`` with the delivery report going to `handler`,
+    /// which travels through librdkafka as the message's opaque: a caller that keeps an object per message
+    /// anyway makes it the handler, instead of a closure and a box around it.
+    public func sendNow(
+        topic: String,
+        key: [UInt8]?,
+        value: [UInt8]?,
+        headers: [KafkaHeader] = [],
+        partition: Int32? = nil,
+        handler: KafkaDeliveryHandler
+    ) -> Bool {
+        // Retained once here, released once: by the delivery report, or below if produce fails.
+        let opaque = Unmanaged.passRetained(handler)
         do {
-            try self.produce(topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
+            try self.produce(
+                topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: opaque)
             return true
         } catch let error as KafkaError where error.code == .queueFull {
-            box.release()
+            opaque.release()
             return false
         } catch {
-            box.release()
-            completion(.failure(error as? KafkaError ?? KafkaError(code: .state, message: "\(error)")))
+            opaque.release()
+            handler.delivered(.failure(error as? KafkaError ?? KafkaError(code: .state, message: "\(error)")))
             return true
         }
     }
@@ -165,7 +183,7 @@ public final class KafkaProducer: Sendable {
         key: [UInt8]?,
         value: [UInt8]?,
         headers: [KafkaHeader],
-        opaque: Unmanaged<DeliveryBox>
+        opaque: Unmanaged<KafkaDeliveryHandler>
     ) throws {
         try self.client.withHandle { handle in
             var headerList: OpaquePointer?
@@ -303,12 +321,27 @@ private func withBytes<Result>(
     return bytes.withUnsafeBytes { body($0.baseAddress, $0.count) }
 }
 
-/// One send's completion, travelling through librdkafka as the message opaque.
-final class DeliveryBox: Sendable {
+/// Where a produced message's delivery report goes: subclass it and override ``delivered(_:)``. It travels
+/// through librdkafka as the message's opaque, retained until the report (or the refusal) comes.
+open class KafkaDeliveryHandler: @unchecked Sendable {
+    /// A handler.
+    public init() {}
+
+    /// Called exactly once, on the producer's poll thread (or at once when the message is refused): the offset
+    /// the broker gave the message, or why it was not delivered.
+    open func delivered(_ result: Result<KafkaDelivery, KafkaError>) {}
+}
+
+/// One send's completion closure as a handler.
+final class DeliveryBox: KafkaDeliveryHandler, @unchecked Sendable {
     let completion: @Sendable (Result<KafkaDelivery, KafkaError>) -> Void
 
     init(_ completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void) {
         self.completion = completion
+    }
+
+    override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
+        self.completion(result)
     }
 }
 
@@ -380,14 +413,14 @@ final class ProducerContext: Sendable {
     func delivered(_ message: UnsafePointer<rd_kafka_message_t>) {
         let fields = message.pointee
         if let opaque = fields._private {
-            let box = Unmanaged<DeliveryBox>.fromOpaque(opaque).takeRetainedValue()
+            let handler = Unmanaged<KafkaDeliveryHandler>.fromOpaque(opaque).takeRetainedValue()
             let topic = fields.rkt.map { self.topicName($0) } ?? ""
             let partition = KafkaPartition(topic: topic, partition: fields.partition)
             if fields.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                box.completion(
+                handler.delivered(
                     .success(KafkaDelivery(partition: partition, offset: fields.offset >= 0 ? fields.offset : nil)))
             } else {
-                box.completion(.failure(KafkaError(fields.err, context: "delivering to \(partition)")))
+                handler.delivered(.failure(KafkaError(fields.err, context: "delivering to \(partition)")))
             }
         }
         self.didDeliver()

@@ -53,6 +53,26 @@ struct PartitionProgressTests {
         #expect(progress.unfinishedCount == 0)
     }
 
+    @Test("an event of several pieces finishes with its last piece; strays after that change nothing")
+    func pieces() {
+        var progress = PartitionProgress()
+        progress.begin(offset: 20, pieces: 3)
+        progress.begin(offset: 21, pieces: 1)
+        let twentyOne = progress.finishPiece(offset: 21)
+        let first = progress.finishPiece(offset: 20)
+        let second = progress.finishPiece(offset: 20)
+        #expect(!twentyOne && !first && !second)
+        #expect(progress.commitOffset == nil)
+        #expect(progress.unfinishedCount == 1)
+        let last = progress.finishPiece(offset: 20)
+        #expect(last)
+        #expect(progress.commitOffset == 22)
+        let stray = progress.finishPiece(offset: 20)
+        let unknown = progress.finishPiece(offset: 19)
+        #expect(!stray && !unknown)
+        #expect(progress.unfinishedCount == 0)
+    }
+
     @Test("random finishing orders always commit exactly past the finished prefix")
     func randomOrders() {
         var generator = SystemRandomNumberGenerator()

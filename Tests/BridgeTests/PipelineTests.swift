@@ -13,8 +13,10 @@ import Testing
 
 @Suite("Pipeline")
 struct PipelineTests {
-    @Test("every event is accounted for: outcomes, invalid tokens, dead letters, unmatched; commits reach the end")
-    func accounting() async throws {
+    @Test(
+        "every event is accounted for: outcomes, invalid tokens, dead letters, unmatched; commits reach the end",
+        arguments: [false, true])
+    func accounting(takenAtOnce: Bool) async throws {
         let events = [
             TestEvent.json(offset: 0, #"{"tokens":["aa01","aa02"]}"#),
             TestEvent.json(offset: 1, #"{"tokens":["dead"]}"#),
@@ -24,6 +26,12 @@ struct PipelineTests {
         let harness = Harness(events: events) { token in
             token == "dead" ? .answered(APNSResponse(status: 410, reason: .unregistered, invalidSinceEpochMilliseconds: 1_700_000_000_000))
                 : .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+        }
+        if takenAtOnce {
+            harness.sink.takeAtOnce()
+            // The outcome and invalid-token records of "dead" and one more fail once each: the outcome is
+            // finished only once both of its records are acknowledged.
+            harness.sink.failNext(3)
         }
         try await harness.runToEnd()
         let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
@@ -64,14 +72,17 @@ struct PipelineTests {
         try await run.value
     }
 
-    @Test("a record Kafka fails is published again until acknowledged; only then is its offset committed")
-    func failedPublishesAreRetried() async throws {
+    @Test(
+        "a record Kafka fails is published again until acknowledged; only then is its offset committed",
+        arguments: [false, true])
+    func failedPublishesAreRetried(takenAtOnce: Bool) async throws {
         let events = (0..<3).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
         var configuration = PipelineConfiguration()
         configuration.publishBackoff = Backoff(initial: .milliseconds(20), maximum: .milliseconds(50))
         let harness = Harness(events: events, configuration: configuration) { _ in
             .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
+        if takenAtOnce { harness.sink.takeAtOnce() }
         harness.sink.failNext(4)
         try await harness.runToEnd()
         #expect(harness.sink.failures == 4)
@@ -432,12 +443,28 @@ private final class MemorySink: RecordSink {
         var failuresLeft = 0
         var failures = 0
         var maxRecordBytes = Int.max
+        var takesAtOnce = false
     }
     private let state = Mutex(State())
 
     /// Records a record and acknowledges it at once, unless acknowledgements for its key are held, or fails
     /// it (as a broker that did not take it) while failures are due.
     func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
+        self.take(record, acknowledged: acknowledged)
+    }
+
+    /// With ``takesAtOnce``, takes every record without a wait, as the Kafka sink does while librdkafka's queue
+    /// has room (the pipeline's outcomes then come back through their acknowledgement objects); otherwise
+    /// takes none, so every record goes through ``publish(_:acknowledged:)`` in a task.
+    func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool {
+        guard self.state.withLock({ $0.takesAtOnce }) else { return false }
+        self.take(record, acknowledged: acknowledged)
+        return true
+    }
+
+    func takeAtOnce() { self.state.withLock { $0.takesAtOnce = true } }
+
+    private func take(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) {
         let size = (record.key?.count ?? 0) + (record.value?.count ?? 0)
             + record.headers.reduce(0) { total, header in total + header.0.utf8.count + (header.1?.count ?? 0) }
         if size > self.state.withLock({ $0.maxRecordBytes }) {

@@ -33,6 +33,26 @@ struct RecordsTests {
         #expect(Set(object.keys).count == 16)
     }
 
+    @Test(
+        "the source key in a record is its text as keyText makes it, whether written from bytes or from a string",
+        arguments: [
+            Array("customer-42".utf8), Array("quote\" backslash\\ nul\u{0} del\u{7F} tab\t".utf8),
+            Array("ключ-🚀".utf8), [0x61, 0xFF, 0xFE, 0x62], [0xC3], [],
+            [UInt8](repeating: 0x41, count: 1024), [UInt8](repeating: 0x41, count: 1025),
+            [UInt8](repeating: 0x22, count: 1024),
+        ])
+    func sourceKeyText(key: [UInt8]) throws {
+        let source = SourceCoordinates(topic: "orders", partition: 0, offset: 1, key: key)
+        let record = OutcomeRecord(
+            notificationID: "8b4c2a1e-0000-8000-8000-000000000000", route: "r", source: source,
+            deviceToken: "00", apnsTopic: "com.example.shop", pushType: "alert", priority: 10, status: .delivered,
+            httpStatus: 200, reason: nil, apnsUniqueID: nil, attempts: 1, latencyMilliseconds: nil,
+            sentAtEpochMilliseconds: nil, completedAtEpochMilliseconds: 0)
+        let object = try #require(JSONSerialization.jsonObject(with: Data(record.encoded())) as? [String: Any])
+        let written = try #require(object["source"] as? [String: Any])
+        #expect(written["key"] as? String == source.keyText)
+    }
+
     @Test("hostile strings stay valid JSON")
     func escaping() throws {
         let hostile = "quote\" backslash\\ newline\n nul\u{0} tab\t emoji 🚀 {{x}}"

@@ -100,6 +100,32 @@ struct KafkaRoundTripTests {
         #expect(Set(received.map(\.text)) == Set((0..<2000).map { "m-\($0)" }))
     }
 
+    @Test("sends to a handler object: each handler gets its own report once, with an offset; a refused one at once")
+    func handlerSendsAreEachReportedOnce() async throws {
+        let cluster = try makeCluster(topic: "handler", partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        let reports = ReportTally()
+        for index in 0..<200 {
+            let taken = producer.sendNow(
+                topic: "handler", key: nil, value: Array("h-\(index)".utf8),
+                handler: TallyHandler(index: index, tally: reports))
+            #expect(taken)
+        }
+        try await producer.flush(timeout: .seconds(10))
+        #expect(reports.count == 200)
+        #expect(reports.failures.isEmpty)
+        #expect(reports.duplicates == 0)
+        // One partition: the offsets are 0..<200, each reported to the handler of its own message.
+        #expect(reports.offsets == Dictionary(uniqueKeysWithValues: (0..<200).map { ($0, Int64($0)) }))
+
+        let refused = producer.sendNow(
+            topic: "handler", key: nil, value: [UInt8](repeating: 7, count: 2_000_000),
+            handler: TallyHandler(index: -1, tally: reports))
+        #expect(refused)  // taken care of: reported at once, not "try again later"
+        #expect(reports.failures.map(\.code) == [.messageSizeTooLarge])
+        await producer.close()
+    }
+
     @Test("a reader that falls behind stops the polling: only the bounded buffer's batches are taken")
     func slowReaderBoundsWhatIsTaken() async throws {
         let topic = "bounded"
@@ -130,16 +156,37 @@ struct KafkaRoundTripTests {
 
 /// Delivery reports by send index, from any thread.
 private final class ReportTally: Sendable {
-    private let state = Mutex((seen: Set<Int>(), duplicates: 0, failures: [KafkaError]()))
+    private let state = Mutex(
+        (seen: Set<Int>(), duplicates: 0, failures: [KafkaError](), offsets: [Int: Int64]()))
 
     func add(_ index: Int, _ result: Result<KafkaDelivery, KafkaError>) {
         self.state.withLock { state in
             if !state.seen.insert(index).inserted { state.duplicates += 1 }
-            if case .failure(let error) = result { state.failures.append(error) }
+            switch result {
+            case .success(let delivery): state.offsets[index] = delivery.offset
+            case .failure(let error): state.failures.append(error)
+            }
         }
     }
+
+    var offsets: [Int: Int64] { self.state.withLock { $0.offsets } }
 
     var count: Int { self.state.withLock { $0.seen.count } }
     var duplicates: Int { self.state.withLock { $0.duplicates } }
     var failures: [KafkaError] { self.state.withLock { $0.failures } }
+}
+
+/// A delivery handler that reports to a tally under its send index.
+private final class TallyHandler: KafkaDeliveryHandler, @unchecked Sendable {
+    let index: Int
+    let tally: ReportTally
+
+    init(index: Int, tally: ReportTally) {
+        self.index = index
+        self.tally = tally
+    }
+
+    override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
+        self.tally.add(self.index, result)
+    }
 }
