@@ -70,9 +70,12 @@ let package = Package(
         ),
 
         // MARK: APNs: pure models, the client, and the simulator
+        // SHA-1 with the x86 SHA extensions, for notification ids (APNSCore's SHA1 uses it when the CPU has them).
+        .target(name: "CSHA1"),
         .target(
             name: "APNSCore",
             dependencies: [
+                "CSHA1",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict

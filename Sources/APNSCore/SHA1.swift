@@ -1,7 +1,10 @@
+import CSHA1
+
 /// SHA-1 (FIPS 180-4) of a short message, for name-based UUIDs only (``NotificationID``), never for security.
 ///
 /// swift-crypto's `Insecure.SHA1` gives the same digest (a test checks this), but it allocates a context per
-/// call and costs over a microsecond per notification; this runs on the stack in a fraction of that.
+/// call and costs over a microsecond per notification; this runs on the stack in a fraction of that, and on a
+/// CPU with the SHA extensions its compression runs in `CSHA1` (a test checks both paths give the same words).
 enum SHA1 {
     /// The 20-byte digest of `message`.
     static func digest(_ message: UnsafeRawBufferPointer) -> [UInt8] {
@@ -14,8 +17,11 @@ enum SHA1 {
         return digest
     }
 
-    /// The digest of `message` as five big-endian words, without allocating.
-    static func digestWords(_ message: UnsafeRawBufferPointer) -> (UInt32, UInt32, UInt32, UInt32, UInt32) {
+    /// The digest of `message` as five big-endian words, without allocating; with the CPU's SHA extensions when
+    /// it has them and `hardware` allows.
+    static func digestWords(
+        _ message: UnsafeRawBufferPointer, hardware: Bool = true
+    ) -> (UInt32, UInt32, UInt32, UInt32, UInt32) {
         let blockCount = (message.count + 8) / 64 + 1
         var state: (UInt32, UInt32, UInt32, UInt32, UInt32) = (
             0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0
@@ -29,14 +35,36 @@ enum SHA1 {
             for offset in 0..<8 {
                 padded[padded.count - 1 - offset] = UInt8(truncatingIfNeeded: bitCount >> (8 * UInt64(offset)))
             }
-            withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { words in
-                for block in 0..<blockCount {
-                    Self.compress(
-                        UnsafeBufferPointer(rebasing: padded[(block * 64)..<(block * 64 + 64)]), words, &state)
+            if hardware, Self.hardwareAvailable {
+                withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 5) { words in
+                    (words[0], words[1], words[2], words[3], words[4]) = state
+                    pb_sha1_compress_blocks(words.baseAddress, padded.baseAddress, blockCount)
+                    state = (words[0], words[1], words[2], words[3], words[4])
                 }
+                return
             }
+            Self.compressPortably(UnsafeBufferPointer(padded), blockCount: blockCount, &state)
         }
         return state
+    }
+
+    /// Whether the CPU has the SHA extensions: then the compression runs in `CSHA1` (~6× fewer instructions).
+    static let hardwareAvailable = pb_sha1_hardware_available() == 1
+
+    /// The digest words of `message` computed without the SHA extensions, whatever the CPU has: the reference the
+    /// tests compare the hardware path with.
+    static func portableDigestWords(_ message: UnsafeRawBufferPointer) -> (UInt32, UInt32, UInt32, UInt32, UInt32) {
+        Self.digestWords(message, hardware: false)
+    }
+
+    private static func compressPortably(
+        _ padded: UnsafeBufferPointer<UInt8>, blockCount: Int, _ state: inout (UInt32, UInt32, UInt32, UInt32, UInt32)
+    ) {
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 80) { words in
+            for block in 0..<blockCount {
+                Self.compress(UnsafeBufferPointer(rebasing: padded[(block * 64)..<(block * 64 + 64)]), words, &state)
+            }
+        }
     }
 
     private static func compress(

@@ -53,6 +53,27 @@ import Testing
         }
     }
 
+    @Test("the SHA extensions' path and the portable one give the same words for every length up to 300 bytes")
+    func hardwareAndPortablePathsAgree() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...300 {
+            for _ in 0..<4 {
+                let message = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                let hardware = message.withUnsafeBytes { SHA1.digestWords($0) }
+                let portable = message.withUnsafeBytes { SHA1.portableDigestWords($0) }
+                #expect(hardware == portable, "length \(length)")
+            }
+        }
+    }
+
+    @Test("this machine takes the SHA extensions' path when its CPU has them")
+    func hardwarePathIsTakenWhereAvailable() throws {
+        let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
+        let flags = cpuinfo.split(separator: "\n").first { $0.hasPrefix("flags") } ?? ""
+        let words = Set(flags.split(separator: " "))
+        #expect(SHA1.hardwareAvailable == (words.contains("sha_ni") && words.contains("sse4_1") && words.contains("ssse3")))
+    }
+
     @Test func digestOfABCIsTheFIPSExample() {
         let digest = Array("abc".utf8).withUnsafeBytes(SHA1.digest)
         #expect(digest.map { String(format: "%02x", $0) }.joined() == "a9993e364706816aba3e25717850c26c9cd0d89d")
