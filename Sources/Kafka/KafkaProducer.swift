@@ -199,7 +199,6 @@ public final class KafkaProducer: Sendable {
                     }
                 }
             }
-            let topicHandle = self.context.topicHandle(topic, client: handle)
             self.context.willProduce()
             let error = withBytes(of: key) { keyPointer, keyCount in
                 withBytes(of: value) { valuePointer, valueCount in
@@ -213,11 +212,7 @@ public final class KafkaProducer: Sendable {
                                 fields[count] = field
                                 count += 1
                             }
-                            if let topicHandle {
-                                append(RD_KAFKA_VTYPE_RKT) { $0.u.rkt = topicHandle }
-                            } else {
-                                append(RD_KAFKA_VTYPE_TOPIC) { $0.u.cstr = topicName }
-                            }
+                            append(RD_KAFKA_VTYPE_TOPIC) { $0.u.cstr = topicName }
                             if let partition {
                                 append(RD_KAFKA_VTYPE_PARTITION) { $0.u.i32 = partition }
                             }
@@ -307,8 +302,6 @@ extension KafkaProducer {
         while context.inFlightCount > 0, ContinuousClock.now < deadline {
             rd_kafka_poll(handle, 50)
         }
-        // No send runs any more (stopAccepting waited for them): the topic handles go before the client.
-        context.destroyTopicHandles()
         client.destroy()
     }
 }
@@ -369,41 +362,6 @@ final class ProducerContext: Sendable {
 
     var inFlightCount: Int {
         self.inFlight.withLock { $0.count }
-    }
-
-    /// librdkafka's handles of the topics produced to, by name. Producing by name looks the topic up under
-    /// the client's write lock on every message (`rd_kafka_topic_new0`); by handle it takes no lock.
-    private let topics = Mutex<[String: TopicHandle]>([:])
-
-    /// A topic handle: librdkafka's topic handles may be used from any thread.
-    private struct TopicHandle: @unchecked Sendable {
-        let pointer: OpaquePointer
-    }
-
-    /// The most topic handles kept; sends to further topics go by name.
-    static let maximumTopicHandles = 64
-
-    /// The handle of `topic`, made on its first send; `nil` when librdkafka makes none (then the send goes by
-    /// name and librdkafka reports what is wrong with it) or when ``maximumTopicHandles`` are kept already.
-    /// Called within the client's `withHandle`, so never after ``destroyTopicHandles()``.
-    func topicHandle(_ topic: String, client: OpaquePointer) -> OpaquePointer? {
-        let kept = self.topics.withLock { topics -> TopicHandle? in
-            if let handle = topics[topic] { return handle }
-            guard topics.count < Self.maximumTopicHandles, let pointer = rd_kafka_topic_new(client, topic, nil) else {
-                return nil
-            }
-            topics[topic] = TopicHandle(pointer: pointer)
-            return TopicHandle(pointer: pointer)
-        }
-        return kept?.pointer
-    }
-
-    /// Releases every topic handle; runs once no send can run, before the client is destroyed.
-    func destroyTopicHandles() {
-        self.topics.withLock { topics in
-            for handle in topics.values { rd_kafka_topic_destroy(handle.pointer) }
-            topics.removeAll()
-        }
     }
 
     func willProduce() {
