@@ -66,25 +66,16 @@ public final class APNSClient: Sendable {
     /// ``send(_:completion:)`` for several notifications at once: those going to the same connection are
     /// handed to it together, so a burst wakes the connection's event loop once rather than per notification.
     public func send(contentsOf submissions: [Submission]) {
-        // Grouped per connection in a short array searched by identity: appending through a dictionary's
-        // `default:` subscript copied the group's array at each append (an allocation per notification).
-        var batches: [(connection: HTTP2ClientConnection, requests: [Request])] = []
+        var batches = IdentityGroups<HTTP2ClientConnection, Request>(expecting: submissions.count)
         for index in submissions.indices {
             guard
                 let (connection, request) = self.dispatch(
                     submissions[index].notification, completion: submissions[index].completion)
             else { continue }
-            if let batch = batches.firstIndex(where: { $0.connection === connection }) {
-                batches[batch].requests.append(request)
-            } else {
-                var requests: [Request] = []
-                requests.reserveCapacity(submissions.count)
-                requests.append(request)
-                batches.append((connection, requests))
-            }
+            batches.append(request, to: connection)
         }
-        for batch in batches {
-            batch.connection.send(contentsOf: batch.requests)
+        for batch in batches.groups {
+            batch.key.send(contentsOf: batch.items)
         }
     }
 

@@ -60,8 +60,13 @@ public enum JSONText {
 
     /// Appends `text` as a JSON string literal: quotes around ``appendEscaped(_:to:)``.
     public static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
+        text.withUTF8InPlace { Self.appendQuoted(utf8: $0, to: &bytes) }
+    }
+
+    /// ``appendQuoted(_:to:)`` for UTF-8 bytes.
+    public static func appendQuoted(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
-        Self.appendEscaped(text, to: &bytes)
+        Self.appendEscaped(utf8: utf8, to: &bytes)
         bytes.append(UInt8(ascii: "\""))
     }
 

@@ -18,7 +18,7 @@ enum SHA1 {
     }
 
     /// The digest of `message` as five big-endian words, without allocating; with the CPU's SHA extensions when
-    /// it has them and `hardware` allows.
+    /// it has them and `hardware` allows (`false`: the portable compression, the reference tests compare with).
     static func digestWords(
         _ message: UnsafeRawBufferPointer, hardware: Bool = true
     ) -> (UInt32, UInt32, UInt32, UInt32, UInt32) {
@@ -50,12 +50,6 @@ enum SHA1 {
 
     /// Whether the CPU has the SHA extensions: then the compression runs in `CSHA1` (~6× fewer instructions).
     static let hardwareAvailable = pb_sha1_hardware_available() == 1
-
-    /// The digest words of `message` computed without the SHA extensions, whatever the CPU has: the reference the
-    /// tests compare the hardware path with.
-    static func portableDigestWords(_ message: UnsafeRawBufferPointer) -> (UInt32, UInt32, UInt32, UInt32, UInt32) {
-        Self.digestWords(message, hardware: false)
-    }
 
     private static func compressPortably(
         _ padded: UnsafeBufferPointer<UInt8>, blockCount: Int, _ state: inout (UInt32, UInt32, UInt32, UInt32, UInt32)

@@ -149,42 +149,25 @@ public final class APNSSender: ManagedSender {
     }
 
     public func send(contentsOf batch: [SendRequest]) {
-        // Grouped per client, so each client's event loop is woken once for its share. A short array searched
-        // by identity, not a dictionary of arrays: appending through a dictionary's `default:` subscript copied
-        // the group's array at each append (an allocation per notification), and there are only a few clients.
-        var http2: [(client: APNSClient, items: [APNSClient.Submission])] = []
-        var binary: [(client: BinaryClient, items: [APNSClient.Submission])] = []
+        // Grouped per client, so each client's event loop is woken once for its share.
+        var http2 = IdentityGroups<APNSClient, APNSClient.Submission>(expecting: batch.count)
+        var binary = IdentityGroups<BinaryClient, APNSClient.Submission>(expecting: batch.count)
         for index in batch.indices {
             let submission = APNSClient.Submission(
                 notification: batch[index].notification, completion: batch[index].completion)
             switch self.provider(batch[index].app) {
             case .http2(let client):
-                Self.append(submission, for: client, to: &http2, expecting: batch.count)
+                http2.append(submission, to: client)
             case .binary(let clients, _, _, let next):
-                Self.append(submission, for: clients[next.next(of: clients.count)], to: &binary, expecting: batch.count)
+                binary.append(submission, to: clients[next.next(of: clients.count)])
             }
         }
-        for group in http2 {
-            group.client.send(contentsOf: group.items)
+        for group in http2.groups {
+            group.key.send(contentsOf: group.items)
         }
-        for group in binary {
-            group.client.send(contentsOf: group.items)
+        for group in binary.groups {
+            group.key.send(contentsOf: group.items)
         }
-    }
-
-    /// Appends `submission` to the group of `client`, starting one when there is none yet.
-    private static func append<Client: AnyObject>(
-        _ submission: APNSClient.Submission, for client: Client,
-        to groups: inout [(client: Client, items: [APNSClient.Submission])], expecting count: Int
-    ) {
-        if let index = groups.firstIndex(where: { $0.client === client }) {
-            groups[index].items.append(submission)
-            return
-        }
-        var items: [APNSClient.Submission] = []
-        items.reserveCapacity(count)
-        items.append(submission)
-        groups.append((client, items))
     }
 
     private var providers: [Provider] { [self.defaultProvider] + Array(self.appProviders.values) }

@@ -56,9 +56,7 @@ struct JSONWriter {
     /// Writes a string value from bytes that are valid UTF-8 already.
     mutating func string(utf8 value: [UInt8]) {
         self.beginValue()
-        self.bytes.append(UInt8(ascii: "\""))
-        value.withUnsafeBufferPointer { JSONText.appendEscaped(utf8: $0, to: &self.bytes) }
-        self.bytes.append(UInt8(ascii: "\""))
+        value.withUnsafeBufferPointer { JSONText.appendQuoted(utf8: $0, to: &self.bytes) }
     }
 
     mutating func string(_ value: String?) {

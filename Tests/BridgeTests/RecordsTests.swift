@@ -43,6 +43,17 @@ struct RecordsTests {
         ])
     func sourceKeyText(key: [UInt8]) throws {
         let source = SourceCoordinates(topic: "orders", partition: 0, offset: 1, key: key)
+        #expect(try Self.writtenSourceKey(source) as? String == source.keyText)
+    }
+
+    @Test("an event without a Kafka key (a tombstone's or a keyless producer's) has a null source key")
+    func nullSourceKey() throws {
+        let source = SourceCoordinates(topic: "orders", partition: 0, offset: 1, key: nil)
+        #expect(try Self.writtenSourceKey(source) is NSNull)
+    }
+
+    /// The `source.key` of an outcome record for `source`, as JSON reads it back.
+    private static func writtenSourceKey(_ source: SourceCoordinates) throws -> Any? {
         let record = OutcomeRecord(
             notificationID: "8b4c2a1e-0000-8000-8000-000000000000", route: "r", source: source,
             deviceToken: "00", apnsTopic: "com.example.shop", pushType: "alert", priority: 10, status: .delivered,
@@ -50,7 +61,7 @@ struct RecordsTests {
             sentAtEpochMilliseconds: nil, completedAtEpochMilliseconds: 0)
         let object = try #require(JSONSerialization.jsonObject(with: Data(record.encoded())) as? [String: Any])
         let written = try #require(object["source"] as? [String: Any])
-        #expect(written["key"] as? String == source.keyText)
+        return written["key"]
     }
 
     @Test("hostile strings stay valid JSON")
