@@ -150,29 +150,78 @@ public final class KafkaConsumer: Sendable {
 
     /// Stops fetching `partitions` until ``resume(_:)``. Batches already buffered are still delivered.
     public func pause(_ partitions: [KafkaPartition]) throws {
-        try self.pauseOrResume(partitions, pause: true)
-    }
-
-    /// Fetches `partitions` again, from the first message not yet delivered.
-    public func resume(_ partitions: [KafkaPartition]) throws {
-        try self.pauseOrResume(partitions, pause: false)
-    }
-
-    private func pauseOrResume(_ partitions: [KafkaPartition], pause: Bool) throws {
         guard !partitions.isEmpty else {
             return
         }
         let list = RDKafkaPartitionList(partitions)
         try self.client.withHandle { handle in
-            let error =
-                pause
-                ? rd_kafka_pause_partitions(handle, list.pointer) : rd_kafka_resume_partitions(handle, list.pointer)
+            let error = rd_kafka_pause_partitions(handle, list.pointer)
             if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-                throw KafkaError(error, context: pause ? "pausing partitions" : "resuming partitions")
+                throw KafkaError(error, context: "pausing partitions")
             }
-            if let partitionError = list.firstError(context: pause ? "pausing" : "resuming") {
+            if let partitionError = list.firstError(context: "pausing") {
                 throw partitionError
             }
+        }
+    }
+
+    /// Fetches `partitions` again, from the first message not yet delivered, at once.
+    ///
+    /// librdkafka 2.0.2 only clears a resumed partition's pause flag. The broker thread that fetches it sleeps up
+    /// to a second while all its partitions are paused, and nothing wakes it, so on its own a resumed partition was
+    /// fetched again 0–1 s later: a pipeline that paused whenever its line was full stood idle for half a second
+    /// on average at every resume (docs/kafka.md, "Resuming wakes the fetcher"). A seek wakes the broker thread, so
+    /// each resumed partition that has delivered messages is also sought to its position (read while it is still
+    /// paused, so it cannot move), which is where resuming fetches from anyway.
+    ///
+    /// The broker thread may fetch between the resume and the seek, and the poll thread take some of those
+    /// messages; the seek then fetches them once more, and the poll thread drops what it already delivered in this
+    /// assignment (``ConsumerContext/admit(_:offset:)``).
+    ///
+    /// Everything happens under the lock the rebalance callback holds to assign or release partitions, so a
+    /// position read before a revocation cannot be sought to after the partition came back (that would move the
+    /// new assignment off its committed offset); a partition released meanwhile refuses the seek.
+    public func resume(_ partitions: [KafkaPartition]) throws {
+        guard !partitions.isEmpty else {
+            return
+        }
+        let list = RDKafkaPartitionList(partitions)
+        try self.context.assignmentChange.withLock { _ in
+            try self.client.withHandle { handle in
+                let positions =
+                    rd_kafka_position(handle, list.pointer) == RD_KAFKA_RESP_ERR_NO_ERROR
+                    ? list.elements.filter { $0.error == RD_KAFKA_RESP_ERR_NO_ERROR && $0.offset >= 0 } : []
+                let error = rd_kafka_resume_partitions(handle, list.pointer)
+                if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    throw KafkaError(error, context: "resuming partitions")
+                }
+                if let partitionError = list.firstError(context: "resuming") {
+                    throw partitionError
+                }
+                Self.seek(handle, to: positions.map { ($0.partition, $0.offset) })
+            }
+        }
+    }
+
+    /// Seeks `positions` without waiting (librdkafka's asynchronous seek: per-partition errors are not reported).
+    private static func seek(_ handle: OpaquePointer, to positions: [(KafkaPartition, Int64)]) {
+        guard !positions.isEmpty else {
+            return
+        }
+        let list = RDKafkaPartitionList(capacity: positions.count)
+        for (partition, offset) in positions {
+            list.add(partition, offset: offset)
+        }
+        if let error = rd_kafka_seek_partitions(handle, list.pointer, 0) {
+            rd_kafka_error_destroy(error)
+        }
+    }
+
+    /// Fetches `partition` again from `offset`, as a resume's seek does when the broker thread fetched in
+    /// between: for tests of the poll thread's duplicate filter.
+    func rewind(_ partition: KafkaPartition, to offset: Int64) throws {
+        try self.context.assignmentChange.withLock { _ in
+            try self.client.withHandle { handle in Self.seek(handle, to: [(partition, offset)]) }
         }
     }
 
@@ -308,10 +357,21 @@ final class ConsumerContext: Sendable {
     let logger: Logger
     let closeRequested = Atomic<Bool>(false)
     let closed = CloseSignal()
-    /// The generation of each assigned partition's current assignment, and the last one handed out. Written by
-    /// the rebalance callback and read by the poll loop, both on the poll thread, so a message is stamped with
-    /// the assignment it was fetched under.
-    let generations = Mutex<(last: UInt64, byPartition: [KafkaPartition: UInt64])>((0, [:]))
+    /// Each assigned partition's current assignment, and the last generation handed out. Written by the
+    /// rebalance callback and read by the poll loop, both on the poll thread, so a message is stamped with the
+    /// assignment it was fetched under.
+    let assignments = Mutex<(last: UInt64, byPartition: [KafkaPartition: Assignment])>((0, [:]))
+
+    /// A partition's current assignment, as the poll thread sees it.
+    struct Assignment {
+        /// Stamped on its messages (``KafkaMessage/assignmentGeneration``).
+        var generation: UInt64
+        /// The offset after the last message delivered in this assignment; `nil` before the first.
+        var nextOffset: Int64?
+    }
+    /// Held while partitions are assigned or released, and while ``KafkaConsumer/resume(_:)`` reads positions
+    /// and seeks to them.
+    let assignmentChange = Mutex(())
 
     init(
         buffer: BatchBuffer,
@@ -325,6 +385,23 @@ final class ConsumerContext: Sendable {
         self.listenerTimeout = listenerTimeout
         self.closeTimeout = closeTimeout
         self.logger = logger
+    }
+
+    /// The generation to stamp on the message of `partition` at `offset`, or `nil` when this assignment already
+    /// delivered it: a resume's seek fetched it again (see ``KafkaConsumer/resume(_:)``). Offsets name messages
+    /// for good, so within one assignment a message at or below the last delivered offset is always one delivered
+    /// before. A partition without a group assignment (a reader of fixed partitions) is stamped 0, unfiltered.
+    func admit(_ partition: KafkaPartition, offset: Int64) -> UInt64? {
+        self.assignments.withLock { assignments -> UInt64? in
+            guard let index = assignments.byPartition.index(forKey: partition) else {
+                return 0
+            }
+            if let next = assignments.byPartition.values[index].nextOffset, offset < next {
+                return nil
+            }
+            assignments.byPartition.values[index].nextOffset = offset + 1
+            return assignments.byPartition.values[index].generation
+        }
     }
 
     /// Runs a listener method from the poll thread and blocks it until the method returns or the timeout.
@@ -362,10 +439,12 @@ final class ConsumerContext: Sendable {
                 "Partitions assigned",
                 metadata: ["kafka.partitions": "\(partitions.map(\.description).joined(separator: ","))"]
             )
-            let generation = self.generations.withLock { generations in
-                generations.last += 1
-                for partition in partitions { generations.byPartition[partition] = generations.last }
-                return generations.last
+            let generation = self.assignments.withLock { assignments in
+                assignments.last += 1
+                for partition in partitions {
+                    assignments.byPartition[partition] = Assignment(generation: assignments.last, nextOffset: nil)
+                }
+                return assignments.last
             }
             self.complete(handle, list, assign: true, cooperative: cooperative)
             self.awaitListener("assign") { await $0.partitionsAssigned(partitions, generation: generation) }
@@ -379,8 +458,8 @@ final class ConsumerContext: Sendable {
                 ]
             )
             self.buffer.discard(Set(partitions))
-            self.generations.withLock { generations in
-                for partition in partitions { generations.byPartition[partition] = nil }
+            self.assignments.withLock { assignments in
+                for partition in partitions { assignments.byPartition[partition] = nil }
             }
             self.awaitListener("revoke") { await $0.partitionsRevoked(partitions) }
             if !lost {
@@ -408,6 +487,23 @@ final class ConsumerContext: Sendable {
         assign: Bool,
         cooperative: Bool
     ) {
+        let failure: KafkaError? = self.assignmentChange.withLock { _ in
+            self.assignOrRelease(handle, list, assign: assign, cooperative: cooperative)
+        }
+        if let failure {
+            self.logger.error(
+                assign ? "Could not assign partitions" : "Could not release partitions",
+                metadata: ["kafka.error": "\(failure)"]
+            )
+        }
+    }
+
+    private func assignOrRelease(
+        _ handle: OpaquePointer,
+        _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+        assign: Bool,
+        cooperative: Bool
+    ) -> KafkaError? {
         let failure: KafkaError?
         if cooperative {
             let error = assign ? rd_kafka_incremental_assign(handle, list) : rd_kafka_incremental_unassign(handle, list)
@@ -416,12 +512,7 @@ final class ConsumerContext: Sendable {
             let error = rd_kafka_assign(handle, assign ? list : nil)
             failure = error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error)
         }
-        if let failure {
-            self.logger.error(
-                assign ? "Could not assign partitions" : "Could not release partitions",
-                metadata: ["kafka.error": "\(failure)"]
-            )
-        }
+        return failure
     }
 }
 
@@ -447,14 +538,22 @@ private struct PollLoop: Sendable {
             var batch: [KafkaMessage] = []
             batch.reserveCapacity(self.maxBatchMessageCount)
             var batchBytes = 0
+            var redelivered = 0
             while let message = next {
                 if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                    var copy = Self.copy(message, topic: topicNames.name(of: message.pointee.rkt))
+                    let topic = topicNames.name(of: message.pointee.rkt)
                     // Looked up per message: the polls below may serve a rebalance in the middle of a batch.
-                    copy.assignmentGeneration =
-                        self.context.generations.withLock { $0.byPartition[copy.kafkaPartition] } ?? 0
-                    batchBytes += copy.byteCount
-                    batch.append(copy)
+                    if let generation = self.context.admit(
+                        KafkaPartition(topic: topic, partition: message.pointee.partition),
+                        offset: message.pointee.offset)
+                    {
+                        var copy = Self.copy(message, topic: topic)
+                        copy.assignmentGeneration = generation
+                        batchBytes += copy.byteCount
+                        batch.append(copy)
+                    } else {
+                        redelivered += 1
+                    }
                 } else {
                     failure = self.report(message)
                 }
@@ -463,6 +562,10 @@ private struct PollLoop: Sendable {
                     break
                 }
                 next = rd_kafka_consumer_poll(handle, 0)
+            }
+            if redelivered > 0 {
+                self.context.logger.debug(
+                    "Messages fetched again after a resume dropped", metadata: ["kafka.messages": "\(redelivered)"])
             }
             if !batch.isEmpty {
                 self.context.buffer.push(batch)

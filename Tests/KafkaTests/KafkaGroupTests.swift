@@ -1,6 +1,7 @@
-import Kafka
 import Testing
 import TestSupport
+
+@testable import Kafka
 
 @Suite("Consumer groups and offsets", .timeLimit(.minutes(1)))
 struct KafkaGroupTests {
@@ -126,5 +127,76 @@ struct KafkaGroupTests {
         await consumer.close()
         await producer.close()
         #expect(all.filter { $0.partition == 0 }.map(\.offset) == Array(0..<5))
+    }
+
+    @Test(
+        "a resumed partition is fetched again at once, not after the fetcher's idle second; nothing twice or skipped"
+    )
+    func resumedPartitionIsFetchedAtOnce() async throws {
+        let topic = "resume"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        let count = 2000
+        try await produce(producer, topic: topic, count: count, partitionCount: 1)
+        await producer.close()
+        var configuration = consumerConfiguration(cluster, group: "resume")
+        // The poll thread runs at most two messages ahead of the reader, so most of the partition is fetched
+        // again after each resume.
+        configuration.maxBatchMessageCount = 1
+        configuration.bufferedBatchCount = 1
+        // The fetcher soon reaches the end of the partition, and a fetch there is held up to this long; the
+        // first fetch after a resume waits for it (PushBridge's consumer default is 100 ms). Short here, so the
+        // waits below measure the wake-up alone.
+        configuration.properties["fetch.wait.max.ms"] = "10"
+        let recorder = RebalanceRecorder()
+        let consumer = try KafkaConsumer(
+            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("resume"))
+        let received = startReading(consumer, storeOffsets: false)
+        try await received.wait("the first message") { !$0.isEmpty }
+
+        var waits: [Duration] = []
+        for cycle in 0..<8 {
+            try consumer.pause([partition])
+            // Time for the pause to reach the broker thread, which then sleeps for up to a second.
+            try await Task.sleep(for: .milliseconds(100))
+            // The first offset the poll thread has not taken: only a fetch after the resume brings it.
+            let position = try #require(try consumer.lag(for: [partition]).first?.position)
+            let resumed = ContinuousClock.now
+            try consumer.resume([partition])
+            try await received.wait("a message fetched after resume \(cycle)") { $0.contains { $0.offset >= position } }
+            waits.append(.now - resumed)
+        }
+        let all = try await received.wait("every message") { $0.count >= count }
+        await consumer.close()
+
+        // Without the wake-up each wait was ~0.9 s (the rest of the broker thread's idle second); a fetch on
+        // loopback takes milliseconds. The sum over eight resumes leaves room for a loaded machine.
+        let total = waits.reduce(Duration.zero, +)
+        #expect(total < .seconds(2), "waits after resume: \(waits)")
+        #expect(all.map(\.offset) == Array(0..<Int64(count)))
+    }
+
+    @Test("a message fetched again within one assignment is not delivered twice")
+    func refetchedMessagesAreNotDeliveredTwice() async throws {
+        let topic = "refetch"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 50, prefix: "first", partitionCount: 1)
+        let recorder = RebalanceRecorder()
+        let consumer = try makeConsumer(cluster, topic: topic, group: "refetch", listener: recorder)
+        let received = startReading(consumer, storeOffsets: true)
+        try await received.wait("the first messages") { $0.count >= 50 }
+
+        // What a resume's seek does when the broker thread fetched in between: offsets 10... come again.
+        try consumer.rewind(partition, to: 10)
+        try await produce(producer, topic: topic, count: 10, prefix: "second", partitionCount: 1)
+        let all = try await received.wait("the new messages") { $0.contains { $0.offset == 59 } }
+        // Anything fetched again would have arrived before offset 59.
+        await consumer.close()
+        await producer.close()
+        #expect(all.map(\.offset) == Array(0..<60))
+        #expect(Set(all.map(\.assignmentGeneration)).count == 1)
     }
 }
