@@ -209,7 +209,16 @@ public struct BridgeRuntime: Sendable {
     /// `queued.max.messages.kbytes`: librdkafka prefetches up to 64 MiB of messages by default. The pipeline
     /// never needs more than `max_in_flight` events ahead, so 16 MiB keeps memory flat and lower (measured with
     /// `make bench`) without slowing consumption.
-    public static let consumerDefaults: [String: String] = ["queued.max.messages.kbytes": "16384"]
+    ///
+    /// `fetch.wait.max.ms` (librdkafka's default 500): how long a broker may hold a fetch that finds no new
+    /// message. A consumer that caught up with its partitions keeps such a fetch outstanding, and the next one
+    /// waits for it, so after the line was full (partitions paused, the prefetched messages dropped, fetching
+    /// from the pause point again on resume) the first refetch could wait up to that long. 100 ms bounds that wait
+    /// at the cost of at most ten empty fetches a second per broker while idle (docs/kafka.md, "Resuming wakes
+    /// the fetcher").
+    public static let consumerDefaults: [String: String] = [
+        "queued.max.messages.kbytes": "16384", "fetch.wait.max.ms": "100",
+    ]
 
     /// librdkafka producer settings PushBridge changes from librdkafka's defaults; `kafka.properties` and
     /// `kafka.producer_properties` override them (under either of librdkafka's names for the setting).

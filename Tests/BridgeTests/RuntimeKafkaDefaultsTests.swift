@@ -67,12 +67,14 @@ struct RuntimeKafkaDefaultsTests {
         #expect(shared.properties["linger.ms"] == "10")
     }
 
-    @Test("the consumer prefetches 16 MiB unless the configuration says otherwise")
+    @Test("the consumer prefetches 16 MiB and waits at most 100 ms per empty fetch, unless configured otherwise")
     func consumerPrefetch() throws {
         let defaults = try self.runtime().consumerConfiguration(bootstrapServers: "b:9092")
         #expect(defaults.properties["queued.max.messages.kbytes"] == "16384")
-        let set = try self.runtime("  consumer_properties:\n    queued.max.messages.kbytes: 65536")
-            .consumerConfiguration(bootstrapServers: "b:9092")
+        #expect(defaults.properties["fetch.wait.max.ms"] == "100")
+        let properties = "  consumer_properties:\n    queued.max.messages.kbytes: 65536\n    fetch.wait.max.ms: 500"
+        let set = try self.runtime(properties).consumerConfiguration(bootstrapServers: "b:9092")
         #expect(set.properties["queued.max.messages.kbytes"] == "65536")
+        #expect(set.properties["fetch.wait.max.ms"] == "500")
     }
 }
