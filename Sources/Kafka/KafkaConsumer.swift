@@ -154,13 +154,17 @@ public final class KafkaConsumer: Sendable {
             return
         }
         let list = RDKafkaPartitionList(partitions)
-        try self.client.withHandle { handle in
-            let error = rd_kafka_pause_partitions(handle, list.pointer)
-            if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-                throw KafkaError(error, context: "pausing partitions")
-            }
-            if let partitionError = list.firstError(context: "pausing") {
-                throw partitionError
+        try self.context.assignmentChange.withLock { _ in
+            // A paused partition needs no waking, and a seek would move where it resumes from.
+            self.context.forgetWakes(of: partitions)
+            try self.client.withHandle { handle in
+                let error = rd_kafka_pause_partitions(handle, list.pointer)
+                if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+                    throw KafkaError(error, context: "pausing partitions")
+                }
+                if let partitionError = list.firstError(context: "pausing") {
+                    throw partitionError
+                }
             }
         }
     }
@@ -168,29 +172,33 @@ public final class KafkaConsumer: Sendable {
     /// Fetches `partitions` again, from the first message not yet delivered, at once.
     ///
     /// librdkafka 2.0.2 only clears a resumed partition's pause flag. The broker thread that fetches it sleeps up
-    /// to a second while all its partitions are paused, and nothing wakes it, so on its own a resumed partition was
+    /// to a second while it has nothing to fetch, and nothing wakes it, so on its own a resumed partition was
     /// fetched again 0–1 s later: a pipeline that paused whenever its line was full stood idle for half a second
     /// on average at every resume (docs/kafka.md, "Resuming wakes the fetcher"). A seek wakes the broker thread, so
-    /// each resumed partition that has delivered messages is also sought to its position (read while it is still
-    /// paused, so it cannot move), which is where resuming fetches from anyway.
+    /// each resumed partition that has delivered messages in this assignment is also sought to the offset after
+    /// the last one delivered, which is where resuming fetches from anyway.
     ///
-    /// The broker thread may fetch between the resume and the seek, and the poll thread take some of those
+    /// The broker thread decides at that wake-up, and it fetches nothing while librdkafka's local queue is over
+    /// `queued.max.messages.kbytes`. Pausing does not always empty that queue (librdkafka drops a paused
+    /// partition's prefetched messages only from the front of the consumer queue, the rest as the poll thread
+    /// reaches them), so the poll thread seeks once more when it next finds the queue empty
+    /// (``ConsumerContext/wakeFetchers(_:)``).
+    ///
+    /// The broker thread may fetch between the resume and a seek, and the poll thread take some of those
     /// messages; the seek then fetches them once more, and the poll thread drops what it already delivered in this
     /// assignment (``ConsumerContext/admit(_:offset:)``).
     ///
-    /// Everything happens under the lock the rebalance callback holds to assign or release partitions, so a
-    /// position read before a revocation cannot be sought to after the partition came back (that would move the
-    /// new assignment off its committed offset); a partition released meanwhile refuses the seek.
+    /// Everything happens under the lock the rebalance callback holds to assign or release partitions, and a seek
+    /// goes only to a partition still in the assignment its position was read from, so it can never move a new
+    /// assignment off its committed offset.
     public func resume(_ partitions: [KafkaPartition]) throws {
         guard !partitions.isEmpty else {
             return
         }
         let list = RDKafkaPartitionList(partitions)
         try self.context.assignmentChange.withLock { _ in
+            let positions = self.context.deliveredPositions(of: partitions)
             try self.client.withHandle { handle in
-                let positions =
-                    rd_kafka_position(handle, list.pointer) == RD_KAFKA_RESP_ERR_NO_ERROR
-                    ? list.elements.filter { $0.error == RD_KAFKA_RESP_ERR_NO_ERROR && $0.offset >= 0 } : []
                 let error = rd_kafka_resume_partitions(handle, list.pointer)
                 if error != RD_KAFKA_RESP_ERR_NO_ERROR {
                     throw KafkaError(error, context: "resuming partitions")
@@ -198,22 +206,9 @@ public final class KafkaConsumer: Sendable {
                 if let partitionError = list.firstError(context: "resuming") {
                     throw partitionError
                 }
-                Self.seek(handle, to: positions.map { ($0.partition, $0.offset) })
+                seekWithoutWaiting(handle, to: positions.map { ($0.partition, $0.offset) })
             }
-        }
-    }
-
-    /// Seeks `positions` without waiting (librdkafka's asynchronous seek: per-partition errors are not reported).
-    private static func seek(_ handle: OpaquePointer, to positions: [(KafkaPartition, Int64)]) {
-        guard !positions.isEmpty else {
-            return
-        }
-        let list = RDKafkaPartitionList(capacity: positions.count)
-        for (partition, offset) in positions {
-            list.add(partition, offset: offset)
-        }
-        if let error = rd_kafka_seek_partitions(handle, list.pointer, 0) {
-            rd_kafka_error_destroy(error)
+            self.context.wakeLater(positions)
         }
     }
 
@@ -221,7 +216,7 @@ public final class KafkaConsumer: Sendable {
     /// between: for tests of the poll thread's duplicate filter.
     func rewind(_ partition: KafkaPartition, to offset: Int64) throws {
         try self.context.assignmentChange.withLock { _ in
-            try self.client.withHandle { handle in Self.seek(handle, to: [(partition, offset)]) }
+            try self.client.withHandle { handle in seekWithoutWaiting(handle, to: [(partition, offset)]) }
         }
     }
 
@@ -369,9 +364,17 @@ final class ConsumerContext: Sendable {
         /// The offset after the last message delivered in this assignment; `nil` before the first.
         var nextOffset: Int64?
     }
-    /// Held while partitions are assigned or released, and while ``KafkaConsumer/resume(_:)`` reads positions
-    /// and seeks to them.
+    /// Held while partitions are assigned or released, and while ``KafkaConsumer/pause(_:)``,
+    /// ``KafkaConsumer/resume(_:)`` and ``wakeFetchers(_:)`` seek or change what is to be sought.
     let assignmentChange = Mutex(())
+    /// Resumed partitions to seek once more when the poll thread finds librdkafka's queue empty, each with its
+    /// position and assignment generation at the resume (see ``KafkaConsumer/resume(_:)``).
+    private let pendingWakes = Mutex<[KafkaPartition: (offset: Int64, generation: UInt64)]>([:])
+    /// Whether ``pendingWakes`` has any: read by the poll thread after every empty poll.
+    private let hasPendingWakes = Atomic<Bool>(false)
+
+    /// Whether a resume waits for ``wakeFetchers(_:)``.
+    var wakesPending: Bool { self.hasPendingWakes.load(ordering: .acquiring) }
 
     init(
         buffer: BatchBuffer,
@@ -401,6 +404,77 @@ final class ConsumerContext: Sendable {
             }
             assignments.byPartition.values[index].nextOffset = offset + 1
             return assignments.byPartition.values[index].generation
+        }
+    }
+
+    /// For each of `partitions` that delivered a message in its current assignment: the offset after the last
+    /// one, and the assignment's generation. This is where a resume fetches from, tracked here rather than read
+    /// from librdkafka (`rd_kafka_position` forgets the position after a seek, until the next message).
+    func deliveredPositions(
+        of partitions: [KafkaPartition]
+    ) -> [(partition: KafkaPartition, offset: Int64, generation: UInt64)] {
+        self.assignments.withLock { assignments in
+            partitions.compactMap { partition in
+                guard let assignment = assignments.byPartition[partition], let next = assignment.nextOffset else {
+                    return nil
+                }
+                return (partition, next, assignment.generation)
+            }
+        }
+    }
+
+    /// Remembers resumed partitions for ``wakeFetchers(_:)``. Call with ``assignmentChange`` held.
+    func wakeLater(_ positions: [(partition: KafkaPartition, offset: Int64, generation: UInt64)]) {
+        guard !positions.isEmpty else {
+            return
+        }
+        self.pendingWakes.withLock { wakes in
+            for position in positions {
+                wakes[position.partition] = (position.offset, position.generation)
+            }
+        }
+        self.hasPendingWakes.store(true, ordering: .releasing)
+    }
+
+    /// Forgets pending wakes of `partitions`, which are paused again. Call with ``assignmentChange`` held.
+    func forgetWakes(of partitions: [KafkaPartition]) {
+        guard self.wakesPending else {
+            return
+        }
+        self.pendingWakes.withLock { wakes in
+            for partition in partitions { wakes[partition] = nil }
+            if wakes.isEmpty { self.hasPendingWakes.store(false, ordering: .releasing) }
+        }
+    }
+
+    /// Seeks the partitions resumed since the last call once more, to the offset after the last message
+    /// delivered (the resume's position when none was since), so that their broker thread decides again now that
+    /// librdkafka's queue is empty. The poll thread calls it after every poll that returned nothing; without a
+    /// resume pending it returns at once, taking no lock. A partition revoked since its resume (its assignment
+    /// generation changed) is left alone.
+    func wakeFetchers(_ handle: OpaquePointer) {
+        guard self.wakesPending else {
+            return
+        }
+        self.assignmentChange.withLock { _ in
+            let wakes = self.pendingWakes.withLock { wakes in
+                defer {
+                    wakes.removeAll()
+                    self.hasPendingWakes.store(false, ordering: .releasing)
+                }
+                return wakes
+            }
+            let seeks = self.assignments.withLock { assignments in
+                wakes.compactMap { partition, wake -> (KafkaPartition, Int64)? in
+                    guard let assignment = assignments.byPartition[partition],
+                        assignment.generation == wake.generation
+                    else {
+                        return nil
+                    }
+                    return (partition, assignment.nextOffset ?? wake.offset)
+                }
+            }
+            seekWithoutWaiting(handle, to: seeks)
         }
     }
 
@@ -530,9 +604,12 @@ private struct PollLoop: Sendable {
         var failure: KafkaError?
         let shouldStop = { self.context.closeRequested.load(ordering: .relaxed) }
         while !shouldStop(), failure == nil, self.context.buffer.waitForSpace(shouldStop: shouldStop) {
-            // Wait for the first message, then take what is already there without waiting.
-            var next = rd_kafka_consumer_poll(handle, self.pollTimeoutMilliseconds)
+            // Wait for the first message, then take what is already there without waiting. After a resume, only
+            // look: an empty queue is the moment to wake the fetchers again.
+            var next = rd_kafka_consumer_poll(
+                handle, self.context.wakesPending ? 0 : self.pollTimeoutMilliseconds)
             guard next != nil else {
+                self.context.wakeFetchers(handle)
                 continue
             }
             var batch: [KafkaMessage] = []
@@ -562,6 +639,9 @@ private struct PollLoop: Sendable {
                     break
                 }
                 next = rd_kafka_consumer_poll(handle, 0)
+                if next == nil {
+                    self.context.wakeFetchers(handle)
+                }
             }
             if redelivered > 0 {
                 self.context.logger.debug(
@@ -653,5 +733,20 @@ private struct TopicNameCache {
             self.cachedC = Array(self.cachedName.utf8CString)
         }
         return self.cachedName
+    }
+}
+
+/// Seeks `positions` without waiting (librdkafka's asynchronous seek: per-partition errors are not reported). A
+/// seek wakes the partition's broker thread, which a resume does not (see ``KafkaConsumer/resume(_:)``).
+func seekWithoutWaiting(_ handle: OpaquePointer, to positions: [(KafkaPartition, Int64)]) {
+    guard !positions.isEmpty else {
+        return
+    }
+    let list = RDKafkaPartitionList(capacity: positions.count)
+    for (partition, offset) in positions {
+        list.add(partition, offset: offset)
+    }
+    if let error = rd_kafka_seek_partitions(handle, list.pointer, 0) {
+        rd_kafka_error_destroy(error)
     }
 }

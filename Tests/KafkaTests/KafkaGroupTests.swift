@@ -129,10 +129,14 @@ struct KafkaGroupTests {
         #expect(all.filter { $0.partition == 0 }.map(\.offset) == Array(0..<5))
     }
 
+    /// With `queueKilobytes` 1, librdkafka's local queue is always over its bound once a fetch came in, so the
+    /// resume's own wake-up finds the broker thread unwilling to fetch, and only the poll thread's second one (once
+    /// the queue is empty) restarts it.
     @Test(
-        "a resumed partition is fetched again at once, not after the fetcher's idle second; nothing twice or skipped"
+        "a resumed partition is fetched again at once, not after the fetcher's idle second; nothing twice or skipped",
+        arguments: [nil, 1] as [Int?]
     )
-    func resumedPartitionIsFetchedAtOnce() async throws {
+    func resumedPartitionIsFetchedAtOnce(queueKilobytes: Int?) async throws {
         let topic = "resume"
         let partition = KafkaPartition(topic: topic, partition: 0)
         let cluster = try makeCluster(topic: topic, partitionCount: 1)
@@ -140,7 +144,7 @@ struct KafkaGroupTests {
         let count = 500
         try await produce(producer, topic: topic, count: count, partitionCount: 1)
         await producer.close()
-        var configuration = consumerConfiguration(cluster, group: "resume")
+        var configuration = consumerConfiguration(cluster, group: "resume-\(queueKilobytes ?? 0)")
         // The test reads one message at a time and the poll thread runs at most two ahead of it, so each resume
         // must fetch the partition again (pausing drops what librdkafka prefetched).
         configuration.maxBatchMessageCount = 1
@@ -149,6 +153,9 @@ struct KafkaGroupTests {
         // first fetch after a resume waits for it (PushBridge's consumer default is 100 ms). Short here, so the
         // waits below measure the wake-up alone.
         configuration.properties["fetch.wait.max.ms"] = "10"
+        if let queueKilobytes {
+            configuration.properties["queued.max.messages.kbytes"] = "\(queueKilobytes)"
+        }
         let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("resume"))
         var all = try await read(consumer) { !$0.isEmpty }
 
