@@ -157,15 +157,7 @@ public final class KafkaConsumer: Sendable {
         try self.context.assignmentChange.withLock { _ in
             // A paused partition needs no waking, and a seek would move where it resumes from.
             self.context.forgetWakes(of: partitions)
-            try self.client.withHandle { handle in
-                let error = rd_kafka_pause_partitions(handle, list.pointer)
-                if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    throw KafkaError(error, context: "pausing partitions")
-                }
-                if let partitionError = list.firstError(context: "pausing") {
-                    throw partitionError
-                }
-            }
+            try self.client.withHandle { handle in try Self.setPaused(true, list, handle) }
         }
     }
 
@@ -199,16 +191,23 @@ public final class KafkaConsumer: Sendable {
         try self.context.assignmentChange.withLock { _ in
             let positions = self.context.deliveredPositions(of: partitions)
             try self.client.withHandle { handle in
-                let error = rd_kafka_resume_partitions(handle, list.pointer)
-                if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    throw KafkaError(error, context: "resuming partitions")
-                }
-                if let partitionError = list.firstError(context: "resuming") {
-                    throw partitionError
-                }
+                try Self.setPaused(false, list, handle)
                 seekWithoutWaiting(handle, to: positions.map { ($0.partition, $0.offset) })
             }
             self.context.wakeLater(positions)
+        }
+    }
+
+    /// Sets or clears the application's pause flag of `list`'s partitions; throws the call's error, else the first
+    /// partition's.
+    private static func setPaused(_ paused: Bool, _ list: RDKafkaPartitionList, _ handle: OpaquePointer) throws {
+        let error =
+            paused ? rd_kafka_pause_partitions(handle, list.pointer) : rd_kafka_resume_partitions(handle, list.pointer)
+        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
+            throw KafkaError(error, context: paused ? "pausing partitions" : "resuming partitions")
+        }
+        if let partitionError = list.firstError(context: paused ? "pausing" : "resuming") {
+            throw partitionError
         }
     }
 
@@ -368,8 +367,8 @@ final class ConsumerContext: Sendable {
     /// ``KafkaConsumer/resume(_:)`` and ``wakeFetchers(_:)`` seek or change what is to be sought.
     let assignmentChange = Mutex(())
     /// Resumed partitions to seek once more when the poll thread finds librdkafka's queue empty, each with its
-    /// position and assignment generation at the resume (see ``KafkaConsumer/resume(_:)``).
-    private let pendingWakes = Mutex<[KafkaPartition: (offset: Int64, generation: UInt64)]>([:])
+    /// assignment generation at the resume (see ``KafkaConsumer/resume(_:)``).
+    private let pendingWakes = Mutex<[KafkaPartition: UInt64]>([:])
     /// Whether ``pendingWakes`` has any: read by the poll thread after every empty poll.
     private let hasPendingWakes = Atomic<Bool>(false)
 
@@ -430,7 +429,7 @@ final class ConsumerContext: Sendable {
         }
         self.pendingWakes.withLock { wakes in
             for position in positions {
-                wakes[position.partition] = (position.offset, position.generation)
+                wakes[position.partition] = position.generation
             }
         }
         self.hasPendingWakes.store(true, ordering: .releasing)
@@ -448,8 +447,7 @@ final class ConsumerContext: Sendable {
     }
 
     /// Seeks the partitions resumed since the last call once more, to the offset after the last message
-    /// delivered (the resume's position when none was since), so that their broker thread decides again now that
-    /// librdkafka's queue is empty. The poll thread calls it after every poll that returned nothing; without a
+    /// delivered, so that their broker thread decides again now that librdkafka's queue is empty. The poll thread calls it after every poll that returned nothing; without a
     /// resume pending it returns at once, taking no lock. A partition revoked since its resume (its assignment
     /// generation changed) is left alone.
     func wakeFetchers(_ handle: OpaquePointer) {
@@ -465,13 +463,15 @@ final class ConsumerContext: Sendable {
                 return wakes
             }
             let seeks = self.assignments.withLock { assignments in
-                wakes.compactMap { partition, wake -> (KafkaPartition, Int64)? in
-                    guard let assignment = assignments.byPartition[partition],
-                        assignment.generation == wake.generation
+                // Only partitions that had delivered a message were resumed with a wake; the offset stays set
+                // for as long as the generation does.
+                wakes.compactMap { partition, generation -> (KafkaPartition, Int64)? in
+                    guard let assignment = assignments.byPartition[partition], assignment.generation == generation,
+                        let next = assignment.nextOffset
                     else {
                         return nil
                     }
-                    return (partition, assignment.nextOffset ?? wake.offset)
+                    return (partition, next)
                 }
             }
             seekWithoutWaiting(handle, to: seeks)
