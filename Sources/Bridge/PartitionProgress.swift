@@ -81,7 +81,9 @@ struct PartitionProgress: Sendable {
         var advanced = false
         while let first = self.entries.first, first.finished {
             self.entries.removeFirst()
-            self.commitOffset = first.offset + 1
+            // An offset comes from the broker and can be the last Int64; there is nothing past it to commit, so
+            // that event would be read again after a restart rather than crash the bridge here.
+            self.commitOffset = first.offset == .max ? .max : first.offset + 1
             advanced = true
         }
         return advanced
@@ -92,13 +94,14 @@ struct PartitionProgress: Sendable {
     /// are sorted by offset. Runs once per acknowledged event, over up to `max_in_flight` entries.
     private func index(of offset: Int64) -> Int? {
         guard let front = self.entries.first?.offset, offset >= front else { return nil }
-        let distance = offset - front
-        if distance < Int64(self.entries.count) {
+        // Offsets come from the broker: the distance between two of them can overflow, and then it is no guess.
+        let (distance, overflow) = offset.subtractingReportingOverflow(front)
+        if !overflow, distance < Int64(self.entries.count) {
             let guess = Int(distance)
             if self.entries[guess].offset == offset { return guess }
         }
         var low = self.entries.startIndex
-        var high = Swift.min(self.entries.endIndex, Int(clamping: distance) &+ 1)
+        var high = overflow ? self.entries.endIndex : Swift.min(self.entries.endIndex, Int(clamping: distance) &+ 1)
         while low < high {
             let middle = low + (high - low) / 2
             let value = self.entries[middle].offset

@@ -401,7 +401,8 @@ final class ConsumerContext: Sendable {
             if let next = assignments.byPartition.values[index].nextOffset, offset < next {
                 return nil
             }
-            assignments.byPartition.values[index].nextOffset = offset + 1
+            // A broker can claim any offset; the last one possible has no successor, so it stays the bound.
+            assignments.byPartition.values[index].nextOffset = offset == .max ? .max : offset + 1
             return assignments.byPartition.values[index].generation
         }
     }

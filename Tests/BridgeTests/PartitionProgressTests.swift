@@ -30,6 +30,32 @@ struct PartitionProgressTests {
         #expect(progress.unfinishedCount == 2)
     }
 
+    @Test("a broker's extreme offsets neither overflow nor get lost: the last Int64 commits as itself")
+    func extremeOffsets() {
+        var top = PartitionProgress()
+        top.begin(offset: .max - 1)
+        top.begin(offset: .max)
+        let finishedBelowTop = top.finish(offset: .max - 1)
+        #expect(finishedBelowTop)
+        #expect(top.commitOffset == .max)
+        let finishedTop = top.finish(offset: .max)
+        #expect(finishedTop)
+        #expect(top.commitOffset == .max)
+        #expect(top.unfinishedCount == 0)
+
+        // The two ends of Int64 in one partition: their distance overflows, so the entry is found by search.
+        var span = PartitionProgress()
+        span.begin(offset: .min)
+        span.begin(offset: .max)
+        let finishedLast = span.finish(offset: .max)
+        #expect(!finishedLast)
+        #expect(span.unfinishedCount == 1)
+        let finishedFirst = span.finish(offset: .min)
+        #expect(finishedFirst)
+        #expect(span.commitOffset == .max)
+        #expect(span.unfinishedCount == 0)
+    }
+
     @Test("offsets with gaps (compaction, transaction markers) are tracked")
     func gaps() {
         var progress = PartitionProgress()

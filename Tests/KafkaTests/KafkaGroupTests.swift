@@ -183,6 +183,32 @@ struct KafkaGroupTests {
         #expect(all.map(\.offset) == Array(0..<Int64(count)))
     }
 
+    @Test("the poll thread's filter: once per offset in an assignment, anew after a reassignment, extreme offsets too")
+    func admitFilter() {
+        let context = ConsumerContext(
+            buffer: BatchBuffer(capacity: 1), listener: nil, listenerTimeout: .seconds(1), closeTimeout: .seconds(1),
+            logger: testLogger("admit"))
+        let partition = KafkaPartition(topic: "admit", partition: 0)
+        // A reader of fixed partitions has no assignment: everything passes, stamped 0.
+        #expect(context.admit(partition, offset: 5) == 0)
+        #expect(context.admit(partition, offset: 5) == 0)
+
+        context.assignments.withLock { $0.byPartition[partition] = .init(generation: 3, nextOffset: nil) }
+        #expect(context.admit(partition, offset: 7) == 3)
+        #expect(context.admit(partition, offset: 7) == nil)
+        #expect(context.admit(partition, offset: -1) == nil)
+        #expect(context.admit(partition, offset: 9) == 3)  // a gap (compaction) is fine
+        #expect(context.deliveredPositions(of: [partition]).map(\.offset) == [10])
+        // The last Int64 has no successor: it is admitted without overflowing, and nothing below it after.
+        #expect(context.admit(partition, offset: .max) == 3)
+        #expect(context.admit(partition, offset: .max - 1) == nil)
+        #expect(context.deliveredPositions(of: [partition]).map(\.offset) == [.max])
+
+        // Assigned again: a new generation starts from nothing, so the committed offset's messages come through.
+        context.assignments.withLock { $0.byPartition[partition] = .init(generation: 4, nextOffset: nil) }
+        #expect(context.admit(partition, offset: 7) == 4)
+    }
+
     @Test("a message fetched again within one assignment is not delivered twice")
     func refetchedMessagesAreNotDeliveredTwice() async throws {
         let topic = "refetch"
