@@ -1,11 +1,17 @@
 /// Whether fetching runs, decided from levels (SPEC §4 backpressure, halt, shutdown): work in flight against
 /// `kafka.max_in_flight` and `kafka.max_in_flight_bytes`, the halt, the shutdown, and the assigned
 /// partitions. A value without I/O: every call returns the ``Effect`` to apply to the source, so the
-/// interleavings of acquires, releases, halts and rebalances are tested as plain values.
+/// interleavings of acquires, releases, stalls, halts and rebalances are tested as plain values.
 ///
 /// The rule is level-triggered: after every call, the assigned partitions are paused exactly when the line is
-/// full, halted or shutting down. ``FlowController`` applies each effect inside the same lock that decided it,
-/// so a pause and a resume decided on two threads reach the source in the order they were decided.
+/// stalled (full, and nothing released for a while: ``markStalled()``), halted or shutting down.
+/// ``FlowController`` applies each effect inside the same lock that decided it, so a pause and a resume decided
+/// on two threads reach the source in the order they were decided.
+///
+/// A line that is full but moving is not paused: the consumer stops taking events (it waits for room), its
+/// bounded buffer fills and the poll thread stops, and librdkafka's prefetch stops at its own byte bound. Pausing
+/// it on every fill would make librdkafka drop that prefetch and fetch it again on every resume, several times
+/// per second in a backlog (docs/benchmarks.md, "Seventh session").
 struct FlowControl: Sendable, Hashable {
     /// The bounds: pieces of work (notifications and dead letters) and the bytes they hold.
     struct Levels: Sendable, Hashable {
@@ -23,13 +29,16 @@ struct FlowControl: Sendable, Hashable {
     /// The most in flight at once. One piece larger than `limits.bytes` still goes through when nothing else
     /// is in flight, so an oversized event cannot stop the line.
     let limits: Levels
-    /// After being full, fetching resumes once in flight falls to these levels (three quarters of the limits),
-    /// so a line at its bound does not pause and resume on every acknowledgement.
+    /// After being full, the waiting consumer gets room (and a stalled line resumes fetching) once in flight falls
+    /// to these levels (three quarters of the limits), so a line at its bound is not woken on every
+    /// acknowledgement.
     let resumeLevels: Levels
 
     private(set) var inFlight = Levels(count: 0, bytes: 0)
     /// Set when work had to wait for room; cleared when in flight falls to ``resumeLevels``.
     private(set) var full = false
+    /// Set by ``markStalled()`` while full; cleared with ``full``.
+    private(set) var stalled = false
     private(set) var halted = false
     private(set) var shuttingDown = false
     private(set) var assigned: Set<PartitionID> = []
@@ -44,7 +53,7 @@ struct FlowControl: Sendable, Hashable {
     }
 
     /// Whether fetching must be paused now.
-    var shouldPause: Bool { self.full || self.halted || self.shuttingDown }
+    var shouldPause: Bool { self.stalled || self.halted || self.shuttingDown }
 
     /// Whether a piece holding `bytes` fits now.
     func fits(bytes: Int) -> Bool {
@@ -94,7 +103,16 @@ struct FlowControl: Sendable, Hashable {
     mutating func settle(waiting: Bool) -> Effect {
         if self.full && !waiting && self.isDownToResumeLevels {
             self.full = false
+            self.stalled = false
         }
+        return self.sync()
+    }
+
+    /// The line stays full and nothing was released for the stall time (``FlowController`` watches the clock):
+    /// fetching pauses until in flight is down to the ``resumeLevels``. Nothing happens when the line is not full.
+    mutating func markStalled() -> Effect {
+        guard self.full else { return .none }
+        self.stalled = true
         return self.sync()
     }
 

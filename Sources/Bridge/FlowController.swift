@@ -3,7 +3,8 @@ import Synchronization
 
 /// Applies ``FlowControl`` to a source: hands out room for pieces of work (``acquire(bytes:)`` suspends while
 /// the line is full, so the consumer stops taking events instead of buffering them), and pauses or resumes
-/// fetching as the levels change.
+/// fetching as the levels change. While a wait for room lasts, it watches the clock: when nothing is released for
+/// ``stallTimeout``, the line is stalled and fetching pauses (``FlowControl/markStalled()``).
 ///
 /// Every decision and its effect on the source happen under one lock. Callers run on different threads (the
 /// consuming task acquires, the producer's delivery reports release, a sender halts the line), and an effect
@@ -24,26 +25,37 @@ final class FlowController: Sendable {
         /// Set by ``stopWaiting()``: nobody waits for room any more.
         var stopped = false
         var emptyWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Releases so far (wrapping): a stall watch compares it across its sleep.
+        var releases: UInt64 = 0
     }
 
     private let state: Mutex<State>
     private let source: any EventSource
     private let onChange: @Sendable (FlowControl.Levels) -> Void
+    /// How long a full line may go without any release before fetching pauses.
+    let stallTimeout: Duration
 
     /// - Parameters:
     ///   - maxCount: `kafka.max_in_flight`.
     ///   - maxBytes: `kafka.max_in_flight_bytes`.
+    ///   - stallTimeout: how long a full line may go without any release before fetching pauses.
     ///   - onChange: hears the new in-flight levels (the `pushbridge_in_flight` gauges), inside the lock.
     init(
         source: any EventSource,
         maxCount: Int,
         maxBytes: Int,
+        stallTimeout: Duration = FlowController.defaultStallTimeout,
         onChange: @escaping @Sendable (FlowControl.Levels) -> Void = { _ in }
     ) {
         self.source = source
         self.state = Mutex(State(flow: FlowControl(maxCount: maxCount, maxBytes: maxBytes)))
+        self.stallTimeout = stallTimeout
         self.onChange = onChange
     }
+
+    /// One second: far longer than a healthy full line goes between acknowledgements (milliseconds), far shorter
+    /// than a request's timeout, so a line that stopped moving lets go of librdkafka's prefetch soon.
+    static let defaultStallTimeout: Duration = .seconds(1)
 
     /// The work in flight now.
     var inFlight: FlowControl.Levels { self.state.withLock { $0.flow.inFlight } }
@@ -58,6 +70,45 @@ final class FlowController: Sendable {
     /// accepts again, so a wait that shutdown could not end would hang the process.
     func acquire(bytes: Int) async -> Bool {
         if let acquired = self.acquireNow(bytes: bytes) { return acquired }
+        return await withTaskGroup(of: Bool?.self) { group in
+            group.addTask { await self.waitForRoom(bytes: bytes) }
+            group.addTask {
+                await self.watchForStall()
+                return nil
+            }
+            var acquired = false
+            for await answer in group {
+                if let answer {
+                    acquired = answer
+                    break
+                }
+            }
+            group.cancelAll()
+            return acquired
+        }
+    }
+
+    /// While the line is full: marks it stalled once a whole ``stallTimeout`` passes without a release. Returns
+    /// then, when the line is no longer full, or when cancelled (the wait for room ended).
+    private func watchForStall() async {
+        var seen = self.state.withLock { $0.releases }
+        while true {
+            do { try await Task.sleep(for: self.stallTimeout) } catch { return }
+            let done = self.state.withLock { state -> Bool in
+                guard state.flow.full, !state.stopped else { return true }
+                guard state.releases == seen else {
+                    seen = state.releases
+                    return false
+                }
+                self.apply(state.flow.markStalled())
+                return true
+            }
+            if done { return }
+        }
+    }
+
+    /// The wait of ``acquire(bytes:)`` once the line is full.
+    private func waitForRoom(bytes: Int) async -> Bool {
         let id = self.state.withLock { state -> UInt64 in
             state.nextWaiterID += 1
             return state.nextWaiterID
@@ -114,6 +165,7 @@ final class FlowController: Sendable {
     func release(bytes: Int) {
         let (woken, drained) = self.state.withLock { state in
             state.flow.release(bytes: bytes)
+            state.releases &+= 1
             var woken: [CheckedContinuation<Bool, Never>] = []
             while let first = state.waiters.first,
                 woken.isEmpty ? state.flow.admitsWaiter(bytes: first.bytes) : state.flow.fits(bytes: first.bytes)

@@ -8,17 +8,35 @@ struct FlowControlTests {
     private let p0 = PartitionID(topic: "in", partition: 0)
     private let p1 = PartitionID(topic: "in", partition: 1)
 
-    @Test("full at the count limit pauses; in flight down to three quarters resumes")
+    @Test("full at the count limit waits without pausing; stalled it pauses; in flight down to three quarters resumes")
     func countLimit() {
         var flow = FlowControl(maxCount: 4, maxBytes: 1 << 20)
         #expect(flow.assign([self.p0]) == .resume([self.p0]))
+        #expect(flow.markStalled() == .none, "not full: nothing to stall")
         for _ in 0..<4 { #expect(flow.acquire(bytes: 10, queued: false) == (true, .none)) }
         let refused = flow.acquire(bytes: 10, queued: false)
         #expect(!refused.acquired)
-        #expect(refused.effect == .pause([self.p0]))
+        #expect(refused.effect == .none, "a full line that moves keeps fetching")
+        #expect(flow.full && !flow.paused)
+        #expect(flow.markStalled() == .pause([self.p0]))
+        #expect(flow.markStalled() == .none, "already paused")
         flow.release(bytes: 10)
         #expect(flow.settle(waiting: false) == .resume([self.p0]))
+        #expect(!flow.full && !flow.stalled)
         #expect(flow.inFlight == FlowControl.Levels(count: 3, bytes: 30))
+    }
+
+    @Test("a stalled line stays paused until in flight is down to the resume levels")
+    func stallHoldsUntilResumeLevels() {
+        var flow = FlowControl(maxCount: 8, maxBytes: 1 << 20)
+        _ = flow.assign([self.p0])
+        for _ in 0..<8 { _ = flow.acquire(bytes: 1, queued: false) }
+        _ = flow.acquire(bytes: 1, queued: false)
+        #expect(flow.markStalled() == .pause([self.p0]))
+        flow.release(bytes: 1)
+        #expect(flow.settle(waiting: false) == .none, "7 in flight, above the resume level 6")
+        flow.release(bytes: 1)
+        #expect(flow.settle(waiting: false) == .resume([self.p0]))
     }
 
     @Test("bytes bound: a piece waits while its bytes do not fit, but one piece alone always goes through")
@@ -43,7 +61,8 @@ struct FlowControlTests {
         var flow = FlowControl(maxCount: 1, maxBytes: 1 << 20)
         _ = flow.assign([self.p0])
         _ = flow.acquire(bytes: 1, queued: false)
-        #expect(flow.acquire(bytes: 1, queued: false).effect == .pause([self.p0]))
+        _ = flow.acquire(bytes: 1, queued: false)
+        #expect(flow.markStalled() == .pause([self.p0]))
         #expect(flow.setHalted(true) == .none)
         flow.release(bytes: 1)
         #expect(flow.settle(waiting: false) == .none)
@@ -77,10 +96,10 @@ struct FlowControlTests {
     }
 
     private enum Step: CaseIterable {
-        case acquire, release, halt, unhalt, revokeP1, assignP1, shutdown
+        case acquire, release, stall, halt, unhalt, revokeP1, assignP1, shutdown
     }
 
-    @Test("in every order of acquires, releases, halts, rebalances and shutdown, assigned partitions are paused exactly when the levels say so")
+    @Test("in every order of acquires, releases, stalls, halts, rebalances and shutdown, assigned partitions are paused exactly when the levels say so")
     func everyInterleaving() {
         var checked = 0
         for order in permutations(Step.allCases) {
@@ -107,6 +126,7 @@ struct FlowControlTests {
                             held += 1
                         }
                         source.apply(flow.settle(waiting: queued > 0))
+                    case .stall: source.apply(flow.markStalled())
                     case .halt: source.apply(flow.setHalted(true))
                     case .unhalt: source.apply(flow.setHalted(false))
                     case .revokeP1: flow.revoke([self.p1])
@@ -122,7 +142,7 @@ struct FlowControlTests {
                 checked += 1
             }
         }
-        #expect(checked == 2 * 5040)
+        #expect(checked == 2 * 40320)
     }
 
     @Test("a pause and a resume decided on two threads reach the source in the order decided")
@@ -222,6 +242,58 @@ extension FlowControlTests {
         #expect(!oversized.admitsWaiter(bytes: 1))
     }
 
+    @Test("a full line whose work keeps finishing is never paused")
+    func movingFullLineKeepsFetching() async throws {
+        let source = RecordingSource()
+        let controller = FlowController(source: source, maxCount: 4, maxBytes: 1 << 20, stallTimeout: .seconds(1))
+        controller.assigned([self.p0])
+        // The consumer takes 64 pieces; from the fifth on it waits, and one release every 10 ms hands it room:
+        // the line is full for the whole 0.6 s (longer on a busy machine) and never goes a second without a
+        // release.
+        let consumer = Task {
+            var waits = 0
+            for _ in 0..<64 {
+                if controller.acquireNow(bytes: 1) == nil {
+                    waits += 1
+                    guard await controller.acquire(bytes: 1) else { break }
+                }
+            }
+            return waits
+        }
+        for _ in 0..<60 {
+            try await Task.sleep(for: .milliseconds(10))
+            controller.release(bytes: 1)
+        }
+        #expect(await consumer.value > 0, "the line was full")
+        #expect(source.pauseCount == 0)
+    }
+
+    @Test("a full line with nothing released pauses after the stall time, and resumes at the resume levels")
+    func stuckFullLinePauses() async throws {
+        let source = RecordingSource()
+        let controller = FlowController(
+            source: source, maxCount: 2, maxBytes: 1 << 20, stallTimeout: .milliseconds(500))
+        controller.assigned([self.p0])
+        #expect(await controller.acquire(bytes: 1))
+        #expect(await controller.acquire(bytes: 1))
+        let started = ContinuousClock.now
+        let waiting = Task { await controller.acquire(bytes: 1) }
+        while controller.flow.full == false { await Task.yield() }
+        #expect(source.isPaused(self.p0) == false, "full, not stalled yet")
+        let deadline = ContinuousClock.now + .seconds(10)
+        while source.isPaused(self.p0) != true, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(source.isPaused(self.p0) == true)
+        #expect(ContinuousClock.now - started >= .milliseconds(500))
+        controller.release(bytes: 1)
+        #expect(await waiting.value, "down to the resume level: the waiter gets room")
+        #expect(source.isPaused(self.p0) == true, "2 in flight again: still above the resume level")
+        controller.release(bytes: 1)
+        #expect(source.isPaused(self.p0) == false)
+        #expect(!controller.flow.stalled)
+    }
+
     @Test("a cancelled wait for room ends without taking room")
     func cancelledWaitEnds() async throws {
         let controller = FlowController(source: RecordingSource(), maxCount: 1, maxBytes: 1 << 20)
@@ -246,14 +318,19 @@ private func permutations<Element>(_ elements: [Element]) -> [[Element]] {
     }
 }
 
-/// A source that only records pause flags.
+/// A source that only records pause flags, and counts pauses.
 private final class RecordingSource: EventSource {
     private let paused = Mutex<[PartitionID: Bool]>([:])
+    private let pauses = Atomic<Int>(0)
+    var pauseCount: Int { self.pauses.load(ordering: .relaxed) }
     func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
         AsyncThrowingStream { $0.finish() }
     }
     func markFinished(_ partition: PartitionID, nextOffset: Int64) {}
-    func pause(_ partitions: [PartitionID]) { self.paused.withLock { for p in partitions { $0[p] = true } } }
+    func pause(_ partitions: [PartitionID]) {
+        self.pauses.add(1, ordering: .relaxed)
+        self.paused.withLock { for p in partitions { $0[p] = true } }
+    }
     func resume(_ partitions: [PartitionID]) { self.paused.withLock { for p in partitions { $0[p] = false } } }
     func close() async {}
     func isPaused(_ partition: PartitionID) -> Bool? { self.paused.withLock { $0[partition] } }
