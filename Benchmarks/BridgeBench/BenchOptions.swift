@@ -31,10 +31,16 @@ struct BenchOptions {
     var simulatorLatencyMilliseconds = 0
     /// `kafka.max_in_flight`.
     var maxInFlightCount = 10_000
-    /// `--outcome-partitions N`: the outcome topic's partition count. 0 (the default) sizes it so that the mock
-    /// cluster keeps every outcome of the run (about 5 MiB per partition); fewer, as a production topic would
-    /// have, work while the benchmark's reader keeps up, and the run stops with an error when it does not.
+    /// `--outcome-partitions N`: the outcome topic's partition count. 0 (the default) means
+    /// ``defaultOutcomePartitionCount`` (more with `--ordering-keys`), whatever the event count. The mock cluster
+    /// keeps about 5 MiB per partition and drops the oldest beyond, which works while the benchmark's reader keeps
+    /// up; the run stops with an error when it does not.
     var outcomePartitionCount = 0
+    /// A production-sized outcome topic, the same for every event count. Sizing it to keep every outcome of the
+    /// run, as earlier sessions did, gave 1M events 217 partitions: batches of one or two records, so the bridge's
+    /// producer and the mock's linear searches measured the topic's shape, not the bridge (docs/benchmarks.md,
+    /// "Seventh session").
+    static let defaultOutcomePartitionCount: Int32 = 48
     /// The pushbridge executable that runs the simulator and the bridge.
     var pushbridgePath = ".build/release/pushbridge"
     /// Where the key, certificate, configuration and logs are written.
@@ -43,6 +49,15 @@ struct BenchOptions {
     var consumerProperties: [(String, String)] = []
     /// librdkafka properties for the bridge's producer (`kafka.producer_properties`), from `--producer-property K=V`.
     var producerProperties: [(String, String)] = []
+    /// librdkafka properties for the benchmark's own producer that pre-loads the input topic, from
+    /// `--preload-property K=V`, applied over ``preloadDefaults``.
+    var preloadProperties: [(String, String)] = []
+    /// The pre-load's record batches: up to 16 KiB each (the Java producer's default `batch.size`, the commonest
+    /// shape of a production topic), filled for up to 50 ms. librdkafka's mock cluster answers a fetch with one
+    /// batch per partition and finds it by a linear search, so the few-record batches that a 5 ms linger made
+    /// turned the pre-loaded topic into thousands of batches per partition and the benchmark process into the
+    /// bottleneck at 1M events.
+    static let preloadDefaults: [String: String] = ["linger.ms": "50", "batch.size": "16384"]
     /// Run the bridge with `--log-sender` (no APNs): the Kafka side's cost alone.
     var logSender = false
     /// `--ordering-keys N`: events carry `activity.id` cycling over N keys (each activity with its own device token)
@@ -60,6 +75,7 @@ struct BenchOptions {
         usage: BridgeBench [--events N] [--server nghttpd|simulator] [--live-events N] [--live-rate N]
                            [--h2load-requests N] [--connections N] [--max-in-flight N] [--simulator-latency-ms N]
                            [--outcome-partitions N] [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
+                           [--preload-property K=V]...
                            [--log-sender] [--ordering-keys N [--unordered]]
         """
 
@@ -96,6 +112,8 @@ struct BenchOptions {
                 self.consumerProperties.append(try Self.property(argument, value))
             case "--producer-property":
                 self.producerProperties.append(try Self.property(argument, value))
+            case "--preload-property":
+                self.preloadProperties.append(try Self.property(argument, value))
             default:
                 guard let number = Int(value), number >= 0 else {
                     throw BenchError("\(argument) needs a non-negative integer, got \(value)\n\(Self.usage)")

@@ -58,7 +58,7 @@ struct BridgeBench {
         let keyPath = (directory as NSString).appendingPathComponent("AuthKey_\(Self.keyID).p8")
         try Data(signingKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
 
-        // Kafka: the mock cluster keeps about 5 MiB per partition, so size the topics for the whole run.
+        // Kafka: the mock cluster keeps about 5 MiB per partition, so the input topic is sized for the whole run.
         let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "3"])
         defer { cluster.close() }
         let eventTotal = options.eventCount + options.liveEventCount
@@ -69,14 +69,18 @@ struct BridgeBench {
         let outcomePartitions =
             options.outcomePartitionCount > 0
             ? Int32(clamping: options.outcomePartitionCount)
-            : max(
-                MockClusterSizing.partitionCount(records: eventTotal, bytesEach: MockClusterSizing.outcomeRecordBytes),
-                Int32(min(4 * options.orderingKeyCount, 256)))
+            : max(BenchOptions.defaultOutcomePartitionCount, Int32(min(4 * options.orderingKeyCount, 256)))
         try cluster.createTopic(Self.inputTopic, partitionCount: inputPartitions)
         try cluster.createTopic(Self.outcomesTopic, partitionCount: outcomePartitions)
         try cluster.createTopic("bench.invalid-tokens", partitionCount: 1)
         try cluster.createTopic("bench.dead-letters", partitionCount: 1)
 
+        // Two producers: the pre-load's batches are shaped like a production topic's (`preloadDefaults`); live
+        // events go out at once (linger 5 ms), since their latency is measured from their produce.
+        var preloadConfiguration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+        preloadConfiguration.properties = BenchOptions.preloadDefaults.merging(["log_level": "3"]) { $1 }
+        for (key, value) in options.preloadProperties { preloadConfiguration.properties[key] = value }
+        let preloader = try KafkaProducer(configuration: preloadConfiguration, logger: logger)
         var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
         producerConfiguration.linger = .milliseconds(5)
         producerConfiguration.properties = ["log_level": "3"]
@@ -91,7 +95,12 @@ struct BridgeBench {
                     + (options.ordersRoute ? "with ordering_key: \"{{activity.id}}\"" : "without ordering_key (--unordered)"))
         }
         let preloadStarted = ContinuousClock.now
-        try await Self.preload(options.eventCount, events: events, producer: producer)
+        // The last events go through the live producer: its first send to each partition waits for librdkafka to
+        // set the partition up (up to a second), which would otherwise land on the first live events.
+        let warmUp = min(options.eventCount / 10, 64 * Int(inputPartitions))
+        try await Self.preload(0..<(options.eventCount - warmUp), events: events, producer: preloader)
+        await preloader.close()
+        try await Self.preload((options.eventCount - warmUp)..<options.eventCount, events: events, producer: producer)
         print("  pre-loaded in \(Self.seconds(ContinuousClock.now - preloadStarted)) s")
 
         // The APNs server, in its own process.
@@ -328,11 +337,11 @@ struct BridgeBench {
         return nil
     }
 
-    static func preload(_ count: Int, events: EventFactory, producer: KafkaProducer) async throws {
+    static func preload(_ indices: Range<Int>, events: EventFactory, producer: KafkaProducer) async throws {
         let chunk = 20_000
-        for start in stride(from: 0, to: count, by: chunk) {
+        for start in stride(from: indices.lowerBound, to: indices.upperBound, by: chunk) {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                for index in start..<min(count, start + chunk) {
+                for index in start..<min(indices.upperBound, start + chunk) {
                     let event = events.event(index)
                     group.addTask {
                         _ = try await producer.send(topic: Self.inputTopic, key: event.key, value: event.value)
