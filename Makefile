@@ -18,9 +18,16 @@ build: deps
 ## make test: the whole suite, including integration tests against librdkafka's mock cluster,
 ## a real broker (Tansu, from python-tools) and the APNs simulator over TLS + HTTP/2, then a short run of
 ## each fuzz target (mk/fuzz.mk).
+## The tests that take a mock broker down and up run alone, after the others: librdkafka 2.0.2's mock broker
+## closes its listening socket and binds the same port again at once, and aborts the process when another
+## socket took that port in between, which the rest of the suite's connections made possible (docs/kafka.md,
+## "Using the mock cluster").
+BROKER_RESTART_TESTS := brokerDownThenUpLosesNothing|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends
+
 test: deps python-tools
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
-	$(SWIFT) test --skip-build $(BUILD_FLAGS)
+	$(SWIFT) test --skip-build $(BUILD_FLAGS) --skip '$(BROKER_RESTART_TESTS)'
+	$(SWIFT) test --skip-build $(BUILD_FLAGS) --filter '$(BROKER_RESTART_TESTS)' --no-parallel
 	$(MAKE) --no-print-directory fuzz-smoke
 
 ## make run: the demo (embedded Kafka, the APNs simulator and the bridge on sample events).

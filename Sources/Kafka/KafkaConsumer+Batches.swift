@@ -64,8 +64,8 @@ final class BatchBuffer: Sendable {
     }
 
     /// Blocks the calling (poll) thread until one more batch fits, or until `shouldStop` returns true
-    /// (checked every 100 ms); returns whether there is room.
-    func waitForSpace(shouldStop: () -> Bool) -> Bool {
+    /// (checked every 100 ms); returns whether there is room. `whileWaiting` runs every 100 ms of the wait.
+    func waitForSpace(shouldStop: () -> Bool, whileWaiting: () -> Void = {}) -> Bool {
         while true {
             let hasSpace = self.state.withLock { state in
                 if state.batches.count < self.capacity {
@@ -80,7 +80,9 @@ final class BatchBuffer: Sendable {
             if shouldStop() {
                 return false
             }
-            _ = self.space.wait(timeout: .now() + .milliseconds(100))
+            if self.space.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
+                whileWaiting()
+            }
         }
     }
 

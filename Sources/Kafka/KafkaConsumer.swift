@@ -158,6 +158,7 @@ public final class KafkaConsumer: Sendable {
             // A paused partition needs no waking, and a seek would move where it resumes from.
             self.context.forgetWakes(of: partitions)
             try self.client.withHandle { handle in try Self.setPaused(true, list, handle) }
+            self.context.markPaused(partitions, true)
         }
     }
 
@@ -190,6 +191,8 @@ public final class KafkaConsumer: Sendable {
         let list = RDKafkaPartitionList(partitions)
         try self.context.assignmentChange.withLock { _ in
             let positions = self.context.deliveredPositions(of: partitions)
+            // Marked first: should resuming fail half-way, the poll thread must not count them as paused.
+            self.context.markPaused(partitions, false)
             try self.client.withHandle { handle in
                 try Self.setPaused(false, list, handle)
                 seekWithoutWaiting(handle, to: positions.map { ($0.partition, $0.offset) })
@@ -362,6 +365,8 @@ final class ConsumerContext: Sendable {
         var generation: UInt64
         /// The offset after the last message delivered in this assignment; `nil` before the first.
         var nextOffset: Int64?
+        /// Whether ``KafkaConsumer/pause(_:)`` paused it (and no resume followed) in this assignment.
+        var paused = false
     }
     /// Held while partitions are assigned or released, and while ``KafkaConsumer/pause(_:)``,
     /// ``KafkaConsumer/resume(_:)`` and ``wakeFetchers(_:)`` seek or change what is to be sought.
@@ -420,6 +425,23 @@ final class ConsumerContext: Sendable {
                 }
                 return (partition, next, assignment.generation)
             }
+        }
+    }
+
+    /// Records whether `partitions` of the current assignment are paused. Call with ``assignmentChange`` held.
+    func markPaused(_ partitions: [KafkaPartition], _ paused: Bool) {
+        self.assignments.withLock { assignments in
+            for partition in partitions where assignments.byPartition[partition] != nil {
+                assignments.byPartition[partition]?.paused = paused
+            }
+        }
+    }
+
+    /// Whether the group assigned partitions and every one of them is paused: a poll then returns no message of
+    /// theirs (librdkafka discards what it fetched before the pause) and only serves rebalances and errors.
+    var everyAssignedPartitionPaused: Bool {
+        self.assignments.withLock { assignments in
+            !assignments.byPartition.isEmpty && assignments.byPartition.values.allSatisfy(\.paused)
         }
     }
 
@@ -603,8 +625,30 @@ private struct PollLoop: Sendable {
         let handle = self.client.pointer
         var topicNames = TopicNameCache()
         var failure: KafkaError?
+        // What a poll returned while the buffer was full (one message at most): handed over first, once it fits.
+        var held = Collected()
         let shouldStop = { self.context.closeRequested.load(ordering: .relaxed) }
-        while !shouldStop(), failure == nil, self.context.buffer.waitForSpace(shouldStop: shouldStop) {
+        // librdkafka takes the partitions of a member that does not poll for `max.poll.interval.ms`, and the poll
+        // thread does not poll while the buffer is full: a reader that stops for long (a pipeline whose line is
+        // halted and full) would cost the group a rebalance, and the member its partitions. While every assigned
+        // partition is paused a poll returns none of their messages, only rebalances and errors, so the thread
+        // polls then, every 100 ms of the wait. A message that comes anyway (a resume in between) is held, and
+        // the thread stops polling until there is room.
+        let keepMembership = {
+            guard held.messages.isEmpty, failure == nil, self.context.everyAssignedPartitionPaused,
+                let message = rd_kafka_consumer_poll(handle, 0)
+            else {
+                return
+            }
+            failure = self.collect(message, into: &held, topicNames: &topicNames)
+        }
+        while !shouldStop(), failure == nil,
+            self.context.buffer.waitForSpace(shouldStop: shouldStop, whileWaiting: keepMembership)
+        {
+            if !held.messages.isEmpty || held.redelivered > 0 {
+                self.hand(&held)
+                continue
+            }
             // Wait for the first message, then take what is already there without waiting. After a resume, only
             // look: an empty queue is the moment to wake the fetchers again.
             var next = rd_kafka_consumer_poll(
@@ -613,30 +657,14 @@ private struct PollLoop: Sendable {
                 self.context.wakeFetchers(handle)
                 continue
             }
-            var batch: [KafkaMessage] = []
-            batch.reserveCapacity(self.maxBatchMessageCount)
-            var batchBytes = 0
-            var redelivered = 0
+            var collected = Collected()
+            collected.messages.reserveCapacity(self.maxBatchMessageCount)
             while let message = next {
-                if message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                    let topic = topicNames.name(of: message.pointee.rkt)
-                    // Looked up per message: the polls below may serve a rebalance in the middle of a batch.
-                    if let generation = self.context.admit(
-                        KafkaPartition(topic: topic, partition: message.pointee.partition),
-                        offset: message.pointee.offset)
-                    {
-                        var copy = Self.copy(message, topic: topic)
-                        copy.assignmentGeneration = generation
-                        batchBytes += copy.byteCount
-                        batch.append(copy)
-                    } else {
-                        redelivered += 1
-                    }
-                } else {
-                    failure = self.report(message)
-                }
-                rd_kafka_message_destroy(message)
-                if failure != nil || batch.count >= self.maxBatchMessageCount || batchBytes >= self.maxBatchBytes {
+                // Looked up per message: the polls below may serve a rebalance in the middle of a batch.
+                failure = self.collect(message, into: &collected, topicNames: &topicNames)
+                if failure != nil || collected.messages.count >= self.maxBatchMessageCount
+                    || collected.bytes >= self.maxBatchBytes
+                {
                     break
                 }
                 next = rd_kafka_consumer_poll(handle, 0)
@@ -644,13 +672,7 @@ private struct PollLoop: Sendable {
                     self.context.wakeFetchers(handle)
                 }
             }
-            if redelivered > 0 {
-                self.context.logger.debug(
-                    "Messages fetched again after a resume dropped", metadata: ["kafka.messages": "\(redelivered)"])
-            }
-            if !batch.isEmpty {
-                self.context.buffer.push(batch)
-            }
+            self.hand(&collected)
         }
         // Revokes the assignment through the rebalance callback (listener, synchronous commit), then leaves.
         let closeError = rd_kafka_consumer_close(handle)
@@ -664,6 +686,53 @@ private struct PollLoop: Sendable {
         self.client.destroy()
         self.context.buffer.finish(failure.map(BatchBuffer.End.failed) ?? .closed)
         self.context.closed.markClosed()
+    }
+
+    /// Messages taken from librdkafka for one batch.
+    private struct Collected {
+        var messages: [KafkaMessage] = []
+        /// Their keys', values' and headers' bytes.
+        var bytes = 0
+        /// Messages dropped as already delivered in their assignment (see ``ConsumerContext/admit(_:offset:)``).
+        var redelivered = 0
+    }
+
+    /// Copies `message` into `collected`, stamped with its assignment generation, unless its assignment delivered
+    /// it already; destroys it. Returns the fatal error an error event carries.
+    private func collect(
+        _ message: UnsafeMutablePointer<rd_kafka_message_t>,
+        into collected: inout Collected,
+        topicNames: inout TopicNameCache
+    ) -> KafkaError? {
+        defer { rd_kafka_message_destroy(message) }
+        guard message.pointee.err == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            return self.report(message)
+        }
+        let topic = topicNames.name(of: message.pointee.rkt)
+        guard
+            let generation = self.context.admit(
+                KafkaPartition(topic: topic, partition: message.pointee.partition), offset: message.pointee.offset)
+        else {
+            collected.redelivered += 1
+            return nil
+        }
+        var copy = Self.copy(message, topic: topic)
+        copy.assignmentGeneration = generation
+        collected.bytes += copy.byteCount
+        collected.messages.append(copy)
+        return nil
+    }
+
+    /// Pushes what was collected into the buffer (which has room) and starts over.
+    private func hand(_ collected: inout Collected) {
+        if collected.redelivered > 0 {
+            self.context.logger.debug(
+                "Messages fetched again after a resume dropped", metadata: ["kafka.messages": "\(collected.redelivered)"])
+        }
+        if !collected.messages.isEmpty {
+            self.context.buffer.push(collected.messages)
+        }
+        collected = Collected()
     }
 
     /// Logs a consumer error event; returns the fatal error that ends consumption, if it is one.

@@ -102,6 +102,41 @@ struct KafkaGroupTests {
         #expect(secondRead.map(\.offset) == Array(4..<10))
     }
 
+    @Test("a reader that stops while every partition is paused stays in the group past max.poll.interval.ms")
+    func pausedWithAFullBufferStaysInTheGroup() async throws {
+        // The pipeline stops reading while its line is halted and full; the poll thread then waits for room in
+        // the buffer. librdkafka counts a member that does not poll for max.poll.interval.ms as gone and takes
+        // its partitions away, so a halt longer than that would have cost a rebalance.
+        let topic = "paused-full"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 30, partitionCount: 1)
+        await producer.close()
+        var configuration = consumerConfiguration(cluster, group: "paused-full")
+        configuration.maxBatchMessageCount = 5
+        configuration.bufferedBatchCount = 1
+        // librdkafka wants max.poll.interval.ms >= session.timeout.ms, and the mock cluster's first join takes
+        // longer than a 1 s session timeout allows a JoinGroup to wait: both at 6 s.
+        configuration.maxPollInterval = .seconds(6)
+        let recorder = RebalanceRecorder()
+        let consumer = try KafkaConsumer(
+            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("paused-full"))
+        var batches = consumer.batches.makeAsyncIterator()
+        var received = try #require(try await batches.next())
+        _ = try await recorder.assigned.wait("the assignment") { !$0.isEmpty }
+        // The poll thread fills the one-batch buffer and waits for room; the reader stops for 8 s.
+        try consumer.pause([partition])
+        try await Task.sleep(for: .seconds(8))
+        try consumer.resume([partition])
+        while received.count < 30, let batch = try await batches.next() {
+            received += batch
+        }
+        await consumer.close()
+        #expect(received.map(\.offset) == Array(0..<30))
+        #expect(recorder.revoked.value == [partition], "revoked once, by the close, not by max.poll.interval.ms")
+    }
+
     @Test("a paused partition delivers nothing until it is resumed")
     func pausedPartitionDeliversNothingUntilResumed() async throws {
         let topic = "pause"
