@@ -1,4 +1,4 @@
-# Routing: the mapper benchmark (SPEC §2 example route, one core). Results: docs/benchmarks.md, "## Mapper".
+# Routing: the mapper benchmark (the example route `order-shipped` of config/pushbridge.yaml, one core). Results: docs/benchmarks.md, "## Mapper".
 .PHONY: bench-mapper
 
 bench-mapper: deps

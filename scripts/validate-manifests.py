@@ -30,7 +30,7 @@ import yaml
 
 REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
 SCHEMAS = REPOSITORY / "deploy" / "schemas"
-# The metrics PushBridge exports (SPEC §5, docs/deployment.md); alerts may only use these.
+# The metrics PushBridge exports (docs/operations.md "Metrics", docs/deployment.md); alerts may only use these.
 METRICS = {
     "pushbridge_events_consumed_total", "pushbridge_events_unmatched_total", "pushbridge_notifications_total",
     "pushbridge_dead_letters_total", "pushbridge_invalid_tokens_total", "pushbridge_apns_request_duration_seconds",

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The events of the end-to-end benchmark (`make bench`): the SPEC §2 `order-shipped` shape, with one device token
+/// The events of the end-to-end benchmark (`make bench`): the `order-shipped` shape of config/pushbridge.yaml, with one device token
 /// each from a cycle of ``distinctTokenCount`` tokens. The same events go to every server.
 ///
 /// The tokens matter twice. The bridge keys each outcome record by its device token, so the tokens decide how the

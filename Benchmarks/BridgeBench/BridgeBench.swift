@@ -1,4 +1,4 @@
-// End-to-end bridge benchmark (`make bench`): an embedded Kafka cluster pre-loaded with N events for the SPEC §2
+// End-to-end bridge benchmark (`make bench`): an embedded Kafka cluster pre-loaded with N events for the example
 // example route, an APNs server in its own process, and the bridge in its own process (`pushbridge run` with a real
 // configuration file and token auth), run until every outcome is read back. Then a live phase at a steady rate for
 // the event-to-outcome latency, then h2load with the same headers and body against the same server over one
@@ -386,7 +386,7 @@ struct BridgeBench {
         options: BenchOptions, bootstrapServers: String, serverPort: Int, caFile: String, keyFile: String
     ) -> String {
         """
-        # Written by BridgeBench: the SPEC §2 example route against \(options.server.rawValue), token auth.
+        # Written by BridgeBench: the example route `order-shipped` (config/pushbridge.yaml) against \(options.server.rawValue), token auth.
         kafka:
           bootstrap_servers: "\(bootstrapServers)"
           group_id: pushbridge-bench

@@ -1,4 +1,4 @@
-// Events mapped per second on one core for the SPEC §2 example route: parse the event JSON, match, render the
+// Events mapped per second on one core for the example route `order-shipped` (config/pushbridge.yaml): parse the event JSON, match, render the
 // header templates and the payload, serialise it, and derive the notification ids.
 //
 // Usage: MapperBench [CPU seconds per scenario, default 3, measured in rounds of 0.5 s]
@@ -127,7 +127,7 @@ func median(_ values: [Double]) -> Double {
 }
 
 print(
-    "MapperBench: SPEC §2 example route, one thread, \(roundCount) rounds of \(roundSeconds) CPU s per scenario")
+    "MapperBench: example route `order-shipped` (config/pushbridge.yaml), one thread, \(roundCount) rounds of \(roundSeconds) CPU s per scenario")
 for tokenCount in [1, 3] {
     let events = makeEvents(tokenCount: tokenCount)
     let referenceEvents = events.map { Data($0.value ?? []) }

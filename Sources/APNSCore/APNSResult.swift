@@ -122,7 +122,7 @@ public enum APNSFailure: Sendable, Hashable {
         }
     }
 
-    /// Unreachable APNs is systemic (SPEC §4); everything else is worth sending again.
+    /// Unreachable APNs is systemic (docs/operations.md, "Guarantees"); everything else is worth sending again.
     public var disposition: Disposition {
         switch self {
         case .unreachable: .systemic

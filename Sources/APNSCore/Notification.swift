@@ -101,7 +101,7 @@ extension Notification {
         return self.topic.dropLast(suffix.count)
     }
 
-    /// What the notification is sent to, for logs: the first 8 characters of the device token (SPEC §4), or the
+    /// What the notification is sent to, for logs: the first 8 characters of the device token (docs/operations.md, "Guarantees"), or the
     /// whole channel ID of a broadcast (a channel is not personal data, and its whole ID is what
     /// `pushbridge channels` and Apple's tools name).
     public var destinationForLog: String {

@@ -2,7 +2,7 @@ import Foundation
 
 /// Deterministic notification ids (`apns-id`, outcome `notification_id`): the same source coordinates always
 /// give the same id, so an event processed again after a crash produces outcomes consumers can de-duplicate
-/// (SPEC §4).
+/// (docs/operations.md, "Guarantees").
 ///
 /// The id is a name-based UUID version 5 (RFC 9562 §5.5: SHA-1 of a namespace and a name, truncated to 128
 /// bits with the version and variant bits set), so any UUID library recomputes it from the coordinates. The

@@ -159,7 +159,7 @@ public enum Reason: Sendable, Hashable {
     }
 
     /// Whether this reason says the device token is dead or wrong for good, so it should be published as an
-    /// invalid-token record (SPEC §3).
+    /// invalid-token record (docs/data-contract.md).
     public var invalidatesToken: Bool {
         switch self {
         case .unregistered, .expiredToken, .badDeviceToken, .deviceTokenNotForTopic: true
@@ -182,7 +182,7 @@ public enum Disposition: Sendable, Hashable {
     /// A transient fault (429 `TooManyRequests`, 5xx, a timeout, a lost connection): send it again later.
     case retryable
     /// APNs refuses the provider itself (credentials, topic, environment): every other notification would
-    /// fail the same way, so the bridge stops the line instead of burning the backlog (SPEC §4).
+    /// fail the same way, so the bridge stops the line instead of burning the backlog (docs/operations.md, "Guarantees").
     case systemic
     /// 403 `ExpiredProviderToken`: renew the provider token at once and send the request again.
     case renewToken

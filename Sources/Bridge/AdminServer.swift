@@ -21,7 +21,7 @@ public struct Readiness: Sendable, Hashable {
     }
 }
 
-/// The admin HTTP server (SPEC §5): `GET /metrics` (Prometheus text), `GET /healthz` (the process is alive)
+/// The admin HTTP server (docs/operations.md): `GET /metrics` (Prometheus text), `GET /healthz` (the process is alive)
 /// and `GET /readyz` (200 when ready, 503 with a JSON reason otherwise).
 ///
 /// It is plain HTTP/1.1 on SwiftNIO: scrapers and kubelets speak nothing else, and three fixed routes need no

@@ -3,7 +3,7 @@ import CoreMetrics
 import Metrics
 import Synchronization
 
-/// The metrics of SPEC §5, created through swift-metrics so any backend works; `pushbridge run` bootstraps
+/// The metrics of docs/operations.md, "Metrics", created through swift-metrics so any backend works; `pushbridge run` bootstraps
 /// swift-prometheus and serves it on `/metrics`.
 ///
 /// Labelled metric objects are created once per label combination and cached, never per message. No label

@@ -25,7 +25,7 @@ public struct DeliveryOutcome: Sendable, Hashable {
 }
 
 /// Decides, answer by answer, what happens to one notification: send, wait and retry, halt the line, or
-/// finish with an outcome (SPEC §3, §4). A value type without I/O, so every path is tested as plain values.
+/// finish with an outcome (docs/data-contract.md, docs/operations.md "Guarantees"). A value type without I/O, so every path is tested as plain values.
 struct DeliveryStateMachine: Sendable {
     enum Action: Sendable, Hashable {
         /// Send (again) now.
@@ -148,7 +148,7 @@ struct DeliveryStateMachine: Sendable {
         let (retryAt, overflow) = now.addingReportingOverflow(delay.milliseconds)
         if self.wouldExpire(before: overflow ? .max : retryAt) {
             // Waiting would outlive the notification: decide now rather than send something stale. The last
-            // answer's reason stays as a clue; `http_status` is null for every expired outcome (SPEC §3).
+            // answer's reason stays as a clue; `http_status` is null for every expired outcome (docs/data-contract.md).
             return .finish(self.outcome(.expired, http: nil, reason: reason, uniqueID: uniqueID, now: now))
         }
         return .wait(delay)

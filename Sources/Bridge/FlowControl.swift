@@ -1,4 +1,4 @@
-/// Whether fetching runs, decided from levels (SPEC §4 backpressure, halt, shutdown): work in flight against
+/// Whether fetching runs, decided from levels (docs/operations.md, "Guarantees": backpressure, halt, shutdown): work in flight against
 /// `kafka.max_in_flight` and `kafka.max_in_flight_bytes`, the halt, the shutdown, and the assigned
 /// partitions. A value without I/O: every call returns the ``Effect`` to apply to the source, so the
 /// interleavings of acquires, releases, stalls, halts and rebalances are tested as plain values.

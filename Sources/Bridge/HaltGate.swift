@@ -1,6 +1,6 @@
 import Synchronization
 
-/// Stops the line on a systemic fault (SPEC §4): while halted, nothing new is sent, and senders wait here
+/// Stops the line on a systemic fault (docs/operations.md, "Guarantees"): while halted, nothing new is sent, and senders wait here
 /// until a probe finds APNs accepting again.
 ///
 /// Waiting is cheap: a notification that arrives while the gate is closed suspends without a timer, and

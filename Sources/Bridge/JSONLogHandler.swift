@@ -8,7 +8,7 @@ import Darwin
 #endif
 
 /// `logging.format: json`: one JSON object per line on standard error, with the constant message, the level,
-/// the label, an RFC 3339 timestamp and the metadata as string fields (SPEC §5).
+/// the label, an RFC 3339 timestamp and the metadata as string fields (docs/operations.md).
 public struct JSONLogHandler: LogHandler {
     /// The logger's label (`pushbridge.kafka`, ...).
     public let label: String

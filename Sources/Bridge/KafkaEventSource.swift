@@ -3,7 +3,7 @@ import Logging
 import Routing
 import Synchronization
 
-/// The pipeline's event source on a Kafka consumer group (SPEC §4): one ``KafkaConsumer`` subscribed to every
+/// The pipeline's event source on a Kafka consumer group (docs/operations.md, "Guarantees"): one ``KafkaConsumer`` subscribed to every
 /// input topic. Finished offsets are stored; they are committed synchronously by
 /// ``commitPeriodically(every:)``, on revocation and on close. librdkafka's background auto-commit is off:
 /// a background commit that raced the final one on close could leave the group's offset behind what was

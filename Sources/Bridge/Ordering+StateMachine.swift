@@ -1,6 +1,6 @@
 import DequeModule
 
-/// Per-key lines of a route with `ordering_key` (SPEC §4 "Per-key order"): at most one item of a key is in flight,
+/// Per-key lines of a route with `ordering_key` (docs/configuration.md, "Per-key order"): at most one item of a key is in flight,
 /// the next waits for the previous one's final outcome, and items of one key go out in the order they arrived.
 /// With `coalesce`, a newer arrival replaces the item waiting in its line, so at most one waits per key.
 ///

@@ -5,7 +5,7 @@ import DequeModule
 /// An event is *finished* when every record it causes (outcomes, invalid tokens, a dead letter) has been
 /// acknowledged by Kafka, or when it caused none (no route matched). Events finish out of order, since
 /// notifications to different devices take different times; the commit position only moves over a run of
-/// finished events, so a crash never skips an unfinished one (SPEC §4, at-least-once).
+/// finished events, so a crash never skips an unfinished one (docs/operations.md, "Guarantees": at-least-once).
 ///
 /// Offsets are registered in increasing order (Kafka delivers a partition in order) but need not be
 /// contiguous: compaction and transaction markers leave gaps.

@@ -6,7 +6,7 @@ import Routing
 import ServiceLifecycle
 import Synchronization
 
-/// What the pipeline needs to know beyond its parts (SPEC §2 `kafka`, `apns.retry`, `outcomes`).
+/// What the pipeline needs to know beyond its parts (docs/configuration.md: `kafka`, `apns.retry`, `outcomes`).
 public struct PipelineConfiguration: Sendable {
     /// `kafka.max_in_flight`: notifications (and dead letters) between consumption and acknowledgement.
     public var maxInFlight: Int
@@ -34,7 +34,7 @@ public struct PipelineConfiguration: Sendable {
     /// `outcomes.dead_letter_topic`.
     public var deadLetterTopic: String
 
-    /// Creates a configuration; the defaults are SPEC §2's.
+    /// Creates a configuration; the defaults are those of docs/configuration.md.
     public init(
         maxInFlight: Int = 10_000,
         maxInFlightBytes: Int = 64 << 20,
@@ -65,7 +65,7 @@ public struct PipelineConfiguration: Sendable {
 }
 
 /// The bridge: takes events from a source, maps them, sends the notifications, publishes what happened, and
-/// lets the source commit an offset only once everything before it is acknowledged (SPEC §3, §4).
+/// lets the source commit an offset only once everything before it is acknowledged (docs/data-contract.md, docs/operations.md "Guarantees").
 ///
 /// Every event becomes *pieces* of work: one per notification and one per dead letter. An event is finished
 /// when all its pieces' records are acknowledged (or at once when no route matched it); ``PartitionProgress``

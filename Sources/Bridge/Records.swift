@@ -9,7 +9,7 @@ extension SourceCoordinates {
     }
 }
 
-/// The final status of one notification in its outcome record (SPEC §3).
+/// The final status of one notification in its outcome record (docs/data-contract.md).
 public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
     /// APNs answered 200.
     case delivered
@@ -299,7 +299,7 @@ public struct InvalidTokenRecordV2: Sendable, Hashable {
     }
 }
 
-/// A dead letter: the source event's bytes and headers unchanged, plus headers that say why (SPEC §3).
+/// A dead letter: the source event's bytes and headers unchanged, plus headers that say why (docs/data-contract.md).
 public struct DeadLetter: Sendable, Hashable {
     /// Header names the bridge adds.
     public enum Header {
@@ -366,7 +366,7 @@ public struct DeadLetter: Sendable, Hashable {
     /// per-record overhead): unchanged when it fits, which is almost always. Otherwise the value is cut,
     /// then, when key and headers alone do not fit, the source headers are dropped and the key cut too; the
     /// headers `pushbridge-truncated` (what was cut) and `pushbridge-original-size` (the value's size in
-    /// bytes) say so (SPEC §3).
+    /// bytes) say so (docs/data-contract.md).
     public func record(topic: String, maxBytes: Int) -> OutgoingRecord {
         let budget = max(0, maxBytes - Self.recordOverheadBytes)
         let bridgeHeaders = self.bridgeHeaders

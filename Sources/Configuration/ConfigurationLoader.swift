@@ -2,7 +2,7 @@ import Foundation
 import Routing
 import Yams
 
-/// Loads a PushBridge configuration file (SPEC §2): YAML, `${VAR}` expansion, `*_file` secrets, durations,
+/// Loads a PushBridge configuration file (docs/configuration.md): YAML, `${VAR}` expansion, `*_file` secrets, durations,
 /// defaults, credential files and routes; every problem is collected and reported at once.
 public struct ConfigurationLoader: Sendable {
     /// The variables `${VAR}` references are expanded from.

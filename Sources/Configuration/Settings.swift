@@ -1,7 +1,7 @@
 import BinaryProvider
 import Routing
 
-/// A fully loaded and checked PushBridge configuration (SPEC §2). Every default is filled in.
+/// A fully loaded and checked PushBridge configuration (docs/configuration.md). Every default is filled in.
 public struct BridgeConfiguration: Sendable {
     /// The Kafka clients.
     public var kafka: KafkaSettings
@@ -20,7 +20,7 @@ public struct BridgeConfiguration: Sendable {
     /// Graceful shutdown.
     public var shutdown: ShutdownSettings
 
-    /// Creates a configuration; sections left out take SPEC §2's defaults.
+    /// Creates a configuration; sections left out take the defaults of docs/configuration.md.
     public init(
         kafka: KafkaSettings,
         apns: APNSSettings,

@@ -2,7 +2,7 @@ import ArgumentParser
 
 extension PushBridge {
     /// Parses and runs the command. Usage errors (an unknown or missing option, a bad value) exit with status 2
-    /// as SPEC §1 says, instead of swift-argument-parser's 64; everything else exits as the parser decides.
+    /// as docs/operations.md "Running it" says, instead of swift-argument-parser's 64; everything else exits as the parser decides.
     static func main() async {
         do {
             var command = try parseAsRoot()

@@ -1,6 +1,6 @@
 import ArgumentParser
 
-/// The `pushbridge` executable: one command per job (SPEC §1).
+/// The `pushbridge` executable: one command per job (README.md, "Commands").
 ///
 /// Exit status: 0 success, 1 a failure the output explains, 2 wrong usage or invalid configuration.
 @main

@@ -127,7 +127,7 @@ struct RenderScope {
     }
 }
 
-/// What one rendering may use: the payload of a notification, or one header template (SPEC §4: no event can
+/// What one rendering may use: the payload of a notification, or one header template (docs/operations.md "Hostile input": no event can
 /// make mapping take more than time and memory proportional to its size plus these limits).
 ///
 /// Rendering checks ``byteLimit`` against the running output size after every piece it writes (one

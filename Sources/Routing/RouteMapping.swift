@@ -44,7 +44,7 @@ public struct MappedNotification: Sendable {
     /// collapse id with a character outside visible ASCII or too long, a negative expiration:
     /// `BadDeviceToken`, `BadCollapseId`, `BadExpirationDate`; the topic and priority are checked when the
     /// route compiles), including a header template that rendered past its limit. The pipeline does not send such a notification but
-    /// publishes a `rejected` outcome with this reason and a null `http_status` (SPEC §3), exactly as for the
+    /// publishes a `rejected` outcome with this reason and a null `http_status` (docs/data-contract.md), exactly as for the
     /// sender's own validation (which also checks the token's format). `nil`: nothing known against it.
     public var localRejection: Reason?
     /// Whether the payload is known to be a JSON object, so the check before sending need not parse it again

@@ -1,4 +1,4 @@
-/// One route as the configuration writes it (SPEC §2 `routes:`): plain data, checked and compiled by
+/// One route as the configuration writes it (docs/configuration.md, `routes`): plain data, checked and compiled by
 /// ``Router/init(routes:epochSeconds:)``.
 ///
 /// Field names follow the YAML keys; the key paths in ``RouteCompileError`` use the YAML spelling

@@ -1,7 +1,7 @@
 import APNSCore
 import Foundation
 
-/// The compiled routes: turns consumed events into notifications or dead-letter reasons (SPEC §2, §3).
+/// The compiled routes: turns consumed events into notifications or dead-letter reasons (docs/configuration.md, docs/data-contract.md).
 ///
 /// Compiling checks every route and parses every template once; mapping then does no parsing but the event's
 /// own JSON. A `Router` is immutable and can be shared by any number of tasks.

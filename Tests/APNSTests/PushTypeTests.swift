@@ -43,7 +43,7 @@ struct ReasonTests {
         #expect(reason.disposition(status: 403) == .systemic)
     }
 
-    @Test("the systemic reasons of SPEC §4 halt the line")
+    @Test("the systemic reasons of docs/operations.md halt the line")
     func systemic() {
         let systemic: [Reason] = [
             .invalidProviderToken, .missingProviderToken, .badCertificate, .badCertificateEnvironment, .forbidden,

@@ -44,7 +44,7 @@ struct AdminServerTests {
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
     }
 
-    @Test("/metrics serves the SPEC §5 metric names in Prometheus text")
+    @Test("/metrics serves the metric names of docs/operations.md in Prometheus text")
     func metricsNames() async throws {
         let registry = PrometheusCollectorRegistry()
         let metrics = BridgeMetrics(factory: BridgeMetrics.prometheusFactory(registry: registry))

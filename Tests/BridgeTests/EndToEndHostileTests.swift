@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-// SPEC §4 "one bad event never stops the line": `pushbridge run` as a child process takes a few hundred good
+// "One bad event never stops the line" (docs/operations.md, "Hostile input"): `pushbridge run` as a child process takes a few hundred good
 // events mixed with every kind of hostile one, stays alive and ready, accounts for every event, commits to
 // the end, and keeps its memory under a stated bound.
 
@@ -34,7 +34,7 @@ struct EndToEndHostileTests {
         defer { if bridge.process.isRunning { bridge.kill(signal: SIGKILL) } }
 
         let total = Int64(records.count)
-        // Done when the lag (high watermark minus committed offset, SPEC §5) is 0 on every partition. The
+        // Done when the lag (high watermark minus committed offset, as `pushbridge_consumer_lag`) is 0 on every partition. The
         // committed offsets themselves are read after the bridge stopped: a reader in the bridge's group
         // would make it rebalance.
         let deadline = ContinuousClock.now + .seconds(150)

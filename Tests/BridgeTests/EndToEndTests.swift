@@ -10,11 +10,11 @@ import TestSupport
 import FoundationNetworking
 #endif
 
-// `pushbridge run` against librdkafka's mock cluster and the APNs simulator over TLS + HTTP/2 (SPEC §3, §4).
+// `pushbridge run` against librdkafka's mock cluster and the APNs simulator over TLS + HTTP/2 (docs/data-contract.md, docs/operations.md "Guarantees").
 
 @Suite("End to end", .serialized)
 struct EndToEndTests {
-    @Test("every event is accounted for exactly as SPEC §3 says, records match their schemas, commits reach the end")
+    @Test("every event is accounted for exactly as docs/data-contract.md says, records match their schemas, commits reach the end")
     func accounting() async throws {
         let accounting = AccountingScenario()
         let world = try await EndToEnd(scenario: accounting.simulatorScenario)
@@ -64,7 +64,7 @@ struct EndToEndTests {
     }
 }
 
-/// The accounting test's events and what SPEC §3 says must become of each: delivered, rejected (by APNs and
+/// The accounting test's events and what docs/data-contract.md says must become of each: delivered, rejected (by APNs and
 /// locally, with invalid-token records), expired, dead-lettered and unmatched events. Shared by the mock-cluster
 /// lane and the real-broker lane (RealBrokerEndToEndTests).
 struct AccountingScenario: Sendable {

@@ -9,7 +9,7 @@ import Testing
 struct RecordsTests {
     let source = SourceCoordinates(topic: "orders.shipped", partition: 3, offset: 1234, key: Array("customer-42".utf8))
 
-    @Test("an outcome encodes every SPEC §3 field with JSON types")
+    @Test("an outcome encodes every field of docs/data-contract.md with JSON types")
     func outcomeFields() throws {
         let record = OutcomeRecord(
             notificationID: "8b4c2a1e-0000-8000-8000-000000000000", route: "order-shipped", source: self.source,

@@ -3,7 +3,7 @@ import Foundation
 import Routing
 import Testing
 
-/// The SPEC §2 example route, `order-shipped`.
+/// The example route `order-shipped` of config/pushbridge.yaml.
 func orderShippedRoute(
     deviceTokens: String = "{{customer.apns_tokens}}",
     match: [(path: String, value: JSONValue)] = [("type", "shipped")]

@@ -4,7 +4,7 @@ import Routing
 import Testing
 
 /// Events built to make mapping slow, large, or wrong: each must end as a notification rejected locally with
-/// Apple's reason, or as a dead letter, within the render budget (SPEC §4, docs/templates.md).
+/// Apple's reason, or as a dead letter, within the render budget (docs/operations.md "Hostile input", docs/templates.md).
 @Suite struct HostileEventTests {
     /// `{"token": <valid>, "items": [0, 0, ...] (count), "big": "xxx..." (bigBytes)}`.
     static func itemsAndBig(count: Int, bigBytes: Int) -> String {

@@ -47,7 +47,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 }
 
-/// Sets up swift-log once per process, as `logging:` says (SPEC §5).
+/// Sets up swift-log once per process, as `logging:` says (docs/operations.md).
 enum LoggingBootstrap {
     static func bootstrap(_ settings: LoggingSettings) -> Logger {
         let level = settings.level.swiftLogLevel
