@@ -368,10 +368,15 @@ struct GaugeReporter: Service {
 }
 
 extension Logger {
-    /// A logger with the same level and handler factory but another label.
-    func with(label: String) -> Logger {
+    /// A logger for another component of the process: `label` names it, with this logger's level and metadata. Its
+    /// handler is the one `LoggingSystem` makes for `label` (a handler holds its label, so this logger's own one
+    /// cannot be relabelled).
+    package func with(label: String) -> Logger {
         var logger = Logger(label: label)
         logger.logLevel = self.logLevel
+        for (key, value) in self.handler.metadata {
+            logger[metadataKey: key] = value
+        }
         return logger
     }
 }

@@ -23,3 +23,17 @@ struct JSONLogHandlerTests {
         #expect(object["pipeline.attempt"] == "2")
     }
 }
+
+@Suite("Component loggers")
+struct ComponentLoggerTests {
+    @Test("with(label:) names another component and keeps the caller's level and metadata")
+    func keepsLevelAndMetadata() {
+        var logger = Logger(label: "pushbridge")
+        logger.logLevel = .debug
+        logger[metadataKey: "pod"] = "bridge-0"
+        let component = logger.with(label: "pushbridge.kafka.consumer")
+        #expect(component.label == "pushbridge.kafka.consumer")
+        #expect(component.logLevel == .debug)
+        #expect(component[metadataKey: "pod"] == "bridge-0")
+    }
+}

@@ -80,15 +80,6 @@ extension LoggingSettings.Level {
     }
 }
 
-extension Logger {
-    /// A logger for `label` at this logger's level.
-    func with(label: String) -> Logger {
-        var logger = Logger(label: label)
-        logger.logLevel = self.logLevel
-        return logger
-    }
-}
-
 /// Builds the APNs sender for `run` from the `apns` and `apps` blocks.
 enum APNSSenderFactory {
     static func make(for configuration: BridgeConfiguration, logger: Logger) throws -> any ManagedSender {
