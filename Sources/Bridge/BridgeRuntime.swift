@@ -325,12 +325,15 @@ struct SenderService: Service {
 /// Commits finished offsets every `kafka.commit_interval` while the bridge runs; the source commits once
 /// more when it closes.
 struct CommitService: Service {
-    let source: KafkaEventSource
+    let source: any EventSource
     let interval: Duration
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
-            await self.source.commitPeriodically(every: self.interval)
+            while !Task.isCancelled {
+                try? await Task.sleep(for: self.interval)
+                await self.source.commit()
+            }
         }
     }
 }
@@ -338,7 +341,7 @@ struct CommitService: Service {
 /// Updates the gauges that are read rather than counted: consumer lag, the age of each partition's oldest
 /// unfinished event, records waiting to be published, and open APNs connections.
 struct GaugeReporter: Service {
-    let source: KafkaEventSource
+    let source: any EventSource
     let pipeline: Pipeline
     let sender: any ManagedSender
     let metrics: BridgeMetrics

@@ -4,8 +4,8 @@ import Routing
 import Synchronization
 
 /// The pipeline's event source on a Kafka consumer group (docs/operations.md, "Guarantees"): one ``KafkaConsumer`` subscribed to every
-/// input topic. Finished offsets are stored; they are committed synchronously by
-/// ``commitPeriodically(every:)``, on revocation and on close. librdkafka's background auto-commit is off:
+/// input topic. Finished offsets are stored; they are committed synchronously by ``commit()`` (every
+/// `kafka.commit_interval`), on revocation and on close. librdkafka's background auto-commit is off:
 /// a background commit that raced the final one on close could leave the group's offset behind what was
 /// finished (seen on the mock cluster), so every commit here is synchronous and in order.
 ///
@@ -89,13 +89,9 @@ public final class KafkaEventSource: EventSource {
         await consumer.close()
     }
 
-    /// Commits the stored offsets every `interval` until the task is cancelled (`kafka.commit_interval`).
-    public func commitPeriodically(every interval: Duration) async {
-        while !Task.isCancelled {
-            try? await Task.sleep(for: interval)
-            guard let consumer = self.consumer.withLock({ $0 }) else { continue }
-            await self.commit(consumer)
-        }
+    public func commit() async {
+        guard let consumer = self.consumer.withLock({ $0 }) else { return }
+        await self.commit(consumer)
     }
 
     private func commit(_ consumer: KafkaConsumer) async {
@@ -109,11 +105,20 @@ public final class KafkaEventSource: EventSource {
         }
     }
 
-    /// The watermarks, position and committed offset of every assigned partition, for
-    /// `pushbridge_consumer_lag` (high watermark minus committed offset); empty before start. The committed
-    /// offsets are asked of the group coordinator (at most `timeout`); the watermarks are the ones the last
-    /// fetch responses carried.
-    public func lag(timeout: Duration = .seconds(2)) async -> [KafkaPartitionLag] {
+    /// High watermark minus committed offset of every assigned partition; empty before start. The committed
+    /// offsets are asked of the group coordinator (at most 2 s); the watermarks are the ones the last fetch
+    /// responses carried.
+    public func lag() async -> [PartitionLag] {
+        await self.lag(timeout: .seconds(2)).map { lag in
+            PartitionLag(
+                partition: PartitionID(topic: lag.partition.topic, partition: lag.partition.partition),
+                uncommittedMessageCount: lag.uncommittedMessageCount)
+        }
+    }
+
+    /// The watermarks, position and committed offset of every assigned partition; empty before start. The
+    /// committed offsets are asked of the group coordinator (at most `timeout`).
+    public func lag(timeout: Duration) async -> [KafkaPartitionLag] {
         guard let consumer = self.consumer.withLock({ $0 }) else { return [] }
         do {
             let assignment = try consumer.assignment()

@@ -47,8 +47,28 @@ public protocol EventSource: Sendable {
     func pause(_ partitions: [PartitionID])
     /// Fetches `partitions` again.
     func resume(_ partitions: [PartitionID])
+    /// Commits what was marked finished so far (every `kafka.commit_interval`). A failed commit is logged, not
+    /// thrown: the next one carries the same offsets.
+    func commit() async
+    /// The messages not yet committed in each assigned partition (`pushbridge_consumer_lag`); empty when the
+    /// source cannot tell now.
+    func lag() async -> [PartitionLag]
     /// Commits what was marked finished, leaves the group and releases resources. Never hangs.
     func close() async
+}
+
+/// One partition's messages not yet committed: its high watermark minus its committed offset.
+public struct PartitionLag: Sendable, Hashable {
+    /// The partition.
+    public var partition: PartitionID
+    /// Messages at or after the committed offset (or the first retained one, while nothing is committed).
+    public var uncommittedMessageCount: Int64
+
+    /// Creates a lag reading.
+    public init(partition: PartitionID, uncommittedMessageCount: Int64) {
+        self.partition = partition
+        self.uncommittedMessageCount = uncommittedMessageCount
+    }
 }
 
 /// A record the pipeline publishes: an outcome, an invalid token or a dead letter.

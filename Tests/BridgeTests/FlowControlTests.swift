@@ -332,6 +332,8 @@ private final class RecordingSource: EventSource {
         self.paused.withLock { for p in partitions { $0[p] = true } }
     }
     func resume(_ partitions: [PartitionID]) { self.paused.withLock { for p in partitions { $0[p] = false } } }
+    func commit() async {}
+    func lag() async -> [PartitionLag] { [] }
     func close() async {}
     func isPaused(_ partition: PartitionID) -> Bool? { self.paused.withLock { $0[partition] } }
 }

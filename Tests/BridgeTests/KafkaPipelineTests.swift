@@ -226,7 +226,7 @@ struct KafkaGroupPipelineTests {
         // commit, before it stops and commits.
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
-            let lags = await sourceB.lag()
+            let lags = await sourceB.lag(timeout: .seconds(2))
             if lags.count == 4, lags.allSatisfy({ $0.lagMessageCount == 0 }), pipelineB.inFlight == 0 { break }
             try await Task.sleep(for: .milliseconds(100))
         }

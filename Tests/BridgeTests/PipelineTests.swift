@@ -423,6 +423,8 @@ private final class MemorySource: EventSource {
     }
     func pause(_ partitions: [PartitionID]) { self.state.withLock { $0.paused.formUnion(partitions) } }
     func resume(_ partitions: [PartitionID]) { self.state.withLock { $0.paused.subtract(partitions) } }
+    func commit() async {}
+    func lag() async -> [PartitionLag] { [] }
     func close() async { self.state.withLock { $0.closed = true } }
     func finish() { self.state.withLock { $0.continuation }?.finish() }
     /// Delivers another batch, as after a rebalance.
