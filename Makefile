@@ -26,6 +26,7 @@ BROKER_RESTART_TESTS := brokerDownThenUpLosesNothing|brokerDownAndUp|kafkaFailur
 
 test: deps python-tools
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	$(SWIFT) package describe --type json 2>/dev/null | python3 scripts/check-core-deps.py
 	$(SWIFT) test --skip-build $(BUILD_FLAGS) --skip '$(BROKER_RESTART_TESTS)'
 	$(SWIFT) test --skip-build $(BUILD_FLAGS) --filter '$(BROKER_RESTART_TESTS)' --no-parallel
 	$(MAKE) --no-print-directory fuzz-smoke

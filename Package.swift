@@ -142,10 +142,23 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: The bridge pipeline
+        // MARK: The bridge pipeline: the core (no I/O of its own, no C library) and its adapters and application
+        .target(
+            name: "BridgeCore",
+            dependencies: [
+                "APNSCore",
+                "Routing",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "Bridge",
             dependencies: [
+                "BridgeCore",
                 "Kafka",
                 "APNSClient",
                 "Routing",
@@ -336,10 +349,34 @@ let package = Package(
             exclude: ["Fixtures", "Golden"],
             swiftSettings: strict
         ),
+        // What the pipeline tests share, without a C library (BridgeCoreTests link nothing else).
+        .target(
+            name: "PipelineTestSupport",
+            dependencies: ["BridgeCore", "APNSCore", "Routing"],
+            path: "Sources/PipelineTestSupport",
+            swiftSettings: strict
+        ),
+        // The pipeline core's tests: no C library linked (no librdkafka, no NIO, no BoringSSL).
+        .testTarget(
+            name: "BridgeCoreTests",
+            dependencies: [
+                "BridgeCore",
+                "PipelineTestSupport",
+                "APNSCore",
+                "Routing",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "BridgeTests",
             dependencies: [
                 "Bridge",
+                "BridgeCore",
+                "PipelineTestSupport",
                 "Kafka",
                 "APNSCore",
                 "APNSClient",
@@ -358,6 +395,7 @@ let package = Package(
             dependencies: [
                 "PushBridgeCLI",
                 "Bridge",
+                "BridgeCore",
                 "Configuration",
                 "Kafka",
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -369,6 +407,7 @@ let package = Package(
             dependencies: [
                 "BenchSupport",
                 "Bridge",
+                "BridgeCore",
                 "HTTP2",
                 "Kafka",
                 "TestSupport",

@@ -1,3 +1,4 @@
+import APNSCore
 import Foundation
 
 /// The broadcast channels the simulator knows, per app (bundle ID), in creation order: what Apple's channel

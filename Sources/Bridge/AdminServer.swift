@@ -1,25 +1,10 @@
+import BridgeCore
 import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
-
-/// What `/readyz` reports.
-public struct Readiness: Sendable, Hashable {
-    /// Whether the instance can serve its partitions and APNs accepts it.
-    public var isReady: Bool
-    /// Why not, when not ready (for example `halted: InvalidProviderToken (app default)`).
-    public var reason: String?
-
-    /// Ready.
-    public static let ready = Readiness(isReady: true, reason: nil)
-
-    /// Not ready, for `reason`.
-    public static func notReady(_ reason: String) -> Readiness {
-        Readiness(isReady: false, reason: reason)
-    }
-}
 
 /// The admin HTTP server (docs/operations.md): `GET /metrics` (Prometheus text), `GET /healthz` (the process is alive)
 /// and `GET /readyz` (200 when ready, 503 with a JSON reason otherwise).

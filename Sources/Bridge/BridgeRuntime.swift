@@ -1,3 +1,4 @@
+import BridgeCore
 import APNSCore
 import Configuration
 import Kafka

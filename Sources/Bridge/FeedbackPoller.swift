@@ -1,3 +1,4 @@
+import BridgeCore
 import APNSClient
 import BinaryProvider
 import Configuration

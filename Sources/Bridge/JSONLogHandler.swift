@@ -1,3 +1,4 @@
+import BridgeCore
 import Logging
 import Synchronization
 

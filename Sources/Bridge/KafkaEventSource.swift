@@ -1,3 +1,4 @@
+import BridgeCore
 import Kafka
 import Logging
 import Routing
@@ -165,82 +166,6 @@ private final class BatchReader: @unchecked Sendable {
 
     func next() async throws -> [KafkaMessage]? {
         try await self.iterator.next()
-    }
-}
-
-/// The pipeline's record sink on the idempotent Kafka producer (`acks=all`): a record is acknowledged by its
-/// delivery report.
-public struct KafkaRecordSink: RecordSink {
-    /// The producer records go through.
-    public let producer: KafkaProducer
-
-    /// Creates a sink on `producer`.
-    public init(producer: KafkaProducer) {
-        self.producer = producer
-    }
-
-    public func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
-        await self.producer.send(
-            topic: record.topic,
-            key: record.key,
-            value: record.value,
-            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
-            completion: Self.report(to: acknowledged)
-        )
-    }
-
-    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
-    {
-        self.producer.sendNow(
-            topic: record.topic,
-            key: record.key,
-            value: record.value,
-            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
-            completion: Self.report(to: acknowledged)
-        )
-    }
-
-    public func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
-        self.producer.sendNow(
-            topic: record.topic,
-            key: record.key,
-            value: record.value,
-            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
-            handler: Report(acknowledgement)
-        )
-    }
-
-    private static func report(
-        to acknowledged: @escaping @Sendable ((any Error)?) -> Void
-    ) -> @Sendable (Result<KafkaDelivery, KafkaError>) -> Void {
-        { acknowledged(Self.error(of: $0)) }
-    }
-
-    /// What a delivery report tells the pipeline: `nil`, or the error (a too-large record as
-    /// ``RecordTooLargeError``, which the pipeline may cut down and publish again).
-    private static func error(of result: Result<KafkaDelivery, KafkaError>) -> (any Error)? {
-        switch result {
-        case .success: nil
-        case .failure(let error) where error.code == .messageSizeTooLarge: RecordTooLargeError(detail: "\(error)")
-        case .failure(let error): error
-        }
-    }
-
-    /// A delivery report handed straight to the record's acknowledgement: one object per record between them.
-    private final class Report: KafkaDeliveryHandler, @unchecked Sendable {
-        let acknowledgement: RecordAcknowledgement
-
-        init(_ acknowledgement: RecordAcknowledgement) {
-            self.acknowledgement = acknowledgement
-        }
-
-        override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
-            self.acknowledgement.acknowledged(KafkaRecordSink.error(of: result))
-        }
-    }
-
-    public func flush(timeout: Duration) async throws {
-        try await self.producer.flush(timeout: timeout)
     }
 }
 

@@ -1,5 +1,6 @@
 import BenchSupport
 import Bridge
+import BridgeCore
 import Foundation
 import Kafka
 import Logging

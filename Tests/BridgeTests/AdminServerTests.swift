@@ -1,10 +1,12 @@
 import Bridge
+import BridgeCore
 import Foundation
 import Logging
 import NIOCore
 import NIOPosix
 import Prometheus
 import Synchronization
+import PipelineTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)

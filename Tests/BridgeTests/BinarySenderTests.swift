@@ -1,6 +1,7 @@
 import APNSCore
 import APNSSimulator
 @testable import Bridge
+@testable import BridgeCore
 import Configuration
 import Crypto
 import Foundation

@@ -1,6 +1,7 @@
 import APNSClient
 import APNSSimulator
 @testable import Bridge
+@testable import BridgeCore
 import Foundation
 import Kafka
 import Testing

@@ -1,8 +1,10 @@
 import APNSSimulator
 @testable import Bridge
+@testable import BridgeCore
 import Foundation
 import Kafka
 import Synchronization
+import PipelineTestSupport
 import Testing
 import TestSupport
 

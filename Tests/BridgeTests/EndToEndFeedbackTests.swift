@@ -1,5 +1,6 @@
 import APNSSimulator
 @testable import Bridge
+@testable import BridgeCore
 import BinaryProvider
 import Foundation
 import Kafka

@@ -1,9 +1,11 @@
 import APNSCore
 import APNSSimulator
 @testable import Bridge
+@testable import BridgeCore
 import Foundation
 import Kafka
 import Synchronization
+import PipelineTestSupport
 import Testing
 import TestSupport
 

@@ -1,8 +1,10 @@
 import APNSSimulator
 import Crypto
 @testable import Bridge
+@testable import BridgeCore
 import Foundation
 import Kafka
+import PipelineTestSupport
 import Testing
 import TestSupport
 

@@ -1,12 +1,14 @@
 import APNSClient
 import APNSSimulator
 @testable import Bridge
+@testable import BridgeCore
 import BinaryProvider
 import Foundation
 import Kafka
 import Logging
 import Prometheus
 import ServiceLifecycle
+import PipelineTestSupport
 import Testing
 import TestSupport
 

@@ -1,4 +1,5 @@
 @testable import Bridge
+@testable import BridgeCore
 import Foundation
 import Logging
 import Testing

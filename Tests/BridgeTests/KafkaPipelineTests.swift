@@ -1,10 +1,12 @@
 import APNSCore
 @testable import Bridge
+@testable import BridgeCore
 import Foundation
 import Kafka
 import Logging
 import ServiceLifecycle
 import Synchronization
+import PipelineTestSupport
 import Testing
 import TestSupport
 

@@ -1,5 +1,6 @@
 import APNSSimulator
 @testable import Bridge
+@testable import BridgeCore
 import Foundation
 import Kafka
 import Testing

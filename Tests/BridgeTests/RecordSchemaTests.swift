@@ -1,4 +1,5 @@
 import Bridge
+import BridgeCore
 import Routing
 import Testing
 import TestSupport

@@ -1,4 +1,5 @@
 @testable import Bridge
+@testable import BridgeCore
 import Configuration
 import Crypto
 import Foundation

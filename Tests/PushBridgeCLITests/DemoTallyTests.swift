@@ -1,4 +1,5 @@
 import Bridge
+import BridgeCore
 import Configuration
 import Foundation
 import Kafka

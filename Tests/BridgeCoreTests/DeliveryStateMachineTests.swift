@@ -1,7 +1,7 @@
 import APNSCore
 import Testing
 
-@testable import Bridge
+@testable import BridgeCore
 
 @Suite("Delivery state machine")
 struct DeliveryStateMachineTests {

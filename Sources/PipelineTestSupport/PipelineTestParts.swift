@@ -1,16 +1,22 @@
 import APNSCore
-@testable import Bridge
+import BridgeCore
 import Foundation
 import Routing
 import Testing
 
-// Parts shared by the pipeline tests: a mapper and a scripted sender. The source and sink are either
-// in-memory (PipelineTests) or librdkafka's mock cluster (KafkaPipelineTests).
+// Parts shared by the pipeline tests, in a module that links no C library so that the core's tests
+// (BridgeCoreTests) stay free of them: a mapper, a scripted sender and a wait. The source and sink are either
+// in-memory (PipelineTests) or librdkafka's mock cluster (KafkaPipelineTests, in BridgeTests).
 
 /// Maps `{"tokens": [...]}` to one alert per token; not JSON dead-letters; no `tokens` matches nothing.
-struct TokensMapper: EventMapper {
-    let expiration: Int64?
-    func map(_ event: SourceEvent) -> [RouteMapping] {
+public struct TokensMapper: EventMapper {
+    public let expiration: Int64?
+
+    public init(expiration: Int64?) {
+        self.expiration = expiration
+    }
+
+    public func map(_ event: SourceEvent) -> [RouteMapping] {
         guard let value = event.value,
             let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
         else {
@@ -29,15 +35,21 @@ struct TokensMapper: EventMapper {
     }
 }
 
-struct ScriptedSender: NotificationSender {
-    let answer: @Sendable (String) async -> APNSResult
-    func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
+/// Answers each notification with what `answer` says for its device token.
+public struct ScriptedSender: NotificationSender {
+    public let answer: @Sendable (String) async -> APNSResult
+
+    public init(answer: @escaping @Sendable (String) async -> APNSResult) {
+        self.answer = answer
+    }
+
+    public func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
         await self.answer(notification.deviceToken)
     }
 }
 
 /// Polls `condition` every few milliseconds for at most `timeout`.
-func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
+public func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while !condition() {
         guard ContinuousClock.now < deadline else {

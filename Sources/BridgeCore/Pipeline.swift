@@ -86,7 +86,7 @@ public final class Pipeline: Service, Sendable {
     public let gate: HaltGate
     private let flow: FlowController
     /// Records Kafka failed and that are being published again.
-    let unpublished = UnpublishedRecords()
+    package let unpublished = UnpublishedRecords()
     private let table = Mutex(PartitionTable())
     private let sourceFailure = Mutex<String?>(nil)
     /// Set when the drain timed out: in-flight work is abandoned (and stays uncommitted), so failed records

@@ -1,11 +1,12 @@
 import APNSCore
-@testable import Bridge
+@testable import BridgeCore
 import Foundation
 import Logging
 import Prometheus
 import Routing
 import ServiceLifecycle
 import Synchronization
+import PipelineTestSupport
 import Testing
 
 // Pipeline logic against in-memory parts: the protocols' contracts, driven event by event. The same pipeline
@@ -728,7 +729,7 @@ struct PipelineOrderingTests {
         let registry = PrometheusCollectorRegistry()
         let harness = Harness(
             events: events, configuration: PipelineConfiguration(maxInFlight: 1000), mapper: try self.mapper(coalesce: true),
-            sender: sender, metrics: BridgeMetrics(factory: BridgeMetrics.prometheusFactory(registry: registry)))
+            sender: sender, metrics: BridgeMetrics(factory: PrometheusMetricsFactory(registry: registry)))
         try await harness.runToEnd()
         let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
         #expect(outcomes.count == count)

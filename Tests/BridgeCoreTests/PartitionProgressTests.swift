@@ -1,7 +1,7 @@
-import APNSSimulator
+import APNSCore
 import Testing
 
-@testable import Bridge
+@testable import BridgeCore
 
 @Suite("Partition progress")
 struct PartitionProgressTests {

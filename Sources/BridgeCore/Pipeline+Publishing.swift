@@ -138,7 +138,7 @@ struct RefitBudget: Sendable {
 
 /// The records Kafka failed that are being published again, with when each first failed: what makes
 /// `/readyz` fail once one waits longer than `outcomes.publish_stall_timeout`.
-final class UnpublishedRecords: Sendable {
+package final class UnpublishedRecords: Sendable {
     private struct Entry {
         var since: ContinuousClock.Instant
         var error: String
@@ -175,7 +175,7 @@ final class UnpublishedRecords: Sendable {
     }
 
     /// How many records are failing now.
-    var count: Int { self.state.withLock { $0.entries.count } }
+    package var count: Int { self.state.withLock { $0.entries.count } }
 
     /// The record failing longest: how long, its last error, and how many fail.
     func oldest() -> (age: Duration, error: String, count: Int)? {

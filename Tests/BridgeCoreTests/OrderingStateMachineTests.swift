@@ -1,5 +1,5 @@
-import APNSSimulator
-@testable import Bridge
+import APNSCore
+@testable import BridgeCore
 import Testing
 
 // The per-key lines of routes with `ordering_key`, as plain values: arrivals, final outcomes and hand-overs in

@@ -194,3 +194,19 @@ public protocol EventMapper: Sendable {
     /// What each matching route makes of `event`. An empty array means no route matched.
     func map(_ event: SourceEvent) -> [RouteMapping]
 }
+
+/// What `/readyz` reports.
+public struct Readiness: Sendable, Hashable {
+    /// Whether the instance can serve its partitions and APNs accepts it.
+    public var isReady: Bool
+    /// Why not, when not ready (for example `halted: InvalidProviderToken (app default)`).
+    public var reason: String?
+
+    /// Ready.
+    public static let ready = Readiness(isReady: true, reason: nil)
+
+    /// Not ready, for `reason`.
+    public static func notReady(_ reason: String) -> Readiness {
+        Readiness(isReady: false, reason: reason)
+    }
+}

@@ -3,7 +3,7 @@ import Foundation
 import Routing
 import Testing
 
-@testable import Bridge
+@testable import BridgeCore
 
 @Suite("Records")
 struct RecordsTests {

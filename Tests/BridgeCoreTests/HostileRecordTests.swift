@@ -2,7 +2,7 @@ import APNSCore
 import Routing
 import Testing
 
-@testable import Bridge
+@testable import BridgeCore
 
 // Values from events and servers that would crash the bridge or block a partition if used as they come:
 // expirations past Int64 milliseconds, records larger than Kafka takes, unbounded texts and reasons.

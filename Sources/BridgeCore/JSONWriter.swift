@@ -2,18 +2,18 @@ import APNSCore
 
 /// Appends JSON text to a byte buffer without building an intermediate tree: records are written on the hot
 /// path, once per notification.
-struct JSONWriter {
-    private(set) var bytes: [UInt8] = []
+package struct JSONWriter {
+    package private(set) var bytes: [UInt8] = []
     /// One bit per open container, innermost lowest: set once the container holds a member, so the next one
     /// needs a comma. Records nest three deep at most; deeper nesting than 64 is a programming error.
     private var commaBits: UInt64 = 0
     private var depth = 0
 
-    init(reservingCapacity capacity: Int = 512) {
+    package init(reservingCapacity capacity: Int = 512) {
         self.bytes.reserveCapacity(capacity)
     }
 
-    mutating func beginObject() {
+    package mutating func beginObject() {
         self.beginValue()
         self.bytes.append(UInt8(ascii: "{"))
         precondition(self.depth < 64, "JSONWriter nests at most 64 containers")
@@ -21,14 +21,14 @@ struct JSONWriter {
         self.depth += 1
     }
 
-    mutating func endObject() {
+    package mutating func endObject() {
         self.commaBits >>= 1
         self.depth -= 1
         self.bytes.append(UInt8(ascii: "}"))
     }
 
     /// Writes `"name":` so that the next value call fills it. Names are constants, so they need no escaping.
-    mutating func key(_ name: StaticString) {
+    package mutating func key(_ name: StaticString) {
         self.comma()
         self.bytes.append(UInt8(ascii: "\""))
         name.withUTF8Buffer { self.bytes.append(contentsOf: $0) }
@@ -38,7 +38,7 @@ struct JSONWriter {
     }
 
     /// Writes `"name":` for a name known only at run time (log metadata keys), escaped.
-    mutating func key(escaping name: String) {
+    package mutating func key(escaping name: String) {
         self.comma()
         JSONText.appendQuoted(name, to: &self.bytes)
         self.bytes.append(UInt8(ascii: ":"))
@@ -48,32 +48,32 @@ struct JSONWriter {
     /// Whether the last thing written was a key, so the next value needs no comma.
     private var afterKey = false
 
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         self.beginValue()
         JSONText.appendQuoted(value, to: &self.bytes)
     }
 
     /// Writes a string value from bytes that are valid UTF-8 already.
-    mutating func string(utf8 value: [UInt8]) {
+    package mutating func string(utf8 value: [UInt8]) {
         self.beginValue()
         value.withUnsafeBufferPointer { JSONText.appendQuoted(utf8: $0, to: &self.bytes) }
     }
 
-    mutating func string(_ value: String?) {
+    package mutating func string(_ value: String?) {
         if let value { self.string(value) } else { self.null() }
     }
 
-    mutating func int<T: BinaryInteger>(_ value: T) {
+    package mutating func int<T: BinaryInteger>(_ value: T) {
         self.beginValue()
         JSONText.appendDecimal(Int64(clamping: value), to: &self.bytes)
     }
 
-    mutating func int<T: BinaryInteger>(_ value: T?) {
+    package mutating func int<T: BinaryInteger>(_ value: T?) {
         if let value { self.int(value) } else { self.null() }
     }
 
     /// Writes an RFC 3339 timestamp string (``JSONText/timestamp(epochMilliseconds:)``) without making a `String` first.
-    mutating func timestamp(epochMilliseconds: Int64?) {
+    package mutating func timestamp(epochMilliseconds: Int64?) {
         guard let epochMilliseconds else { return self.null() }
         self.beginValue()
         self.bytes.append(UInt8(ascii: "\""))
@@ -82,7 +82,7 @@ struct JSONWriter {
     }
 
     /// Writes a number with up to three decimals, the precision used for milliseconds.
-    mutating func milliseconds(_ value: Double?) {
+    package mutating func milliseconds(_ value: Double?) {
         guard let value, value.isFinite, abs(value) < 9e15 else {
             self.null()
             return
@@ -103,7 +103,7 @@ struct JSONWriter {
         JSONText.appendDigits(fraction, width: digits, to: &self.bytes)
     }
 
-    mutating func null() {
+    package mutating func null() {
         self.beginValue()
         self.bytes.append(contentsOf: "null".utf8)
     }

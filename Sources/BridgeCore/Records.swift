@@ -1,4 +1,3 @@
-import Configuration
 import Routing
 
 extension SourceCoordinates {
@@ -22,26 +21,6 @@ public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
     /// A route with `coalesce: true` replaced it, while it waited for its turn, by a newer notification of the
     /// same ordering key; it was never sent. Its record is `pushbridge.outcome.v2` and names the replacement.
     case superseded
-}
-
-/// Kafka headers on outcome and invalid-token records.
-public enum RecordHeader {
-    /// `pushbridge-protocol`: the provider protocol a notification went out on, on its outcome and invalid-token
-    /// records; present only for `binary` (absent means HTTP/2, the protocol of every record before it).
-    public static let protocolName = "pushbridge-protocol"
-
-    /// The headers for records of a notification sent with `providerProtocol` (HTTP/2: none). Made once: they
-    /// go on every record of a binary app.
-    public static func headers(for providerProtocol: APNSSettings.ProviderProtocol) -> [(String, [UInt8]?)] {
-        switch providerProtocol {
-        case .http2: []
-        case .binary: Self.binary
-        }
-    }
-
-    private static let binary: [(String, [UInt8]?)] = [
-        (protocolName, Array(APNSSettings.ProviderProtocol.binary.rawValue.utf8))
-    ]
 }
 
 /// `pushbridge.outcome.v1`: one per notification, keyed by the device token; a broadcast's (keyed by the channel

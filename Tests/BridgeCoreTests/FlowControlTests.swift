@@ -1,6 +1,7 @@
-@testable import Bridge
+@testable import BridgeCore
 import Routing
 import Synchronization
+import PipelineTestSupport
 import Testing
 
 @Suite("Flow control")

@@ -1,5 +1,6 @@
-import Bridge
+import BridgeCore
 import Synchronization
+import PipelineTestSupport
 import Testing
 
 @Suite("Halt gate")
