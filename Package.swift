@@ -15,7 +15,7 @@ let package = Package(
     name: "pushbridge",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "pushbridge", targets: ["PushBridgeCLI"]),
+        .executable(name: "pushbridge", targets: ["PushBridgeCLI"])
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),

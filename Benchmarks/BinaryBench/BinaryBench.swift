@@ -43,7 +43,9 @@ struct Options {
     init(arguments: [String]) throws(BenchSupportError) {
         var iterator = arguments.dropFirst().makeIterator()
         while let argument = iterator.next() {
-            guard let value = iterator.next() else { throw BenchSupportError("\(argument) needs a value\n\(Self.usage)") }
+            guard let value = iterator.next() else {
+                throw BenchSupportError("\(argument) needs a value\n\(Self.usage)")
+            }
             if argument == "--pushbridge" {
                 self.pushbridge = value
                 continue

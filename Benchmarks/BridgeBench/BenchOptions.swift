@@ -155,7 +155,8 @@ extension BenchOptions {
     /// `--ordering-keys N` within what the tokens and the mock cluster allow.
     func checkOrderingKeys() throws(BenchError) {
         guard self.orderingKeyCount <= EventFactory.distinctTokenCount else {
-            throw BenchError("--ordering-keys is at most \(EventFactory.distinctTokenCount), got \(self.orderingKeyCount)")
+            throw BenchError(
+                "--ordering-keys is at most \(EventFactory.distinctTokenCount), got \(self.orderingKeyCount)")
         }
         let total = self.eventCount + self.liveEventCount
         guard self.orderingKeyCount <= self.eventCount else {

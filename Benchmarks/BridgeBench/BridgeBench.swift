@@ -92,7 +92,8 @@ struct BridgeBench {
         if options.orderingKeyCount > 0 {
             print(
                 "  \(options.orderingKeyCount) activities (one device token each), route "
-                    + (options.ordersRoute ? "with ordering_key: \"{{activity.id}}\"" : "without ordering_key (--unordered)"))
+                    + (options.ordersRoute
+                        ? "with ordering_key: \"{{activity.id}}\"" : "without ordering_key (--unordered)"))
         }
         let preloadStarted = ContinuousClock.now
         // The last events go through the live producer: its first send to each partition waits for librdkafka to
@@ -317,7 +318,8 @@ struct BridgeBench {
             let label = entry.threads > 1 ? "\(name) ×\(entry.threads)" : name
             report += "    \(label.padding(toLength: 22, withPad: " ", startingAt: 0)) "
             report += "\(Self.format(entry.seconds / count * 1e6, 2)) µs  "
-            report += "(\(Self.format(Double(entry.voluntary) / count, 3)), \(Self.format(Double(entry.involuntary) / count, 3)))\n"
+            report +=
+                "(\(Self.format(Double(entry.voluntary) / count, 3)), \(Self.format(Double(entry.involuntary) / count, 3)))\n"
         }
         return report
     }

@@ -127,7 +127,8 @@ func median(_ values: [Double]) -> Double {
 }
 
 print(
-    "MapperBench: example route `order-shipped` (config/pushbridge.yaml), one thread, \(roundCount) rounds of \(roundSeconds) CPU s per scenario")
+    "MapperBench: example route `order-shipped` (config/pushbridge.yaml), one thread, \(roundCount) rounds of \(roundSeconds) CPU s per scenario"
+)
 for tokenCount in [1, 3] {
     let events = makeEvents(tokenCount: tokenCount)
     let referenceEvents = events.map { Data($0.value ?? []) }

@@ -116,27 +116,27 @@ func fuzzOne(_ bytes: [UInt8]) {
 }
 
 #if PUSHBRIDGE_LIBFUZZER
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    fuzzOne(size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
-    return 0
-}
-#else
-@main
-struct FuzzSimulatorRequestMain {
-    static func main() {
-        if CommandLine.arguments.dropFirst().first == "--print-token" {
-            do {
-                let token = try ProviderTokenJWT.sign(
-                    keyID: "ABC123DEFG", teamID: "DEF123GHIJ", issuedAtEpochSeconds: 1_790_000_000 - 60,
-                    privateKey: makePrivateKey())
-                print(token.compact)
-            } catch {
-                print("cannot sign: \(error)")
-            }
-            return
-        }
-        FuzzDriver.main(target: "FuzzSimulatorRequest", fuzzOne)
+    @_cdecl("LLVMFuzzerTestOneInput")
+    public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+        fuzzOne(size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
+        return 0
     }
-}
+#else
+    @main
+    struct FuzzSimulatorRequestMain {
+        static func main() {
+            if CommandLine.arguments.dropFirst().first == "--print-token" {
+                do {
+                    let token = try ProviderTokenJWT.sign(
+                        keyID: "ABC123DEFG", teamID: "DEF123GHIJ", issuedAtEpochSeconds: 1_790_000_000 - 60,
+                        privateKey: makePrivateKey())
+                    print(token.compact)
+                } catch {
+                    print("cannot sign: \(error)")
+                }
+                return
+            }
+            FuzzDriver.main(target: "FuzzSimulatorRequest", fuzzOne)
+        }
+    }
 #endif

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #else
-import Darwin
+    import Darwin
 #endif
 
 /// The stand-alone driver of a fuzz target, used when it is built without libFuzzer (the normal debug build,
@@ -295,21 +295,21 @@ enum CrashCapture {
     nonisolated(unsafe) private static var count = 0
     nonisolated(unsafe) private static var path: UnsafeMutablePointer<CChar>?
     #if os(Linux)
-    /// The actions the signals had before, indexed by signal number.
-    nonisolated(unsafe) private static var previous = UnsafeMutablePointer<sigaction>.allocate(capacity: 65)
-    private static let signals: [Int32] = [SIGILL, SIGTRAP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE]
+        /// The actions the signals had before, indexed by signal number.
+        nonisolated(unsafe) private static var previous = UnsafeMutablePointer<sigaction>.allocate(capacity: 65)
+        private static let signals: [Int32] = [SIGILL, SIGTRAP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE]
     #endif
 
     static func install(path: String, maximumBytes: Int) {
         self.buffer = .allocate(capacity: max(maximumBytes, 1 << 20))
         self.path = strdup(path)
         #if os(Linux)
-        for signal in self.signals {
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = { signal in CrashCapture.handle(signal) }
-            sigemptyset(&action.sa_mask)
-            sigaction(signal, &action, self.previous + Int(signal))
-        }
+            for signal in self.signals {
+                var action = sigaction()
+                action.__sigaction_handler.sa_handler = { signal in CrashCapture.handle(signal) }
+                sigemptyset(&action.sa_mask)
+                sigaction(signal, &action, self.previous + Int(signal))
+            }
         #endif
     }
 
@@ -320,23 +320,23 @@ enum CrashCapture {
     }
 
     #if os(Linux)
-    private static func handle(_ signal: Int32) {
-        if let path = self.path {
-            let file = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-            if file >= 0 {
-                _ = write(file, self.buffer.baseAddress, self.count)
-                close(file)
+        private static func handle(_ signal: Int32) {
+            if let path = self.path {
+                let file = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+                if file >= 0 {
+                    _ = write(file, self.buffer.baseAddress, self.count)
+                    close(file)
+                }
+                let prefix: StaticString = "\n==fuzz== the input that crashed is in "
+                _ = write(2, prefix.utf8Start, prefix.utf8CodeUnitCount)
+                _ = write(2, path, strlen(path))
+                _ = write(2, "\n", 1)
             }
-            let prefix: StaticString = "\n==fuzz== the input that crashed is in "
-            _ = write(2, prefix.utf8Start, prefix.utf8CodeUnitCount)
-            _ = write(2, path, strlen(path))
-            _ = write(2, "\n", 1)
+            // Hand the signal to whoever had it before (the Swift runtime's backtracer, or the default action): it
+            // is blocked while this handler runs, so it is delivered again as soon as the handler returns.
+            sigaction(signal, self.previous + Int(signal), nil)
+            raise(signal)
         }
-        // Hand the signal to whoever had it before (the Swift runtime's backtracer, or the default action): it
-        // is blocked while this handler runs, so it is delivered again as soon as the handler returns.
-        sigaction(signal, self.previous + Int(signal), nil)
-        raise(signal)
-    }
     #endif
 }
 

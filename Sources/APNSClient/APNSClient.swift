@@ -110,7 +110,10 @@ public final class APNSClient: Sendable {
             Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
             return nil
         }
-        return (connection, Request(request: sending.request, completion: self.answer(sending, on: connection, completion: completion)))
+        return (
+            connection,
+            Request(request: sending.request, completion: self.answer(sending, on: connection, completion: completion))
+        )
     }
 
     private typealias Request = HTTP2ClientConnection.Submission

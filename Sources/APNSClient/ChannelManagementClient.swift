@@ -81,7 +81,9 @@ public struct ChannelManagementError: Error, Sendable, Hashable, CustomStringCon
     /// `message`, with status, reason and request ID when known.
     public var description: String {
         var text = self.message
-        if let status = self.status { text += " (status \(status)" + (self.reason.map { ", \($0.rawValue)" } ?? "") + ")" }
+        if let status = self.status {
+            text += " (status \(status)" + (self.reason.map { ", \($0.rawValue)" } ?? "") + ")"
+        }
         if let requestID = self.requestID { text += " [apns-request-id \(requestID)]" }
         return text
     }
@@ -273,14 +275,16 @@ public final class ChannelManagementClient: Sendable {
                         message: "no answer from \(self.configuration.endpoint) within "
                             + "\(self.configuration.requestTimeout)")
                 case .malformedResponse:
-                    throw ChannelManagementError(.malformedResponse, message: "the answer was unusable: \(error.message)")
+                    throw ChannelManagementError(
+                        .malformedResponse, message: "the answer was unusable: \(error.message)")
                 case .invalidRequest:
                     throw ChannelManagementError(.invalidRequest, message: error.message)
                 case .connectFailed, .serverStartFailed:
                     throw ChannelManagementError(.unreachable, message: error.message)
                 case .notProcessed, .closed, .connectionLost, .cancelled:
                     throw ChannelManagementError(
-                        .connectionLost, message: "the connection to \(self.configuration.endpoint) broke: \(error.message)")
+                        .connectionLost,
+                        message: "the connection to \(self.configuration.endpoint) broke: \(error.message)")
                 }
             } catch {
                 throw ChannelManagementError(.connectionLost, message: "the request failed: \(error)")
@@ -360,7 +364,8 @@ public final class ChannelManagementClient: Sendable {
     static func explanation(_ reason: Reason) -> String {
         let what: String
         switch reason {
-        case .channelNotRegistered: what = "the channel does not exist (never created, deleted, or of the other environment)"
+        case .channelNotRegistered:
+            what = "the channel does not exist (never created, deleted, or of the other environment)"
         case .badChannelId: what = "the channel ID is malformed; use the ID create printed"
         case .missingChannelId: what = "the request needs a channel ID"
         case .cannotCreateChannelConfig:

@@ -21,7 +21,8 @@ enum ChannelRoute: Hashable {
         } else if path.hasPrefix("/4/") {
             let prefix = "/4/broadcasts/apps/"
             let bundleID = path.dropFirst(prefix.count)
-            self = path.hasPrefix(prefix) && !bundleID.isEmpty && !bundleID.contains("/")
+            self =
+                path.hasPrefix(prefix) && !bundleID.isEmpty && !bundleID.contains("/")
                 ? .broadcast(bundleID: String(bundleID)) : .unknown
         } else {
             return nil
@@ -111,7 +112,8 @@ extension SimulatorEngine {
         if !body.isEmpty {
             headers.append(SimulatorAnswer.HTTPField(name: "content-type", value: "application/json"))
         }
-        return .respond(SimulatorAnswer(status: reply.status, headers: headers, body: body), delay: self.answerDelay(&state))
+        return .respond(
+            SimulatorAnswer(status: reply.status, headers: headers, body: body), delay: self.answerDelay(&state))
     }
 
     private func reply(

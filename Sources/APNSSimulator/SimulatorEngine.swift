@@ -132,7 +132,8 @@ public final class SimulatorEngine: Sendable {
                 random: SplitMix64(seed: scenario.seed), uniqueIDs: SplitMix64(seed: .random(in: .min ... .max)),
                 channels: SimulatorChannels(limitPerApp: scenario.channelLimitPerApp, preset: scenario.channels),
                 jitter: SplitMix64(seed: scenario.seed ^ 0x6A09_E667_F3BC_C908)))
-        self.jitterMilliseconds = UInt64(max(0, scenario.latencyJitter.components.seconds)) * 1000
+        self.jitterMilliseconds =
+            UInt64(max(0, scenario.latencyJitter.components.seconds)) * 1000
             + UInt64(max(0, scenario.latencyJitter.components.attoseconds / 1_000_000_000_000_000))
     }
 
@@ -396,4 +397,3 @@ public struct ReceivedRequest: Sendable, Hashable {
     /// The status it was answered with; `nil` when it was left unanswered (a dropped connection).
     public var status: Int?
 }
-

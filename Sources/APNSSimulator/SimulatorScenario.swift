@@ -360,7 +360,8 @@ private struct ScenarioReader {
             allowed: ["processing_error_at", "shutdown_after", "drop_after", "payload_limit", "feedback_tokens"])
         var behaviour = scenario.binaryGateway
         if let at = map["processing_error_at"] {
-            behaviour.processingErrorAt = try self.integer(at.node, path: "\(path).processing_error_at", range: 1...Int.max)
+            behaviour.processingErrorAt = try self.integer(
+                at.node, path: "\(path).processing_error_at", range: 1...Int.max)
         }
         if let after = map["shutdown_after"] {
             behaviour.shutdownAfter = try self.integer(after.node, path: "\(path).shutdown_after", range: 0...Int.max)
@@ -374,7 +375,8 @@ private struct ScenarioReader {
         if let tokens = map["feedback_tokens"] {
             let now = BinaryGateway.now()
             for (index, entry) in try self.sequence(tokens.node, path: "\(path).feedback_tokens").enumerated() {
-                behaviour.feedbackTokens.append(try self.feedbackTuple(entry, path: "\(path).feedback_tokens[\(index)]", now: now))
+                behaviour.feedbackTokens.append(
+                    try self.feedbackTuple(entry, path: "\(path).feedback_tokens[\(index)]", now: now))
             }
         }
         scenario.binaryGateway = behaviour
@@ -396,9 +398,13 @@ private struct ScenarioReader {
         let tokenPath = entry.scalar == nil ? "\(path).token" : path
         let hex = Array(try self.deviceToken(tokenNode, path: tokenPath).utf8)
         guard (2...2 * FeedbackReader.maxTokenBytes).contains(hex.count) else {
-            throw self.error(tokenNode, tokenPath, "a feedback token is 1 to \(FeedbackReader.maxTokenBytes) bytes (2 to 200 hex digits)")
+            throw self.error(
+                tokenNode, tokenPath,
+                "a feedback token is 1 to \(FeedbackReader.maxTokenBytes) bytes (2 to 200 hex digits)")
         }
-        let token = stride(from: 0, to: hex.count, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) ?? 0 }
+        let token = stride(from: 0, to: hex.count, by: 2).map {
+            UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) ?? 0
+        }
         return FeedbackTuple(timeEpochSeconds: time, token: token)
     }
 

@@ -74,7 +74,8 @@ public enum BinaryFrame {
         let expiration = try Self.expiration(notification.expirationEpochSeconds)
         switch format {
         case .framed:
-            let itemsLength = (3 + token.count) + (3 + payload.count) + (3 + 4) + (expiration == nil ? 0 : 3 + 4) + (3 + 1)
+            let itemsLength =
+                (3 + token.count) + (3 + payload.count) + (3 + 4) + (expiration == nil ? 0 : 3 + 4) + (3 + 1)
             buffer.reserveCapacity(buffer.count + 5 + itemsLength)
             buffer.append(format.command)
             Self.append(UInt32(itemsLength), to: &buffer)

@@ -65,7 +65,8 @@ public struct FeedbackReader: Sendable {
             }
             guard self.pending.count - start >= 6 + length else { break }
             let time = self.pending[start..<start + 4].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-            tuples.append(FeedbackTuple(timeEpochSeconds: time, token: Array(self.pending[start + 6..<start + 6 + length])))
+            tuples.append(
+                FeedbackTuple(timeEpochSeconds: time, token: Array(self.pending[start + 6..<start + 6 + length])))
             start += 6 + length
         }
         self.pending.removeFirst(start)

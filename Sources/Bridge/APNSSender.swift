@@ -1,7 +1,7 @@
-import BridgeCore
 import APNSClient
 import APNSCore
 import BinaryProvider
+import BridgeCore
 import Configuration
 import Logging
 import NIOCore
@@ -54,7 +54,8 @@ public final class APNSSender: ManagedSender {
     ) throws {
         var apps: [String: Provider] = [:]
         for (name, settings) in configuration.apps {
-            apps[name] = try Self.provider(settings, eventLoopGroup: eventLoopGroup, logger: Self.logger(logger, app: name))
+            apps[name] = try Self.provider(
+                settings, eventLoopGroup: eventLoopGroup, logger: Self.logger(logger, app: name))
         }
         self.init(
             defaultProvider: try Self.provider(
@@ -103,7 +104,8 @@ public final class APNSSender: ManagedSender {
             let key = try SigningKey.load(p8Path: keyFile, keyID: keyID, teamID: teamID)
             authentication = .token(ProviderTokenSource(key: key))
         case .pkcs12(let file, let password):
-            authentication = .certificate(try CertificateCredentials.load(p12Path: file, password: password?.value ?? ""))
+            authentication = .certificate(
+                try CertificateCredentials.load(p12Path: file, password: password?.value ?? ""))
         case .pem(let certificateFile, let keyFile):
             authentication = .certificate(
                 try CertificateCredentials.load(certificatePEMPath: certificateFile, keyPEMPath: keyFile)
@@ -140,8 +142,7 @@ public final class APNSSender: ManagedSender {
         }
     }
 
-    public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
-    {
+    public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void) {
         switch self.provider(app) {
         case .http2(let client): client.send(notification, completion: completion)
         case .binary(let clients, _, _, let next):

@@ -175,7 +175,8 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
             let liveness = self.liveness()
             status = liveness.isReady ? .ok : .serviceUnavailable
             contentType = "application/json"
-            body = liveness.isReady
+            body =
+                liveness.isReady
                 ? Array(#"{"status":"alive"}"#.utf8) : Self.statusBody("failed", reason: liveness.reason)
         case (.GET, "/readyz"), (.HEAD, "/readyz"):
             let readiness = self.readiness()

@@ -1,5 +1,5 @@
-import BridgeCore
 import APNSCore
+import BridgeCore
 import Configuration
 import Kafka
 import Logging
@@ -140,7 +140,8 @@ public struct BridgeRuntime: Sendable {
             onBound: { port in
                 guard let group = groupBox.withLock({ $0 }) else { return }
                 onStarted(
-                    Started(bootstrapServers: bootstrapServers, adminPort: port, pipeline: pipeline, producer: producer),
+                    Started(
+                        bootstrapServers: bootstrapServers, adminPort: port, pipeline: pipeline, producer: producer),
                     group
                 )
             },

@@ -1,6 +1,6 @@
-import BridgeCore
 import APNSClient
 import BinaryProvider
+import BridgeCore
 import Configuration
 import Logging
 import NIOCore
@@ -74,7 +74,8 @@ public struct FeedbackPoller: Service {
             guard case .certificate(let credentials) = try APNSSender.clientConfiguration(settings).authentication
             else {
                 throw CredentialError(
-                    code: .invalidCertificate, file: "", cause: "the binary protocol takes certificate authentication only")
+                    code: .invalidCertificate, file: "",
+                    cause: "the binary protocol takes certificate authentication only")
             }
             let endpoint = feedback.endpoint ?? FeedbackSettings.appleFeedback(settings.environment)
             var client = FeedbackClientConfiguration(host: endpoint.host, port: endpoint.port, credentials: credentials)
@@ -188,7 +189,8 @@ public struct FeedbackPoller: Service {
         while !pending.isEmpty {
             let acknowledgements = Acknowledgements(count: pending.count)
             for (index, tuple) in pending.enumerated() {
-                await self.sink.publish(self.record(for: tuple)) { error in acknowledgements.answer(index, error: error) }
+                await self.sink.publish(self.record(for: tuple)) { error in acknowledgements.answer(index, error: error)
+                }
             }
             let answers = await acknowledgements.wait()
             published += answers.acknowledged

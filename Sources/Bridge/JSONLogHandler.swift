@@ -3,9 +3,9 @@ import Logging
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `logging.format: json`: one JSON object per line on standard error, with the constant message, the level,

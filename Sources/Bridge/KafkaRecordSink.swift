@@ -22,8 +22,7 @@ public struct KafkaRecordSink: RecordSink {
         )
     }
 
-    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
-    {
+    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool {
         self.producer.sendNow(
             topic: record.topic,
             key: record.key,

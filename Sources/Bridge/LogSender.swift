@@ -1,5 +1,5 @@
-import BridgeCore
 import APNSCore
+import BridgeCore
 import Logging
 
 /// The `log` sender: writes each notification to the log instead of sending it, and reports it delivered.

@@ -51,7 +51,8 @@ extension Duration {
         let (seconds, attoseconds) = self.components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: unitsPerSecond)
         if overflow { return seconds < 0 ? .min : .max }
-        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond))
+        let (total, overflowAgain) = whole.addingReportingOverflow(
+            attoseconds / (1_000_000_000_000_000_000 / unitsPerSecond))
         if overflowAgain { return seconds < 0 ? .min : .max }
         return total
     }

@@ -128,7 +128,8 @@ public final class BridgeMetrics: Sendable {
     /// Counts a feedback tuple of `app` skipped because its token is not 32 bytes.
     public func feedbackTokenSkipped(app: String, count: Int = 1) {
         Self.counter(in: self.feedbackSkipped, key: app) {
-            Counter(label: "pushbridge_feedback_tokens_skipped_total", dimensions: [("app", app)], factory: self.factory)
+            Counter(
+                label: "pushbridge_feedback_tokens_skipped_total", dimensions: [("app", app)], factory: self.factory)
         }.increment(by: count)
     }
 

@@ -152,8 +152,7 @@ public struct SendRequest: Sendable {
 
 extension NotificationSender {
     /// Runs ``send(_:app:)`` in a task.
-    public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
-    {
+    public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void) {
         Task { completion(await self.send(notification, app: app)) }
     }
 
@@ -167,8 +166,7 @@ extension NotificationSender {
 
 extension RecordSink {
     /// Takes nothing without a wait: every record goes through ``publish(_:acknowledged:)``.
-    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
-    {
+    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool {
         false
     }
 

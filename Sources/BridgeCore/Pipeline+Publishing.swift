@@ -83,7 +83,9 @@ extension Pipeline {
         acknowledged: @escaping @Sendable () -> Void
     ) async {
         await self.sink.publish(
-            record, acknowledged: self.answerHandler(record, attempt: attempt, refit: refit, failing: failing,
+            record,
+            acknowledged: self.answerHandler(
+                record, attempt: attempt, refit: refit, failing: failing,
                 acknowledged: acknowledged))
     }
 
@@ -107,7 +109,8 @@ extension Pipeline {
                 record = smaller.refit(smaller.maxBytes)
                 refit = smaller
             }
-            let failing = failing.map { self.unpublished.update($0, error: "\(error)") }
+            let failing =
+                failing.map { self.unpublished.update($0, error: "\(error)") }
                 ?? self.unpublished.add(error: "\(error)")
             self.metrics.unpublishedRecords.record(self.unpublished.count)
             self.logger.warning(

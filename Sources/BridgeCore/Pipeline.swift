@@ -1,10 +1,11 @@
 import APNSCore
 import CoreMetrics
-import struct Foundation.Date
 import Logging
 import Routing
 import ServiceLifecycle
 import Synchronization
+
+import struct Foundation.Date
 
 /// What the pipeline needs to know beyond its parts (docs/configuration.md: `kafka`, `apns.retry`, `outcomes`).
 public struct PipelineConfiguration: Sendable {

@@ -173,7 +173,9 @@ extension SectionParser {
     }
 
     /// A broadcast route (`channel_id`) must send through an HTTP/2 app: the binary protocol has no broadcast.
-    func checkBroadcastApps(of routes: [(index: Int, spec: RouteSpec)], apns: APNSSettings, apps: [String: APNSSettings]) {
+    func checkBroadcastApps(
+        of routes: [(index: Int, spec: RouteSpec)], apns: APNSSettings, apps: [String: APNSSettings]
+    ) {
         for (index, spec) in routes where spec.channelID != nil {
             let settings = spec.app.map { apps[$0] } ?? apns
             guard settings?.providerProtocol == .binary else { continue }

@@ -94,7 +94,8 @@ struct SectionParser {
             self.reader.report(
                 .missingKey, at: path + ".topic",
                 line: self.reader.line(of: path),
-                why, hint: "write the certificate's topic (the bundle ID) as \(path).topic, or set \(path).enabled: false")
+                why,
+                hint: "write the certificate's topic (the bundle ID) as \(path).topic, or set \(path).enabled: false")
             valid = false
         }
         return valid

@@ -492,7 +492,10 @@ public struct Doctor: Sendable {
         let gateway = settings.binary.gateway ?? BinaryProtocolSettings.appleGateway(settings.environment)
         let tcp = await self.checkTCP(gateway, scope: scope)
         guard tcp.status == .ok else {
-            return [tcp, DoctorCheck(.warn, "\(scope) binary gateway", "not checked: no TCP connection", hint: "fix TCP first")]
+            return [
+                tcp,
+                DoctorCheck(.warn, "\(scope) binary gateway", "not checked: no TCP connection", hint: "fix TCP first"),
+            ]
         }
         guard case .certificate(let certificate) = credentials else {
             return [
@@ -513,7 +516,9 @@ public struct Doctor: Sendable {
         do {
             client = try BinaryClient(configuration: configuration, eventLoopGroup: self.eventLoopGroup)
         } catch {
-            return [tcp, DoctorCheck(.fail, name, "cannot set up TLS for the gateway: \(error)", hint: "check ca_file")]
+            return [
+                tcp, DoctorCheck(.fail, name, "cannot set up TLS for the gateway: \(error)", hint: "check ca_file"),
+            ]
         }
         let probe = Notification(
             deviceToken: Self.probeDeviceToken, topic: "probe", pushType: .alert, priority: .powerConsiderate,
@@ -542,7 +547,8 @@ public struct Doctor: Sendable {
             return [
                 tcp,
                 DoctorCheck(
-                    .fail, name, "\(endpoint): the gateway refused the probe: \(answer.reason?.rawValue ?? "\(answer.status)")",
+                    .fail, name,
+                    "\(endpoint): the gateway refused the probe: \(answer.reason?.rawValue ?? "\(answer.status)")",
                     hint: "a topic refusal means the certificate is not a push certificate for the app"),
             ]
         case .failed(let failure):
@@ -607,8 +613,10 @@ public struct Doctor: Sendable {
                         "channel \(channelID) of \(bundleID) exists at \(endpoint) (storage policy "
                             + "\(read.value.storagePolicy.rawValue))"))
             } catch {
-                checks.append(self.channelFailure(error, route: route, index: index, channelID: channelID,
-                    bundleID: bundleID, endpoint: endpoint, name: name))
+                checks.append(
+                    self.channelFailure(
+                        error, route: route, index: index, channelID: channelID,
+                        bundleID: bundleID, endpoint: endpoint, name: name))
             }
         }
         await client.shutdown()
@@ -639,7 +647,8 @@ public struct Doctor: Sendable {
                 hint: "enable the Broadcast Capability for the app ID on developer.apple.com (Identifiers)")
         default:
             return DoctorCheck(
-                .fail, name, "route \(route.name): could not read channel \(channelID) of \(bundleID) at \(endpoint): "
+                .fail, name,
+                "route \(route.name): could not read channel \(channelID) of \(bundleID) at \(endpoint): "
                     + "\(error)",
                 hint: "check broadcast.management_endpoint (default Apple's management host of the environment), "
                     + "that this host reaches it, and that the credentials cover \(bundleID)")

@@ -243,7 +243,8 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
             }
         } else {
             stream.headers.append(
-                HTTP2Header(String(decoding: name, as: UTF8.self), value, indexing: neverIndexed ? .never : .incremental))
+                HTTP2Header(
+                    String(decoding: name, as: UTF8.self), value, indexing: neverIndexed ? .never : .incremental))
         }
         return true
     }

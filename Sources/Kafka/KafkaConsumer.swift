@@ -727,7 +727,8 @@ private struct PollLoop: Sendable {
     private func hand(_ collected: inout Collected) {
         if collected.redelivered > 0 {
             self.context.logger.debug(
-                "Messages fetched again after a resume dropped", metadata: ["kafka.messages": "\(collected.redelivered)"])
+                "Messages fetched again after a resume dropped",
+                metadata: ["kafka.messages": "\(collected.redelivered)"])
         }
         if !collected.messages.isEmpty {
             self.context.buffer.push(collected.messages)

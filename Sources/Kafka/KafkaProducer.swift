@@ -97,7 +97,8 @@ public final class KafkaProducer: Sendable {
             do {
                 return try await withCheckedThrowingContinuation { continuation in
                     // Retained once here, released once: by the delivery report, or below if produce fails.
-                    let box = Unmanaged<KafkaDeliveryHandler>.passRetained(DeliveryBox { continuation.resume(with: $0) })
+                    let box = Unmanaged<KafkaDeliveryHandler>.passRetained(
+                        DeliveryBox { continuation.resume(with: $0) })
                     do {
                         try self.produce(
                             topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
@@ -403,7 +404,8 @@ final class ProducerContext: Sendable {
 
     private func topicName(_ handle: OpaquePointer) -> String {
         guard let cName = rd_kafka_topic_name(handle) else { return "" }
-        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(cName).assumingMemoryBound(to: UInt8.self), count: strlen(cName))
+        let bytes = UnsafeBufferPointer(
+            start: UnsafeRawPointer(cName).assumingMemoryBound(to: UInt8.self), count: strlen(cName))
         return self.lastTopic.withLock { last in
             if !last.utf8.elementsEqual(bytes) { last = String(decoding: bytes, as: UTF8.self) }
             return last

@@ -25,11 +25,13 @@ public struct TokensMapper: EventMapper {
         }
         guard let tokens = object["tokens"] as? [String] else { return [] }
         let notifications = tokens.enumerated().map { index, token in
-            MappedNotification(tokenIndex: index, notification: APNSCore.Notification(
-                deviceToken: token, topic: "com.example", pushType: .alert, expirationEpochSeconds: self.expiration,
-                id: UUID(uuidString: String(format: "00000000-0000-0000-%04d-%012d", index, event.source.offset))!,
-                payload: Array(#"{"aps":{}}"#.utf8)
-            ))
+            MappedNotification(
+                tokenIndex: index,
+                notification: APNSCore.Notification(
+                    deviceToken: token, topic: "com.example", pushType: .alert, expirationEpochSeconds: self.expiration,
+                    id: UUID(uuidString: String(format: "00000000-0000-0000-%04d-%012d", index, event.source.offset))!,
+                    payload: Array(#"{"aps":{}}"#.utf8)
+                ))
         }
         return [RouteMapping(route: "r", app: nil, outcome: .notifications(notifications))]
     }

@@ -245,7 +245,8 @@ final class CompiledRoute: Sendable {
     /// forgotten `{{ }}`.
     private static func compileOrderingKey(_ source: String?, diagnostics: inout RouteDiagnostics) -> OrderingKey? {
         guard let source else { return nil }
-        let hint = "write a tag naming the event's key field, e.g. `ordering_key: \"{{activity.id}}\"`, or "
+        let hint =
+            "write a tag naming the event's key field, e.g. `ordering_key: \"{{activity.id}}\"`, or "
             + "`ordering_key: key` for the Kafka message key"
         if source.allSatisfy(\.isWhitespace) {
             diagnostics.report(.missingField, at: "ordering_key", "ordering_key is empty", hint: hint)
@@ -476,7 +477,8 @@ final class CompiledRoute: Sendable {
         notifications.reserveCapacity(tokens.count)
         for (index, token) in tokens.enumerated() {
             let id = NotificationID.make(
-                topic: event.source.topic, partition: event.source.partition, offset: event.source.offset, route: self.name,
+                topic: event.source.topic, partition: event.source.partition, offset: event.source.offset,
+                route: self.name,
                 tokenIndex: index)
             let notification = Notification(
                 deviceToken: token, topic: self.topic, pushType: self.pushType, priority: self.priority,
@@ -511,7 +513,8 @@ final class CompiledRoute: Sendable {
             guard key.count <= limit else {
                 return .failure(
                     self.deadLetter(
-                        .invalidValue, field, "the Kafka key is \(key.count) bytes; an ordering key is at most \(limit)"))
+                        .invalidValue, field, "the Kafka key is \(key.count) bytes; an ordering key is at most \(limit)"
+                    ))
             }
             return .success(key)
         case .template(let template):
@@ -566,7 +569,8 @@ final class CompiledRoute: Sendable {
             case let value?:
                 return .failure(
                     self.deadLetter(
-                        .invalidValue, field, "\(path.text) is \(value.typeNameWithArticle); expected a channel ID string"))
+                        .invalidValue, field,
+                        "\(path.text) is \(value.typeNameWithArticle); expected a channel ID string"))
             }
         } else {
             switch template.renderText(limit: Self.maximumHeaderBytes, scope: &scope) {
@@ -593,7 +597,8 @@ final class CompiledRoute: Sendable {
                 self.deadLetter(
                     .invalidValue, field,
                     "rendered \(JSONValue.string(text).messageExcerpt), which is not a channel ID (base64, at most "
-                        + "\(NotificationValidation.maximumChannelIDBytes) bytes; APNs would answer \(reason.rawValue))"))
+                        + "\(NotificationValidation.maximumChannelIDBytes) bytes; APNs would answer \(reason.rawValue))"
+                ))
         }
     }
 

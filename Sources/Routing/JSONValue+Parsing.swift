@@ -1,9 +1,9 @@
 import APNSCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Why bytes are not a JSON document, and where the parser stopped.

@@ -85,7 +85,8 @@ public struct Router: Sendable {
             return [
                 RouteMapping(
                     route: "", app: nil,
-                    outcome: .deadLetter(DeadLetterReason(code: error.code, route: "", field: nil, message: error.message))
+                    outcome: .deadLetter(
+                        DeadLetterReason(code: error.code, route: "", field: nil, message: error.message))
                 )
             ]
         }
@@ -112,7 +113,8 @@ public struct Router: Sendable {
             return .mapped(
                 RouteMapping(
                     route: "", app: nil,
-                    outcome: .deadLetter(DeadLetterReason(code: error.code, route: "", field: nil, message: error.message))
+                    outcome: .deadLetter(
+                        DeadLetterReason(code: error.code, route: "", field: nil, message: error.message))
                 ))
         }
         var scope = RenderScope(event: event, document: document)

@@ -2,8 +2,8 @@ import APNSClient
 import APNSCore
 import APNSSimulator
 import Foundation
-import Synchronization
 import HTTP2
+import Synchronization
 import TestSupport
 import Testing
 

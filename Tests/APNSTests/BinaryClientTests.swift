@@ -3,8 +3,8 @@ import APNSCore
 import APNSSimulator
 import BinaryProvider
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// The binary sender against the simulator's binary gateway, over TLS with a client certificate: every
 /// notification ends with exactly one result, whatever the gateway does.
@@ -72,7 +72,9 @@ struct BinaryClientTests {
         return nil
     }
 
-    @Test("everything well-formed is delivered once the quiet window passed; each is written once", arguments: BinaryFormat.allCases)
+    @Test(
+        "everything well-formed is delivered once the quiet window passed; each is written once",
+        arguments: BinaryFormat.allCases)
     func delivered(format: BinaryFormat) async throws {
         let run = try await self.run(BinaryGatewayBehaviour(), format: format)
         #expect(run.results.count == 20)

@@ -14,7 +14,8 @@ struct BroadcastRequestTests {
         payload: [UInt8] = Array(#"{"aps":{"event":"update"}}"#.utf8)
     ) -> APNSCore.Notification {
         APNSCore.Notification(
-            deviceToken: "", topic: pushType.topic(for: "com.example.app"), pushType: pushType, priority: .powerConsiderate,
+            deviceToken: "", topic: pushType.topic(for: "com.example.app"), pushType: pushType,
+            priority: .powerConsiderate,
             expirationEpochSeconds: expiration, id: Self.id, payload: payload, channelID: channel)
     }
 

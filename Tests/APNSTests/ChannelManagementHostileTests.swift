@@ -91,9 +91,11 @@ struct ChannelManagementHostileTests {
         #expect(error?.code == .malformedResponse)
     }
 
-    @Test("answers that are not the documented JSON are malformed responses", arguments: [
-        "not json", #"{"channels":"all"}"#, #"{"channels":[1,2]}"#, #"["a"]"#,
-    ])
+    @Test(
+        "answers that are not the documented JSON are malformed responses",
+        arguments: [
+            "not json", #"{"channels":"all"}"#, #"{"channels":[1,2]}"#, #"["a"]"#,
+        ])
     func listNotJSON(body: String) async throws {
         let server = try await self.answering(status: 200, body: Array(body.utf8))
         let error = await self.expectFailure(server) { client throws(ChannelManagementError) in
@@ -102,12 +104,14 @@ struct ChannelManagementHostileTests {
         #expect(error?.code == .malformedResponse)
     }
 
-    @Test("a read whose policy is not 0 or 1 is a malformed response", arguments: [
-        #"{"message-storage-policy":7,"push-type":"LiveActivity"}"#,
-        #"{"message-storage-policy":"1","push-type":"LiveActivity"}"#,
-        #"{"push-type":"LiveActivity"}"#,
-        "",
-    ])
+    @Test(
+        "a read whose policy is not 0 or 1 is a malformed response",
+        arguments: [
+            #"{"message-storage-policy":7,"push-type":"LiveActivity"}"#,
+            #"{"message-storage-policy":"1","push-type":"LiveActivity"}"#,
+            #"{"push-type":"LiveActivity"}"#,
+            "",
+        ])
     func readNotJSON(body: String) async throws {
         let server = try await self.answering(status: 200, body: Array(body.utf8))
         let error = await self.expectFailure(server) { client throws(ChannelManagementError) in

@@ -84,7 +84,9 @@ struct ChannelManagementTests {
         let client = harness.channelClient(authentication: .certificate(credentials))
         let created = try await client.create(bundleID: Fixtures.topic, storagePolicy: .noMessageStored)
         #expect(try await client.list(bundleID: Fixtures.topic).value == [created.value])
-        #expect(try await client.read(bundleID: Fixtures.topic, channelID: created.value).value.storagePolicy == .noMessageStored)
+        #expect(
+            try await client.read(bundleID: Fixtures.topic, channelID: created.value).value.storagePolicy
+                == .noMessageStored)
         _ = try await client.delete(bundleID: Fixtures.topic, channelID: created.value)
         #expect(try await client.list(bundleID: Fixtures.topic).value == [])
         let statistics = harness.simulator.statistics
@@ -165,8 +167,10 @@ struct ChannelManagementTests {
         let noToken = try await HTTP2ClientConnection.connect(
             configuration: HTTP2ClientConfiguration(
                 host: "127.0.0.1", port: harness.simulator.port,
-                tls: HTTP2ClientTLS(additionalTrustRootsPEMFile: harness.tls.caCertificatePath, trustSystemRoots: false)))
-        let unauthenticated = try await noToken.send(HTTP2Request(method: "GET", path: "/1/apps/\(Fixtures.topic)/all-channels"))
+                tls: HTTP2ClientTLS(additionalTrustRootsPEMFile: harness.tls.caCertificatePath, trustSystemRoots: false)
+            ))
+        let unauthenticated = try await noToken.send(
+            HTTP2Request(method: "GET", path: "/1/apps/\(Fixtures.topic)/all-channels"))
         await noToken.close()
         await harness.stop()
         #expect((badPolicy.status, reason(badPolicy)) == (400, "BadRequestParams"))
@@ -256,7 +260,8 @@ struct SimulatorBroadcastTests {
         let preset = try await self.broadcast(harness, channel: channel)
         let alert = try await harness.rawRequest(
             "POST", path, headers: [("apns-channel-id", channel), ("apns-push-type", "alert")], body: Self.payload)
-        let noType = try await harness.rawRequest("POST", path, headers: [("apns-channel-id", channel)], body: Self.payload)
+        let noType = try await harness.rawRequest(
+            "POST", path, headers: [("apns-channel-id", channel)], body: Self.payload)
         let priority = try await self.broadcast(harness, channel: channel, extra: [("apns-priority", "1")])
         let empty = try await harness.rawRequest(
             "POST", path, headers: [("apns-channel-id", channel), ("apns-push-type", "liveactivity")])
@@ -320,10 +325,15 @@ struct SimulatorScenarioChannelTests {
         "mistakes name their key and line",
         arguments: [
             ("channels:\n  limit_per_app: 20000\n", "channels.limit_per_app"),
-            ("channels:\n  existing:\n    - { bundle_id: a.b, channel_id: \"not base64!\" }\n", "channels.existing[0].channel_id"),
+            (
+                "channels:\n  existing:\n    - { bundle_id: a.b, channel_id: \"not base64!\" }\n",
+                "channels.existing[0].channel_id"
+            ),
             ("channels:\n  existing:\n    - { channel_id: AAAA }\n", "channels.existing[0]"),
-            ("channels:\n  existing:\n    - { bundle_id: a.b, channel_id: AAAA, storage_policy: 2 }\n",
-             "channels.existing[0].storage_policy"),
+            (
+                "channels:\n  existing:\n    - { bundle_id: a.b, channel_id: AAAA, storage_policy: 2 }\n",
+                "channels.existing[0].storage_policy"
+            ),
             ("channels:\n  limit: 3\n", "channels.limit"),
         ])
     func mistakes(yaml: String, keyPath: String) throws {

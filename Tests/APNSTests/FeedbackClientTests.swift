@@ -3,8 +3,8 @@ import APNSCore
 import APNSSimulator
 import BinaryProvider
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// The feedback client against the simulator's feedback service over TLS with a client certificate, and against
 /// hostile services: every poll ends, within its bounds, whatever the service does.
@@ -105,7 +105,9 @@ struct FeedbackClientTests {
         let poll = try await client.poll()
         #expect(poll.end == .limitReached)
         #expect(poll.tuples.count == 5000)
-        #expect(poll.bytesRead <= FeedbackClientConfiguration(host: "", port: 0, credentials: try self.credentials()).maxBytes)
+        #expect(
+            poll.bytesRead
+                <= FeedbackClientConfiguration(host: "", port: 0, credentials: try self.credentials()).maxBytes)
         #expect(ContinuousClock.now - started < .seconds(10))
         await server.shutdown()
     }

@@ -29,7 +29,8 @@ struct JSONTextTests {
                 JSONText.appendQuoted(text, to: &quoted)
                 let parsed = try JSONSerialization.jsonObject(with: Data(quoted), options: .fragmentsAllowed) as? String
                 #expect(parsed == text, "byte \(byte) at \(place): \(String(decoding: quoted, as: UTF8.self))")
-                let needsEscape = byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
+                let needsEscape =
+                    byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
                 #expect(needsEscape == (quoted.count > utf8.count + 2), "byte \(byte)")
             }
         }

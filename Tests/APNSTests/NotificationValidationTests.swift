@@ -323,4 +323,3 @@ struct ResponseTests {
         #expect(APNSResult.failed(.malformedResponse("no status")).disposition == .retryable)
     }
 }
-

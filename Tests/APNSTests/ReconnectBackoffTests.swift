@@ -1,5 +1,6 @@
-@testable import APNSClient
 import Testing
+
+@testable import APNSClient
 
 @Suite("Reconnect backoff")
 struct ReconnectBackoffTests {

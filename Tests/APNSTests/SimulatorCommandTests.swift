@@ -4,8 +4,8 @@ import BinaryProvider
 import Crypto
 import Foundation
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @Suite("pushbridge simulator (the built executable)", .timeLimit(.minutes(1)))
 struct SimulatorCommandTests {
@@ -35,7 +35,8 @@ struct SimulatorCommandTests {
             configuration: APNSClientConfiguration(
                 endpoint: .init(host: "127.0.0.1", port: port),
                 authentication: .token(
-                    ProviderTokenSource(key: SigningKey(keyID: Fixtures.keyID, teamID: Fixtures.teamID, privateKey: key))
+                    ProviderTokenSource(
+                        key: SigningKey(keyID: Fixtures.keyID, teamID: Fixtures.teamID, privateKey: key))
                 ),
                 requestTimeout: .seconds(5),
                 additionalTrustRootsPEMFile: (tlsDirectory as NSString).appendingPathComponent("simulator-cert.pem"),
@@ -112,10 +113,11 @@ struct SimulatorBinaryCommandTests {
         ).write(to: URL(fileURLWithPath: scenarioPath))
         let process = Process()
         process.executableURL = URL(fileURLWithPath: SendCommandTests.executable)
-        process.arguments = [
-            "simulator", "--port", "0", "--binary-port", "0", "--scenario", scenarioPath,
-            "--tls-cert", tls.serverCertificatePath, "--tls-key", tls.serverKeyPath,
-        ] + (feedback ? ["--feedback-port", "0"] : [])
+        process.arguments =
+            [
+                "simulator", "--port", "0", "--binary-port", "0", "--scenario", scenarioPath,
+                "--tls-cert", tls.serverCertificatePath, "--tls-key", tls.serverKeyPath,
+            ] + (feedback ? ["--feedback-port", "0"] : [])
         let output = ProcessOutput()
         process.standardOutput = output.pipe
         process.standardError = FileHandle.nullDevice
@@ -129,7 +131,9 @@ struct SimulatorBinaryCommandTests {
                 certificateChain: try tls.clientCertificateChain(), privateKey: try tls.clientPrivateKey()))
         configuration.additionalTrustRootsPEMFile = tls.caCertificatePath
         configuration.quietWindow = .seconds(1)
-        let feedbackPort = started.firstMatch(of: /feedback service listening on 127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) }
+        let feedbackPort = started.firstMatch(of: /feedback service listening on 127\.0\.0\.1:(\d+)/).flatMap {
+            Int($0.1)
+        }
         return Running(
             process: process, output: output, port: String(portText), client: configuration, feedbackPort: feedbackPort)
     }
@@ -200,7 +204,9 @@ struct SimulatorBinaryCommandTests {
         let client = try BinaryClient(configuration: configuration)
         var statuses: [Int] = []
         for index in 0..<3 {
-            if case .answered(let response) = await client.send(Fixtures.notification(token: Fixtures.deviceToken(index))) {
+            if case .answered(let response) = await client.send(
+                Fixtures.notification(token: Fixtures.deviceToken(index)))
+            {
                 statuses.append(response.status)
             }
         }
@@ -221,8 +227,11 @@ struct SimulatorBinaryCommandTests {
         #expect(refusedOutput.contains("reason: BadDeviceToken"))
         let p8 = try Fixtures.writeP8(P256.Signing.PrivateKey(), in: tls.directory.path)
         let (usage, _) = try await SendCommandTests.run(
-            ["send", "--protocol", "binary", "--gateway", "127.0.0.1:\(portText)", "--key-file", p8, "--key-id",
-             Fixtures.keyID, "--team-id", Fixtures.teamID, "--topic", "com.example.app", "--token", Fixtures.deviceToken(1)])
+            [
+                "send", "--protocol", "binary", "--gateway", "127.0.0.1:\(portText)", "--key-file", p8, "--key-id",
+                Fixtures.keyID, "--team-id", Fixtures.teamID, "--topic", "com.example.app", "--token",
+                Fixtures.deviceToken(1),
+            ])
         #expect(usage == 2, "token auth with the binary protocol is a usage error")
 
         process.terminate()

@@ -26,7 +26,9 @@ struct SimulatorScenarioTests {
         #expect(scenario.minimumTokenUpdateInterval == .seconds(1200))
         #expect(scenario.channelLimitPerApp == 10_000)
         #expect(
-            scenario.channels == [.init(bundleID: "com.example.app", channelID: "dHN0LXNyY2gtY2hubA==", storagePolicy: 1)])
+            scenario.channels == [
+                .init(bundleID: "com.example.app", channelID: "dHN0LXNyY2gtY2hubA==", storagePolicy: 1)
+            ])
     }
 
     @Test("an unknown key is an error naming the key path, the line and the keys allowed")
@@ -83,7 +85,10 @@ struct SimulatorScenarioTests {
             ("binary_gateway: {feedback_tokens: [xyz]}", "binary_gateway.feedback_tokens[0]"),
             ("binary_gateway: {feedback_tokens: [{token: ab, time: -1}]}", "binary_gateway.feedback_tokens[0].time"),
             ("binary_gateway: {feedback_tokens: [{token: ab, since: 1}]}", "binary_gateway.feedback_tokens[0].since"),
-            ("binary_gateway: {feedback_tokens: [\(String(repeating: "a", count: 202))]}", "binary_gateway.feedback_tokens[0]"),
+            (
+                "binary_gateway: {feedback_tokens: [\(String(repeating: "a", count: 202))]}",
+                "binary_gateway.feedback_tokens[0]"
+            ),
             ("binary_gateway: {feedback_tokens: {token: ab}}", "binary_gateway.feedback_tokens"),
         ] {
             let error = #expect(throws: ScenarioError.self, "\(yaml)") {

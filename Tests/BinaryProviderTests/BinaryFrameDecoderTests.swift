@@ -13,7 +13,8 @@ struct BinaryFrameDecoderTests {
             deviceToken: Self.token, topic: "t", pushType: .alert, priority: .powerConsiderate,
             expirationEpochSeconds: 1234, id: UUID(), payload: Array(repeating: 0x41, count: payloadBytes))
         var bytes: [UInt8] = []
-        try BinaryFrame.append(notification, identifier: identifier, format: format, payloadLimitBytes: 4096, to: &bytes)
+        try BinaryFrame.append(
+            notification, identifier: identifier, format: format, payloadLimitBytes: 4096, to: &bytes)
         return bytes
     }
 
@@ -33,7 +34,8 @@ struct BinaryFrameDecoderTests {
 
     @Test("notifications split across pieces of any size read the same")
     func pieces() throws {
-        let stream = try Self.encoded(.framed, identifier: 1) + Self.encoded(.enhanced, identifier: 2)
+        let stream =
+            try Self.encoded(.framed, identifier: 1) + Self.encoded(.enhanced, identifier: 2)
             + Self.encoded(.framed, identifier: 3)
         var decoder = BinaryFrameDecoder()
         var identifiers: [UInt32] = []
@@ -67,7 +69,8 @@ struct BinaryFrameDecoderTests {
         #expect(unknown.read([9, 1, 2, 3]) == [.failure(BinaryFrameProblem(status: .protocolError, identifier: 0))])
         #expect(unknown.read(try Self.encoded(.framed)).isEmpty, "nothing is read after a protocol error")
         var huge = BinaryFrameDecoder()
-        #expect(huge.read([2, 0, 0, 0x10, 0x01]) == [.failure(BinaryFrameProblem(status: .protocolError, identifier: 0))])
+        #expect(
+            huge.read([2, 0, 0, 0x10, 0x01]) == [.failure(BinaryFrameProblem(status: .protocolError, identifier: 0))])
     }
 
     @Test("an item that repeats, has the wrong size or runs past its frame is this notification's protocol error")

@@ -1,7 +1,8 @@
 import APNSCore
 import BinaryProvider
-import struct Foundation.UUID
 import Testing
+
+import struct Foundation.UUID
 
 // Byte vectors written from Apple's documented layouts (archive: "Binary Provider API", "Legacy Notification
 // Format"): every integer big-endian.
@@ -22,7 +23,8 @@ private func notification(
         expirationEpochSeconds: expiration, id: UUID(), payload: payload)
 }
 
-private func encoded(_ notification: APNSCore.Notification, _ format: BinaryFormat, limit: Int = 2048) throws -> [UInt8] {
+private func encoded(_ notification: APNSCore.Notification, _ format: BinaryFormat, limit: Int = 2048) throws -> [UInt8]
+{
     var buffer: [UInt8] = []
     try BinaryFrame.append(notification, identifier: 0x0102_0304, format: format, payloadLimitBytes: limit, to: &buffer)
     return buffer

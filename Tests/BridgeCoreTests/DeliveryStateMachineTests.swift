@@ -100,7 +100,8 @@ struct DeliveryStateMachineTests {
         var machine = self.machine()
         _ = machine.start(nowEpochMilliseconds: self.now)
         machine.sending(nowEpochMilliseconds: self.now)
-        let action = machine.received(self.answer(410, .unregistered, since: 1_700_000_000_000), nowEpochMilliseconds: self.now)
+        let action = machine.received(
+            self.answer(410, .unregistered, since: 1_700_000_000_000), nowEpochMilliseconds: self.now)
         guard case .finish(let outcome) = action else {
             Issue.record("not finished")
             return

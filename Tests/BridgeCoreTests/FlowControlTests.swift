@@ -1,8 +1,9 @@
-@testable import BridgeCore
+import PipelineTestSupport
 import Routing
 import Synchronization
-import PipelineTestSupport
 import Testing
+
+@testable import BridgeCore
 
 @Suite("Flow control")
 struct FlowControlTests {
@@ -100,7 +101,9 @@ struct FlowControlTests {
         case acquire, release, stall, halt, unhalt, revokeP1, assignP1, shutdown
     }
 
-    @Test("in every order of acquires, releases, stalls, halts, rebalances and shutdown, assigned partitions are paused exactly when the levels say so")
+    @Test(
+        "in every order of acquires, releases, stalls, halts, rebalances and shutdown, assigned partitions are paused exactly when the levels say so"
+    )
     func everyInterleaving() {
         var checked = 0
         for order in permutations(Step.allCases) {
@@ -342,7 +345,11 @@ private final class RecordingSource: EventSource {
 /// How many tasks are inside a section at once, and the most ever seen.
 private final class Counts: Sendable {
     private let state = Mutex((current: 0, highest: 0))
-    func enter() { self.state.withLock { $0.current += 1; $0.highest = max($0.highest, $0.current) } }
+    func enter() {
+        self.state.withLock {
+            $0.current += 1; $0.highest = max($0.highest, $0.current)
+        }
+    }
     func leave() { self.state.withLock { $0.current -= 1 } }
     var highest: Int { self.state.withLock { $0.highest } }
 }

@@ -1,6 +1,6 @@
 import BridgeCore
-import Synchronization
 import PipelineTestSupport
+import Synchronization
 import Testing
 
 @Suite("Halt gate")

@@ -11,9 +11,11 @@ import Testing
 struct HostileRecordTests {
     let source = SourceCoordinates(topic: "orders", partition: 1, offset: 7, key: Array("customer-42".utf8))
 
-    @Test("an expiration too far ahead to count in milliseconds never expires and never traps", arguments: [
-        Int64(10_000_000_000_000_000), Int64.max, Int64.max / 1000 + 1,
-    ])
+    @Test(
+        "an expiration too far ahead to count in milliseconds never expires and never traps",
+        arguments: [
+            Int64(10_000_000_000_000_000), Int64.max, Int64.max / 1000 + 1,
+        ])
     func hugeExpiration(expiration: Int64) {
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: expiration, localFault: nil, maxAttempts: 3,
@@ -61,7 +63,8 @@ struct HostileRecordTests {
         )
         let record = letter.record(topic: "dead", maxBytes: 1_000_000)
         #expect(size(of: record) <= 1_000_000 - DeadLetter.recordOverheadBytes)
-        let headers = Dictionary(record.headers.map { ($0.0, String(decoding: $0.1 ?? [], as: UTF8.self)) }) { a, _ in a }
+        let headers = Dictionary(record.headers.map { ($0.0, String(decoding: $0.1 ?? [], as: UTF8.self)) }) { a, _ in a
+        }
         #expect(headers[DeadLetter.Header.truncated] == "value")
         #expect(headers[DeadLetter.Header.originalSize] == "990000")
         #expect(headers["trace"] != nil, "the source headers stay when they leave room for the value")
@@ -81,7 +84,9 @@ struct HostileRecordTests {
         let record = letter.record(topic: "dead", maxBytes: 1_000_000)
         #expect(size(of: record) <= 1_000_000)
         #expect(record.key?.count == DeadLetter.truncatedKeyBytes)
-        let truncated = record.headers.first { $0.0 == DeadLetter.Header.truncated }.map { String(decoding: $0.1 ?? [], as: UTF8.self) }
+        let truncated = record.headers.first { $0.0 == DeadLetter.Header.truncated }.map {
+            String(decoding: $0.1 ?? [], as: UTF8.self)
+        }
         #expect(truncated == "headers,key")
         #expect(!record.headers.contains { $0.0.hasPrefix("h") })
         #expect(record.value?.count == 600_000, "the value is kept whole once key and headers are cut")

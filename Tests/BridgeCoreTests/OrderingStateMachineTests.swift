@@ -1,6 +1,7 @@
 import APNSCore
-@testable import BridgeCore
 import Testing
+
+@testable import BridgeCore
 
 // The per-key lines of routes with `ordering_key`, as plain values: arrivals, final outcomes and hand-overs in
 // every order the pipeline's threads can produce them.

@@ -1,13 +1,14 @@
 import APNSCore
-@testable import BridgeCore
 import Foundation
 import Logging
+import PipelineTestSupport
 import Prometheus
 import Routing
 import ServiceLifecycle
 import Synchronization
-import PipelineTestSupport
 import Testing
+
+@testable import BridgeCore
 
 // Pipeline logic against in-memory parts: the protocols' contracts, driven event by event. The same pipeline
 // runs against librdkafka's mock cluster and the APNs simulator in the integration suite.
@@ -25,7 +26,9 @@ struct PipelineTests {
             TestEvent.json(offset: 3, #"{"other":true}"#),
         ]
         let harness = Harness(events: events) { token in
-            token == "dead" ? .answered(APNSResponse(status: 410, reason: .unregistered, invalidSinceEpochMilliseconds: 1_700_000_000_000))
+            token == "dead"
+                ? .answered(
+                    APNSResponse(status: 410, reason: .unregistered, invalidSinceEpochMilliseconds: 1_700_000_000_000))
                 : .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         if takenAtOnce {
@@ -113,7 +116,9 @@ struct PipelineTests {
         #expect(source.isPaused(partition))
     }
 
-    @Test("events of a batch fetched before a revocation are dropped when the partition comes back, and the re-fetched ones are processed")
+    @Test(
+        "events of a batch fetched before a revocation are dropped when the partition comes back, and the re-fetched ones are processed"
+    )
     func staleBatchAfterReassignment() async throws {
         // The consume loop waits for room (max_in_flight 1) in the middle of a batch while its partition is
         // revoked and assigned back; librdkafka then delivers the partition again from the committed offset.
@@ -191,11 +196,13 @@ struct PipelineTests {
         let events = (0..<5).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"]}"#) }
         let harness = Harness(
             events: events,
-            configuration: PipelineConfiguration(haltProbeBackoff: Backoff(initial: .milliseconds(5), maximum: .milliseconds(10)))
+            configuration: PipelineConfiguration(
+                haltProbeBackoff: Backoff(initial: .milliseconds(5), maximum: .milliseconds(10)))
         ) { _ in
             accepting.isSet
                 ? .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
-                : .answered(APNSResponse(status: 403, reason: .invalidProviderToken, invalidSinceEpochMilliseconds: nil))
+                : .answered(
+                    APNSResponse(status: 403, reason: .invalidProviderToken, invalidSinceEpochMilliseconds: nil))
         }
         let run = Task { try await harness.pipeline.run() }
         try await waitUntil { harness.pipeline.gate.current != nil }
@@ -229,7 +236,8 @@ struct PipelineTests {
         #expect(letters.count == 1)
         #expect((letter.value?.count ?? 0) <= 30_000)
         #expect(letter.value.map { Array(big.utf8.prefix($0.count)) == $0 } == true)
-        let headers = Dictionary(letter.headers.map { ($0.0, String(decoding: $0.1 ?? [], as: UTF8.self)) }) { a, _ in a }
+        let headers = Dictionary(letter.headers.map { ($0.0, String(decoding: $0.1 ?? [], as: UTF8.self)) }) { a, _ in a
+        }
         #expect(headers["pushbridge-truncated"] == "value")
         #expect(headers["pushbridge-original-size"] == "200000")
         #expect(harness.sink.failures >= 1)
@@ -243,7 +251,9 @@ struct PipelineTests {
         // Long enough that the check of a short failure below comes well before it on a loaded machine (with
         // 100 ms, a CI run once checked after the timeout had passed).
         configuration.publishStallTimeout = .seconds(2)
-        let harness = Harness(events: [TestEvent.json(offset: 0, #"{"tokens":["aa00"]}"#)], configuration: configuration) { _ in
+        let harness = Harness(
+            events: [TestEvent.json(offset: 0, #"{"tokens":["aa00"]}"#)], configuration: configuration
+        ) { _ in
             .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         harness.sink.failNext(1_000_000)
@@ -265,7 +275,9 @@ struct PipelineTests {
     @Test("bytes in flight stay within max_in_flight_bytes, except for one oversized event alone")
     func byteBound() async throws {
         let payload = String(repeating: "y", count: 60_000)
-        let events = (0..<12).map { TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"],"pad":"\#(payload)"}"#) }
+        let events = (0..<12).map {
+            TestEvent.json(offset: Int64($0), #"{"tokens":["aa0\#($0)"],"pad":"\#(payload)"}"#)
+        }
         var configuration = PipelineConfiguration()
         configuration.maxInFlightBytes = 200_000
         let highest = Concurrency()
@@ -376,7 +388,10 @@ struct PipelineTests {
         try await waitUntil { harness.pipeline.inFlight > 0 }
         await group.triggerGracefulShutdown()
         try await run.value
-        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == harness.source.committed[PartitionID(topic: "in", partition: 0)].map(Int.init) ?? -1)
+        #expect(
+            harness.sink.values(topic: "pushbridge.outcomes").count == harness.source.committed[
+                PartitionID(topic: "in", partition: 0)
+            ].map(Int.init) ?? -1)
         #expect(harness.sink.flushed)
         #expect(harness.source.closed)
     }
@@ -468,7 +483,8 @@ private final class MemorySink: RecordSink {
     func takeAtOnce() { self.state.withLock { $0.takesAtOnce = true } }
 
     private func take(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) {
-        let size = (record.key?.count ?? 0) + (record.value?.count ?? 0)
+        let size =
+            (record.key?.count ?? 0) + (record.value?.count ?? 0)
             + record.headers.reduce(0) { total, header in total + header.0.utf8.count + (header.1?.count ?? 0) }
         if size > self.state.withLock({ $0.maxRecordBytes }) {
             // As a broker whose topic takes smaller messages than the producer sends.
@@ -559,7 +575,9 @@ private struct Harness {
     /// Runs until every event's records are published, then ends the stream and waits for the drain.
     func runToEnd() async throws {
         let run = Task { try await self.pipeline.run() }
-        try await waitUntil { self.source.committed[PartitionID(topic: "in", partition: 0)] != nil && self.pipeline.inFlight == 0 }
+        try await waitUntil {
+            self.source.committed[PartitionID(topic: "in", partition: 0)] != nil && self.pipeline.inFlight == 0
+        }
         self.source.finish()
         try await run.value
     }
@@ -568,7 +586,11 @@ private struct Harness {
 private final class Tally: Sendable {
     private let counts = Mutex<[String: Int]>([:])
     @discardableResult
-    func add(_ key: String) -> Int { self.counts.withLock { $0[key, default: 0] += 1; return $0[key]! } }
+    func add(_ key: String) -> Int {
+        self.counts.withLock {
+            $0[key, default: 0] += 1; return $0[key]!
+        }
+    }
     var total: Int { self.counts.withLock { $0.values.reduce(0, +) } }
 }
 
@@ -586,11 +608,14 @@ private final class PeakBytes: Sendable {
 
 private final class Concurrency: Sendable {
     private let state = Mutex((current: 0, highest: 0))
-    func enter() { self.state.withLock { $0.current += 1; $0.highest = max($0.highest, $0.current) } }
+    func enter() {
+        self.state.withLock {
+            $0.current += 1; $0.highest = max($0.highest, $0.current)
+        }
+    }
     func leave() { self.state.withLock { $0.current -= 1 } }
     var highest: Int { self.state.withLock { $0.highest } }
 }
-
 
 // MARK: Per-key order and coalescing (routes with ordering_key / coalesce)
 
@@ -624,7 +649,8 @@ struct PipelineOrderingTests {
         let harness = Harness(
             events: events,
             configuration: PipelineConfiguration(
-                maxInFlight: 40, maxAttempts: 3, retryBackoff: Backoff(initial: .milliseconds(1), maximum: .milliseconds(3))),
+                maxInFlight: 40, maxAttempts: 3,
+                retryBackoff: Backoff(initial: .milliseconds(1), maximum: .milliseconds(3))),
             mapper: try self.mapper(), sender: sender)
         try await harness.runToEnd()
         let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
@@ -683,7 +709,9 @@ struct PipelineOrderingTests {
         }
     }
 
-    @Test("a broadcast route's line is its key and its channel: coalescing never replaces one channel's update by another's")
+    @Test(
+        "a broadcast route's line is its key and its channel: coalescing never replaces one channel's update by another's"
+    )
     func broadcastLinesArePerChannel() async throws {
         let channels = ["Y2hhbm5lbEE=", "Y2hhbm5lbEI="]
         let count = 40
@@ -718,17 +746,20 @@ struct PipelineOrderingTests {
         for offset in [count - 2, count - 1] {
             #expect(outcomes.first { offsetOf($0) == offset }?["status"] as? String == "delivered", "offset \(offset)")
         }
-        #expect(outcomes.contains { $0["status"] as? String == "superseded" }, "nothing coalesced: the test proves nothing")
+        #expect(
+            outcomes.contains { $0["status"] as? String == "superseded" }, "nothing coalesced: the test proves nothing")
     }
 
-    @Test("coalesce: a backlog for one key becomes few sends; each notification has one outcome; the newest is delivered")
+    @Test(
+        "coalesce: a backlog for one key becomes few sends; each notification has one outcome; the newest is delivered")
     func coalescing() async throws {
         let count = 60
         let events = (0..<count).map { Self.event(offset: Int64($0), activity: "game-1") }
         let sender = LineRecordingSender(latency: 20...20)
         let registry = PrometheusCollectorRegistry()
         let harness = Harness(
-            events: events, configuration: PipelineConfiguration(maxInFlight: 1000), mapper: try self.mapper(coalesce: true),
+            events: events, configuration: PipelineConfiguration(maxInFlight: 1000),
+            mapper: try self.mapper(coalesce: true),
             sender: sender, metrics: BridgeMetrics(factory: PrometheusMetricsFactory(registry: registry)))
         try await harness.runToEnd()
         let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
@@ -760,7 +791,8 @@ struct PipelineOrderingTests {
         #expect(superseded == count - sends.count)
         let exposition = String(decoding: registry.emitToBuffer(), as: UTF8.self)
         #expect(
-            exposition.contains(#"pushbridge_notifications_total{route="live",status="superseded",reason=""} \#(superseded)"#),
+            exposition.contains(
+                #"pushbridge_notifications_total{route="live",status="superseded",reason=""} \#(superseded)"#),
             "\(exposition)")
         #expect(harness.pipeline.inFlight == 0)
         #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == Int64(count))
@@ -812,12 +844,14 @@ private final class LineRecordingSender: NotificationSender {
             state.highestConcurrency = max(state.highestConcurrency, state.current)
             if state.systemicAnswers < self.systemicCalls {
                 state.systemicAnswers += 1
-                return .answered(APNSResponse(status: 403, reason: .invalidProviderToken, invalidSinceEpochMilliseconds: nil))
+                return .answered(
+                    APNSResponse(status: 403, reason: .invalidProviderToken, invalidSinceEpochMilliseconds: nil))
             }
             let first = state.attempted.insert(notification.apnsID).inserted
             if first && self.retryableFirstAttempt(seq) {
                 state.retries += 1
-                return .answered(APNSResponse(status: 503, reason: .serviceUnavailable, invalidSinceEpochMilliseconds: nil))
+                return .answered(
+                    APNSResponse(status: 503, reason: .serviceUnavailable, invalidSinceEpochMilliseconds: nil))
             }
             return nil
         }

@@ -76,9 +76,11 @@ struct RecordsTests {
         #expect(object["invalid_since"] as? String == "1970-01-01T00:00:00.000Z")
     }
 
-    @Test("timestamps match Foundation's calendar", arguments: [
-        Int64(0), 951_782_400_000, 4_107_542_399_999, -1, 1_795_860_000_123,
-    ])
+    @Test(
+        "timestamps match Foundation's calendar",
+        arguments: [
+            Int64(0), 951_782_400_000, 4_107_542_399_999, -1, 1_795_860_000_123,
+        ])
     func timestamps(milliseconds: Int64) {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
@@ -95,28 +97,33 @@ struct RecordsTests {
             sourceHeaders: [("trace", [1, 2, 3])]
         )
         let names = letter.headers.map(\.0)
-        #expect(names == [
-            "trace", "pushbridge-error", "pushbridge-route", "pushbridge-source-topic",
-            "pushbridge-source-partition", "pushbridge-source-offset",
-        ])
+        #expect(
+            names == [
+                "trace", "pushbridge-error", "pushbridge-route", "pushbridge-source-topic",
+                "pushbridge-source-partition", "pushbridge-source-offset",
+            ])
         #expect(letter.headers[0].1 == [1, 2, 3])
         #expect(letter.headers[5].1 == Array("1234".utf8))
         #expect(letter.key == Array("customer-42".utf8))
     }
 
-    @Test("the writer's numbers match Swift's own formatting at every magnitude", arguments: [
-        Int64(0), 7, -7, 10, 99, 100, -100, 1_234_567_890, Int64.max, Int64.min, Int64.max - 9, 999_999_999_999,
-    ])
+    @Test(
+        "the writer's numbers match Swift's own formatting at every magnitude",
+        arguments: [
+            Int64(0), 7, -7, 10, 99, 100, -100, 1_234_567_890, Int64.max, Int64.min, Int64.max - 9, 999_999_999_999,
+        ])
     func writerIntegers(value: Int64) {
         var json = JSONWriter()
         json.int(value)
         #expect(String(decoding: json.bytes, as: UTF8.self) == String(value))
     }
 
-    @Test("milliseconds keep up to three decimals without trailing zeros", arguments: [
-        (12.4, "12.4"), (0.125, "0.125"), (-0.5, "-0.5"), (3.0, "3"), (1.05, "1.05"), (-12.001, "-12.001"),
-        (Double.nan, "null"), (1e300, "null"),
-    ])
+    @Test(
+        "milliseconds keep up to three decimals without trailing zeros",
+        arguments: [
+            (12.4, "12.4"), (0.125, "0.125"), (-0.5, "-0.5"), (3.0, "3"), (1.05, "1.05"), (-12.001, "-12.001"),
+            (Double.nan, "null"), (1e300, "null"),
+        ])
     func writerMilliseconds(value: Double, expected: String) {
         var json = JSONWriter()
         json.milliseconds(value)
@@ -143,7 +150,8 @@ struct RecordsTests {
         json.endObject()
         let text = String(decoding: json.bytes, as: UTF8.self)
         #expect(
-            text == #"{"a":"plain","b":"q\"uo\\te\n\r\t\u0001\u007fé end","c":{"d":null,"e":"1970-01-01T00:00:00.000Z"},"f":null}"#
+            text
+                == #"{"a":"plain","b":"q\"uo\\te\n\r\t\u0001\u007fé end","c":{"d":null,"e":"1970-01-01T00:00:00.000Z"},"f":null}"#
         )
         let object = try #require(JSONSerialization.jsonObject(with: Data(json.bytes)) as? [String: Any])
         #expect(object["b"] as? String == "q\"uo\\te\n\r\t\u{01}\u{7F}é end")

@@ -4,9 +4,9 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import PipelineTestSupport
 import Prometheus
 import Synchronization
-import PipelineTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)

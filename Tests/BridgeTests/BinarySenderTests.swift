@@ -1,12 +1,13 @@
 import APNSCore
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import Configuration
 import Crypto
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 /// The bridge's sender for an app with `protocol: binary`, built from the configuration, against the simulator's
 /// binary gateway over TLS with a client certificate.
@@ -72,7 +73,9 @@ struct BinarySenderTests {
         let (stream, input) = AsyncStream.makeStream(of: (String, APNSResult).self)
         let batch = (0..<10).map { index in
             let notification = Self.notification(Self.token(index))
-            return SendRequest(notification: notification, app: "legacy") { input.yield((notification.deviceToken, $0)) }
+            return SendRequest(notification: notification, app: "legacy") {
+                input.yield((notification.deviceToken, $0))
+            }
         }
         sender.send(contentsOf: batch)
         var results: [String: APNSResult] = [:]
@@ -103,6 +106,7 @@ struct BinarySenderTests {
                 == .payloadTooLarge)
         #expect(sender.validate(Self.notification(Self.token(1)), payloadIsJSONObject: true, app: "legacy") == nil)
         // The default block speaks HTTP/2: 300 bytes are fine there.
-        #expect(sender.validate(Self.notification(Self.token(1), payload: big), payloadIsJSONObject: true, app: nil) == nil)
+        #expect(
+            sender.validate(Self.notification(Self.token(1), payload: big), payloadIsJSONObject: true, app: nil) == nil)
     }
 }

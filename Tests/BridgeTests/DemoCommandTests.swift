@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 // Serialized: the demo listens on fixed ports (the simulator on 2197, the admin server on 9464).
 @Suite("pushbridge demo", .serialized)

@@ -1,14 +1,16 @@
 import APNSSimulator
 import BinaryProvider
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// `pushbridge run` (in process) over Kafka (the mock cluster) with a route whose app speaks the binary protocol
 /// to the simulator's binary gateway: every event accounted for, invalid tokens recorded, commits at the end.
 @Suite("End to end with a binary app")
 struct EndToEndBinaryTests {
-    @Test("outcomes for every notification, an invalid-token record for the token the gateway refuses, commits at the end")
+    @Test(
+        "outcomes for every notification, an invalid-token record for the token the gateway refuses, commits at the end"
+    )
     func binaryApp() async throws {
         let world = try await EndToEnd()
         defer { Task { await world.close() } }

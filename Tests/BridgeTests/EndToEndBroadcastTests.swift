@@ -1,11 +1,12 @@
 import APNSClient
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import Foundation
 import Kafka
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 // Broadcast routes end to end: `pushbridge run` against librdkafka's mock cluster and the APNs simulator over
 // TLS + HTTP/2, sending Live Activity updates to channels (issue 15, part 3; docs/apns-client.md).
@@ -44,7 +45,9 @@ struct EndToEndBroadcastTests {
         #"{"kind":"score","match":{"channel":"\#(channel)"},"score":"\#(score)","ts":\#(ts)}"#
     }
 
-    @Test("events become one broadcast each with Apple's path and headers, outcomes carry the channel; an unknown channel is rejected, a malformed one dead-lettered")
+    @Test(
+        "events become one broadcast each with Apple's path and headers, outcomes carry the channel; an unknown channel is rejected, a malformed one dead-lettered"
+    )
     func broadcasts() async throws {
         var scenario = SimulatorScenario()
         scenario.channels = [.init(bundleID: "com.example.app", channelID: Self.presetChannel, storagePolicy: 0)]
@@ -128,7 +131,8 @@ struct EndToEndBroadcastTests {
         // Malformed channel IDs: dead letters naming the route and the field.
         #expect(results.deadLetters.count == 3)
         for letter in results.deadLetters {
-            let error = letter.headers.first { $0.name == DeadLetter.Header.error }?.value
+            let error =
+                letter.headers.first { $0.name == DeadLetter.Header.error }?.value
                 .map { String(decoding: $0, as: UTF8.self) } ?? ""
             #expect(error.hasPrefix("route scores: channel_id: "), "\(error)")
         }

@@ -1,12 +1,13 @@
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import Foundation
 import Kafka
-import Synchronization
 import PipelineTestSupport
-import Testing
+import Synchronization
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 // Faults around the bridge: a crash, the broker, APNs misbehaving. Nothing may be lost in any of them.
 
@@ -22,14 +23,16 @@ struct EndToEndFaultTests {
         let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
         let path = try world.configuration(maxInFlight: 20)
 
-        let first = try BridgeProcess.start(configurationPath: path, log: world.directory.appendingPathComponent("first.log"))
+        let first = try BridgeProcess.start(
+            configurationPath: path, log: world.directory.appendingPathComponent("first.log"))
         try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= count * 3 / 10 }
         first.kill(signal: SIGKILL)
         #expect(await first.waitForExit() == SIGKILL + 128)
         let answeredAtCrash = world.simulator.statistics.requestsAnswered
         #expect(answeredAtCrash < count, "the crash came after everything was sent: the test proves nothing")
 
-        let second = try BridgeProcess.start(configurationPath: path, log: world.directory.appendingPathComponent("second.log"))
+        let second = try BridgeProcess.start(
+            configurationPath: path, log: world.directory.appendingPathComponent("second.log"))
         let results = try await world.results(timeout: .seconds(90)) { results in
             Set(results.outcomes.map(\.token)).count >= count
         }
@@ -86,7 +89,9 @@ struct EndToEndFaultTests {
         #expect((world.simulator.statistics.byStatus[503] ?? 0) > count / 10)
         #expect(results.outcomes.contains { Int($0.json["attempts"] ?? "") ?? 0 > 1 })
         let committed = try await world.committed()
-        #expect(committed == perPartition, "committed \(committed), produced \(perPartition), outcomes \(results.outcomes.count)")
+        #expect(
+            committed == perPartition,
+            "committed \(committed), produced \(perPartition), outcomes \(results.outcomes.count)")
     }
 
     @Test("the broker goes down and comes back mid-stream: nothing is lost")

@@ -1,11 +1,12 @@
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import BinaryProvider
 import Foundation
 import Kafka
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 /// Issue 14's proof: `pushbridge run` (the built executable, as a child process) with a binary app against the
 /// simulator's binary gateway and feedback service over TLS with a client certificate, over Kafka (the mock
@@ -13,7 +14,9 @@ import TestSupport
 /// (v2), and commits at the end offsets.
 @Suite("End to end: the binary protocol's feedback service", .serialized, .timeLimit(.minutes(3)))
 struct EndToEndFeedbackTests {
-    @Test("outcomes, invalid-token records from error packets (v1) and from the feedback service (v2), commits at the end")
+    @Test(
+        "outcomes, invalid-token records from error packets (v1) and from the feedback service (v2), commits at the end"
+    )
     func feedbackEndToEnd() async throws {
         let world = try await EndToEnd()
         defer { Task { await world.close() } }
@@ -61,8 +64,12 @@ struct EndToEndFeedbackTests {
 
         // Invalid tokens: v1 from the error packets, v2 from the feedback service (its own token and the refused
         // ones, reported after the gateway refused them).
-        let v1 = results.invalidTokenMessages.filter { Results.strings($0.value)["schema"] == "pushbridge.invalid-token.v1" }
-        let v2 = results.invalidTokenMessages.filter { Results.strings($0.value)["schema"] == "pushbridge.invalid-token.v2" }
+        let v1 = results.invalidTokenMessages.filter {
+            Results.strings($0.value)["schema"] == "pushbridge.invalid-token.v1"
+        }
+        let v2 = results.invalidTokenMessages.filter {
+            Results.strings($0.value)["schema"] == "pushbridge.invalid-token.v2"
+        }
         #expect(v1.count + v2.count == results.invalidTokenMessages.count)
         #expect(Set(v1.map { Results.strings($0.value)["device_token"] ?? "" }) == Set(dead))
         #expect(Set(v2.map { Results.strings($0.value)["device_token"] ?? "" }) == feedbackTokens)

@@ -1,7 +1,5 @@
 import APNSCore
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import Configuration
 import Crypto
 import Foundation
@@ -10,8 +8,11 @@ import Logging
 import Prometheus
 import ServiceLifecycle
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 /// The whole product for one test: a Kafka broker (librdkafka's mock cluster, or a real broker shared by a
 /// suite), the APNs simulator over TLS + HTTP/2, a configuration file that points at both, and `pushbridge run`
@@ -86,17 +87,18 @@ final class EndToEnd: Sendable {
         name: String? = nil,
         apps: String? = nil
     ) throws -> String {
-        let routes = routes ?? """
-              - name: alerts
-                input_topic: \(self.inputTopic)
-                match: { kind: alert }
-                device_tokens: "{{tokens}}"
-                topic: com.example.app
-                expiration: "{{expires}}"
-                payload:
-                  aps:
-                    alert: "{{text}}"
-            """
+        let routes =
+            routes ?? """
+                  - name: alerts
+                    input_topic: \(self.inputTopic)
+                    match: { kind: alert }
+                    device_tokens: "{{tokens}}"
+                    topic: com.example.app
+                    expiration: "{{expires}}"
+                    payload:
+                      aps:
+                        alert: "{{text}}"
+                """
         let yaml = """
             kafka:
               bootstrap_servers: "\(self.broker.bootstrapServers)"
@@ -272,7 +274,9 @@ final class EndToEnd: Sendable {
         await consumer.close()
         let results = collected.withLock { $0 }
         if !finished && expectComplete {
-            Issue.record("results incomplete after \(timeout): \(results.outcomes.count) outcomes, \(results.deadLetters.count) dead letters")
+            Issue.record(
+                "results incomplete after \(timeout): \(results.outcomes.count) outcomes, \(results.deadLetters.count) dead letters"
+            )
         }
         return results
     }

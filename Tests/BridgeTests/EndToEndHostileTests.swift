@@ -1,11 +1,12 @@
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import Foundation
 import Kafka
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 // "One bad event never stops the line" (docs/operations.md, "Hostile input"): `pushbridge run` as a child process takes a few hundred good
 // events mixed with every kind of hostile one, stays alive and ready, accounts for every event, commits to
@@ -16,7 +17,9 @@ struct EndToEndHostileTests {
     /// The bound on the bridge's peak resident memory in this test (debug build).
     static let peakRSSBoundBytes = 512 << 20
 
-    @Test("hostile events among good ones: alive, ready, every event accounted for, commits at the end offsets, bounded memory")
+    @Test(
+        "hostile events among good ones: alive, ready, every event accounted for, commits at the end offsets, bounded memory"
+    )
     func hostileEvents() async throws {
         let world = try await EndToEnd()
         defer { Task { await world.close() } }
@@ -31,7 +34,8 @@ struct EndToEndHostileTests {
         let perPartition = try await Self.produce(records, to: world)
         let adminPort = try freeLoopbackPort()
         let path = try world.hostileConfiguration(adminPort: adminPort)
-        let bridge = try BridgeProcess.start(configurationPath: path, log: world.directory.appendingPathComponent("hostile.log"))
+        let bridge = try BridgeProcess.start(
+            configurationPath: path, log: world.directory.appendingPathComponent("hostile.log"))
         defer { if bridge.process.isRunning { bridge.kill(signal: SIGKILL) } }
 
         let total = Int64(records.count)
@@ -67,7 +71,9 @@ struct EndToEndHostileTests {
             Int64(accounted.count) + Int64(unmatched) == total,
             "accounted \(accounted.count) + unmatched \(unmatched) of \(total); \(results.deadLetters.count) dead letters of \(deadLetterBytes) bytes, first offsets \(results.deadLetters.prefix(3).map(\.offset))"
         )
-        #expect(Set(results.outcomes.filter { $0.status == "delivered" }.map(\.token)).isSuperset(of: Set((0..<300).map { EndToEnd.token($0) })))
+        #expect(
+            Set(results.outcomes.filter { $0.status == "delivered" }.map(\.token)).isSuperset(
+                of: Set((0..<300).map { EndToEnd.token($0) })))
         // Nothing with a control character ever reached APNs: faults visible before sending end `rejected`
         // without a request, never `failed` after retries.
         #expect(world.simulator.statistics.byStatus.keys.allSatisfy { $0 == 200 })
@@ -119,20 +125,26 @@ struct EndToEndHostileTests {
             alert("", tokens: #"["\#(String(repeating: "z", count: 300_000))"]"#),
             alert("", tokens: #"["\#(token)\r\n"]"#),
             // Templates that would amplify: a section over many elements, each rendering a big string.
-            HostileRecord(value: Array(
-                (#"{"kind":"items","tokens":["\#(token)"],"big":"\#(String(repeating: "b", count: 2_000))","items":["#
-                    + Array(repeating: "1", count: 20_000).joined(separator: ",") + "]}").utf8
-            )),
+            HostileRecord(
+                value: Array(
+                    (#"{"kind":"items","tokens":["\#(token)"],"big":"\#(String(repeating: "b", count: 2_000))","items":["#
+                        + Array(repeating: "1", count: 20_000).joined(separator: ",") + "]}").utf8
+                )),
             // Not JSON, or barely.
             HostileRecord(value: nil),
             HostileRecord(value: []),
             HostileRecord(value: Array("   ".utf8)),
             HostileRecord(value: [0x7B, 0x22, 0xFF, 0xFE, 0x22, 0x3A, 0x31, 0x7D]),
-            HostileRecord(value: Array(#"{"kind":"alert","text":"\#u{FF}\#u{FE}","tokens":["\#(token)"]}"#.utf8) + [0xC3, 0x28]),
-            HostileRecord(value: Array((String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)).utf8)),
-            HostileRecord(value: Array((String(repeating: #"{"a":"#, count: 50_000) + "1" + String(repeating: "}", count: 50_000)).utf8)),
+            HostileRecord(
+                value: Array(#"{"kind":"alert","text":"\#u{FF}\#u{FE}","tokens":["\#(token)"]}"#.utf8) + [0xC3, 0x28]),
+            HostileRecord(
+                value: Array((String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)).utf8)),
+            HostileRecord(
+                value: Array(
+                    (String(repeating: #"{"a":"#, count: 50_000) + "1" + String(repeating: "}", count: 50_000)).utf8)),
             HostileRecord(value: Array(repeating: 0x41, count: 999_900)),
-            HostileRecord(value: Array(("[" + Array(repeating: "{}", count: 300_000).joined(separator: ",") + "]").utf8)),
+            HostileRecord(
+                value: Array(("[" + Array(repeating: "{}", count: 300_000).joined(separator: ",") + "]").utf8)),
         ]
         values.append(alert(#","text2":"\#(String(repeating: "\\u0000", count: 20_000))""#))
         return values
@@ -144,7 +156,8 @@ struct EndToEndHostileTests {
         return [
             HostileRecord(key: Array(repeating: 0x4B, count: 500_000), value: value),
             HostileRecord(value: value, headers: (0..<2_000).map { KafkaHeader(name: "h\($0)", value: [0x0D, 0x0A]) }),
-            HostileRecord(value: value, headers: [KafkaHeader(name: "cid", value: Array(repeating: 0x07, count: 300_000))]),
+            HostileRecord(
+                value: value, headers: [KafkaHeader(name: "cid", value: Array(repeating: 0x07, count: 300_000))]),
             HostileRecord(value: value, headers: [KafkaHeader(name: "cid", value: nil)]),
             HostileRecord(key: Array(repeating: 0x4B, count: 400_000), value: Array(repeating: 0x41, count: 500_000)),
         ]

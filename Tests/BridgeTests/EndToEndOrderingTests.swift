@@ -1,13 +1,14 @@
 import APNSCore
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import Foundation
 import Kafka
-import Synchronization
 import PipelineTestSupport
-import Testing
+import Synchronization
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 // Per-key order and coalescing (routes with `ordering_key` / `coalesce`) through `pushbridge run`'s runtime,
 // librdkafka's mock cluster and the APNs simulator over TLS + HTTP/2.
@@ -17,20 +18,20 @@ struct EndToEndOrderingTests {
     /// A Live Activity route keyed by `{{activity.id}}`; each update carries its sequence number.
     static func route(_ world: EndToEnd, coalesce: Bool) -> String {
         """
-              - name: live
-                input_topic: \(world.inputTopic)
-                device_tokens: "{{token}}"
-                topic: com.example.app
-                push_type: liveactivity
-                ordering_key: "{{activity.id}}"
-                coalesce: \(coalesce)
-                payload:
-                  aps:
-                    timestamp: "{{seq}}"
-                    event: update
-                    content-state:
-                      seq: "{{seq}}"
-            """
+          - name: live
+            input_topic: \(world.inputTopic)
+            device_tokens: "{{token}}"
+            topic: com.example.app
+            push_type: liveactivity
+            ordering_key: "{{activity.id}}"
+            coalesce: \(coalesce)
+            payload:
+              aps:
+                timestamp: "{{seq}}"
+                event: update
+                content-state:
+                  seq: "{{seq}}"
+        """
     }
 
     static func update(activity: Int, seq: Int, token: String) -> String {
@@ -63,7 +64,9 @@ struct EndToEndOrderingTests {
         return counts
     }
 
-    @Test("random latency and 503s, many updates per key over four partitions: each device receives its key's updates in input order, keys in flight together")
+    @Test(
+        "random latency and 503s, many updates per key over four partitions: each device receives its key's updates in input order, keys in flight together"
+    )
     func orderUnderJitterAndFaults() async throws {
         let keys = 24
         let updates = 25
@@ -131,7 +134,9 @@ struct EndToEndOrderingTests {
                 runs.append(seq)
                 // The next update went out only after the previous one's final answer (200, after its retries).
                 if index > 0 {
-                    #expect(requests[index - 1].status == 200, "token \(token.suffix(4)): #\(seq) sent before #\(sequence[index - 1]) was answered 200")
+                    #expect(
+                        requests[index - 1].status == 200,
+                        "token \(token.suffix(4)): #\(seq) sent before #\(sequence[index - 1]) was answered 200")
                 }
             }
             #expect(runs == expected, "token \(token.suffix(4)) received \(runs)")
@@ -140,11 +145,15 @@ struct EndToEndOrderingTests {
         #expect((statistics.byStatus[503] ?? 0) > count / 20, "too few 503s to prove retries keep the order")
         #expect(retried == statistics.byStatus[503] ?? 0)
         let concurrent = world.simulator.transportStatistics.maxConcurrentStreamsSeen
-        #expect(concurrent >= 4, "at most \(concurrent) streams at once on the one connection: keys did not go out concurrently")
+        #expect(
+            concurrent >= 4,
+            "at most \(concurrent) streams at once on the one connection: keys did not go out concurrently")
         #expect(try await world.committed() == perPartition)
     }
 
-    @Test("coalesce: a backlog of updates for one activity becomes a few sends; every update has one outcome; the newest is delivered")
+    @Test(
+        "coalesce: a backlog of updates for one activity becomes a few sends; every update has one outcome; the newest is delivered"
+    )
     func coalescingBacklog() async throws {
         let count = 150
         var scenario = SimulatorScenario()
@@ -191,7 +200,9 @@ struct EndToEndOrderingTests {
             }
         }
         #expect(superseded == count - sends.count)
-        #expect(metrics.contains(#"pushbridge_notifications_total{route="live",status="superseded",reason=""} \#(superseded)"#))
+        #expect(
+            metrics.contains(
+                #"pushbridge_notifications_total{route="live",status="superseded",reason=""} \#(superseded)"#))
         let report = try RecordSchemas.validate(
             results.outcomes.map { ($0.status == "superseded" ? .outcomeV2 : .outcome, $0.raw) })
         #expect(report.problems == [])

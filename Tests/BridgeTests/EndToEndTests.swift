@@ -1,22 +1,25 @@
 import APNSSimulator
 import Crypto
-@testable import Bridge
-@testable import BridgeCore
 import Foundation
 import Kafka
 import PipelineTestSupport
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 // `pushbridge run` against librdkafka's mock cluster and the APNs simulator over TLS + HTTP/2 (docs/data-contract.md, docs/operations.md "Guarantees").
 
 @Suite("End to end", .serialized)
 struct EndToEndTests {
-    @Test("every event is accounted for exactly as docs/data-contract.md says, records match their schemas, commits reach the end")
+    @Test(
+        "every event is accounted for exactly as docs/data-contract.md says, records match their schemas, commits reach the end"
+    )
     func accounting() async throws {
         let accounting = AccountingScenario()
         let world = try await EndToEnd(scenario: accounting.simulatorScenario)
@@ -34,7 +37,8 @@ struct EndToEndTests {
         #expect(committed == perPartition)
     }
 
-    @Test("wrong credentials halt the line: no outcomes, nothing committed, /readyz 503; fixed, everything is delivered")
+    @Test(
+        "wrong credentials halt the line: no outcomes, nothing committed, /readyz 503; fixed, everything is delivered")
     func wrongCredentials() async throws {
         let world = try await EndToEnd()
         defer { Task { await world.close() } }

@@ -1,16 +1,17 @@
 import APNSClient
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import BinaryProvider
 import Foundation
 import Kafka
 import Logging
+import PipelineTestSupport
 import Prometheus
 import ServiceLifecycle
-import PipelineTestSupport
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 /// The feedback poller against the simulator's feedback service over TLS with a client certificate, publishing
 /// through the Kafka producer to librdkafka's mock cluster.
@@ -96,7 +97,9 @@ struct FeedbackPollerTests {
         let world = try await EndToEnd()
         defer { Task { await world.close() } }
         var behaviour = BinaryGatewayBehaviour()
-        behaviour.feedbackTokens = [FeedbackTuple(timeEpochSeconds: 1_700_000_000, token: Self.bytes(EndToEnd.token(0xC3)))]
+        behaviour.feedbackTokens = [
+            FeedbackTuple(timeEpochSeconds: 1_700_000_000, token: Self.bytes(EndToEnd.token(0xC3)))
+        ]
         let (gateway, service) = try await world.tls.startBinarySimulator(behaviour)
         var configuration = KafkaProducerConfiguration(bootstrapServers: world.broker.bootstrapServers)
         // Deliveries fail fast while the broker is down, so the poller's own retry is what gets the record through.
@@ -107,7 +110,8 @@ struct FeedbackPollerTests {
         try world.cluster.setBrokerDown(1)
         let poll = Task { await poller.pollOnce() }
         let failures: @Sendable () -> Double = {
-            metricSum(String(decoding: registry.emitToBuffer(), as: UTF8.self), "pushbridge_feedback_poll_failures_total")
+            metricSum(
+                String(decoding: registry.emitToBuffer(), as: UTF8.self), "pushbridge_feedback_poll_failures_total")
         }
         try await waitUntil(timeout: .seconds(20)) { failures() >= 1 }
         try world.cluster.setBrokerUp(1)
@@ -173,7 +177,8 @@ struct FeedbackPollerTests {
         // In the middle of a poll of a service that never sends nor closes (the poll's timeout is a minute).
         let silent = try await HostileFeedbackServer.start(tls: world.tls, behaviour: .silent)
         let stuck = try self.poller(
-            world, port: silent.port, producer: producer, registry: PrometheusCollectorRegistry(), timeout: .seconds(60))
+            world, port: silent.port, producer: producer, registry: PrometheusCollectorRegistry(), timeout: .seconds(60)
+        )
         let started = ContinuousClock.now
         let afterRead = try await self.runThenShutDown(stuck) { ContinuousClock.now - started > .seconds(1) }
         #expect(afterRead < .seconds(10), "a poll in progress is abandoned")

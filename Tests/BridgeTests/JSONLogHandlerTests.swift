@@ -1,8 +1,9 @@
-@testable import Bridge
-@testable import BridgeCore
 import Foundation
 import Logging
 import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 @Suite("JSON log lines")
 struct JSONLogHandlerTests {

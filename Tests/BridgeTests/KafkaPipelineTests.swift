@@ -1,14 +1,15 @@
 import APNSCore
-@testable import Bridge
-@testable import BridgeCore
 import Foundation
 import Kafka
 import Logging
+import PipelineTestSupport
 import ServiceLifecycle
 import Synchronization
-import PipelineTestSupport
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 // The pipeline on librdkafka's mock cluster (a real Kafka wire-protocol cluster on loopback): consumer group,
 // offset store and commit, idempotent producer.
@@ -45,7 +46,8 @@ struct KafkaPipelineTests {
         }
 
         let source = KafkaEventSource(
-            configuration: consumerConfiguration(cluster, group: "pushbridge"), topics: ["orders"], logger: quietLogger()
+            configuration: consumerConfiguration(cluster, group: "pushbridge"), topics: ["orders"],
+            logger: quietLogger()
         )
         let sink = CountingSink(base: KafkaRecordSink(producer: producer))
         let pipeline = Pipeline(
@@ -89,7 +91,8 @@ struct KafkaPipelineTests {
 
 func quietLogger() -> Logger {
     var logger = Logger(label: "bridge-tests")
-    logger.logLevel = ProcessInfo.processInfo.environment["BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+    logger.logLevel =
+        ProcessInfo.processInfo.environment["BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
     return logger
 }
 
@@ -188,7 +191,8 @@ struct KafkaGroupPipelineTests {
         let eventCount = 800
         for index in 0..<eventCount {
             try await producer.send(
-                topic: "orders", key: nil, value: Array(#"{"tokens":["aa\#(index)"]}"#.utf8), partition: Int32(index % 4)
+                topic: "orders", key: nil, value: Array(#"{"tokens":["aa\#(index)"]}"#.utf8),
+                partition: Int32(index % 4)
             )
         }
         func instance(_ sink: CountingSink) -> (Pipeline, ServiceGroup, KafkaEventSource) {
@@ -235,8 +239,12 @@ struct KafkaGroupPipelineTests {
         await groupB.triggerGracefulShutdown()
         try await runB.value
 
-        let outcomes = try await readBack(cluster, topics: ["pushbridge.outcomes"], count: sinkA.acknowledged + sinkB.acknowledged)
-        let tokens = Set(outcomes["pushbridge.outcomes", default: []].compactMap { $0.key.map { String(decoding: $0, as: UTF8.self) } })
+        let outcomes = try await readBack(
+            cluster, topics: ["pushbridge.outcomes"], count: sinkA.acknowledged + sinkB.acknowledged)
+        let tokens = Set(
+            outcomes["pushbridge.outcomes", default: []].compactMap {
+                $0.key.map { String(decoding: $0, as: UTF8.self) }
+            })
         let missing = Set((0..<eventCount).map { "aa\($0)" }).subtracting(tokens)
         #expect(missing.isEmpty, "outcomes missing for \(missing.count) notifications")
         let committed = try await committedOffsets(cluster, group: "pushbridge", topic: "orders", partitions: 4)
@@ -269,12 +277,14 @@ struct KafkaSourceOffsetTests {
         try cluster.createTopic("orders", partitionCount: 2)
         let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger())
         for index in 0..<20 {
-            try await producer.send(topic: "orders", key: nil, value: Array("e\(index)".utf8), partition: Int32(index % 2))
+            try await producer.send(
+                topic: "orders", key: nil, value: Array("e\(index)".utf8), partition: Int32(index % 2))
         }
         await producer.close()
 
         let source = KafkaEventSource(
-            configuration: consumerConfiguration(cluster, group: "pushbridge"), topics: ["orders"], logger: quietLogger()
+            configuration: consumerConfiguration(cluster, group: "pushbridge"), topics: ["orders"],
+            logger: quietLogger()
         )
         let listener = Listener()
         listener.source.withLock { $0 = source }

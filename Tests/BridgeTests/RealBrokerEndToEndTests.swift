@@ -1,10 +1,11 @@
 import APNSSimulator
-@testable import Bridge
-@testable import BridgeCore
 import Foundation
 import Kafka
-import Testing
 import TestSupport
+import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 // `pushbridge run` as a child process against a broker that is not librdkafka's own mock: Tansu 0.6.0, behind the
 // test-only proxy that lets librdkafka 2.0.2 read its ApiVersions answers (docs/kafka.md, "The real-broker lane").

@@ -1,8 +1,8 @@
 import Bridge
 import BridgeCore
 import Routing
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Record schemas")
 struct RecordSchemaTests {
@@ -115,7 +115,9 @@ struct RecordSchemaTests {
         #expect(report.exitStatus == 1)
     }
 
-    func broadcastOutcome(_ status: OutcomeStatus, http: Int?, reason: String?, channel: String = "dHN0LXNyY2gtY2hubA==")
+    func broadcastOutcome(
+        _ status: OutcomeStatus, http: Int?, reason: String?, channel: String = "dHN0LXNyY2gtY2hubA=="
+    )
         -> OutcomeRecord
     {
         OutcomeRecord(
@@ -148,9 +150,11 @@ struct RecordSchemaTests {
 
     @Test("the v2 schema wants exactly one of device_token and channel_id")
     func v2WantsOneDestination() throws {
-        let delivered = String(decoding: self.broadcastOutcome(.delivered, http: 200, reason: nil).encoded(), as: UTF8.self)
+        let delivered = String(
+            decoding: self.broadcastOutcome(.delivered, http: 200, reason: nil).encoded(), as: UTF8.self)
         let both = delivered.replacingOccurrences(of: #""device_token":null"#, with: #""device_token":"abcd""#)
-        let neither = delivered.replacingOccurrences(of: #""channel_id":"dHN0LXNyY2gtY2hubA==""#, with: #""channel_id":null"#)
+        let neither = delivered.replacingOccurrences(
+            of: #""channel_id":"dHN0LXNyY2gtY2hubA==""#, with: #""channel_id":null"#)
         let deviceAsV2 = delivered.replacingOccurrences(of: #""device_token":null"#, with: #""device_token":"abcd""#)
             .replacingOccurrences(of: #""channel_id":"dHN0LXNyY2gtY2hubA==""#, with: #""channel_id":null"#)
         let report = try RecordSchemas.validate([

@@ -1,11 +1,12 @@
-@testable import Bridge
-@testable import BridgeCore
 import Configuration
 import Crypto
 import Foundation
 import Logging
 import Prometheus
 import Testing
+
+@testable import Bridge
+@testable import BridgeCore
 
 /// The librdkafka settings `pushbridge run` changes from librdkafka's defaults, and that the configuration can
 /// override them (docs/configuration.md, `kafka.producer_properties` and `consumer_properties`).

@@ -228,12 +228,14 @@ import Testing
         #expect(ambiguous.first?.message.contains("com.example.other, com.example.third") == true)
 
         let named = withApp.replacingOccurrences(
-            of: "      key_file: ${KEY_FILE}", with: "      key_file: ${KEY_FILE}\n    binary: { feedback: { topic: com.example.legacy } }")
+            of: "      key_file: ${KEY_FILE}",
+            with: "      key_file: ${KEY_FILE}\n    binary: { feedback: { topic: com.example.legacy } }")
         let configuration = try self.files.load(named + routes).configuration
         #expect(configuration.feedbackTopic(app: "legacy") == "com.example.legacy")
         #expect(configuration.feedbackApps.map(\.name) == ["legacy"])
         let off = withApp.replacingOccurrences(
-            of: "      key_file: ${KEY_FILE}", with: "      key_file: ${KEY_FILE}\n    binary: { feedback: { enabled: false } }")
+            of: "      key_file: ${KEY_FILE}",
+            with: "      key_file: ${KEY_FILE}\n    binary: { feedback: { enabled: false } }")
         #expect(self.files.problems(off) == [])
     }
 }

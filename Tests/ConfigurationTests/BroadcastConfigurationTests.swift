@@ -48,21 +48,25 @@ import Testing
     @Test("an app's broadcast section is its own")
     func perApp() throws {
         let yaml =
-            minimalYAML.replacingOccurrences(of: "routes:\n", with: """
-                apps:
-                  live:
-                    environment: sandbox
-                    broadcast: { management_endpoint: "127.0.0.1:2197" }
-                    auth:
-                      type: token
-                      key_file: ${KEY_FILE}
-                      key_id: ABC123DEFG
-                      team_id: DEF123GHIJ
-                routes:
+            minimalYAML.replacingOccurrences(
+                of: "routes:\n",
+                with: """
+                    apps:
+                      live:
+                        environment: sandbox
+                        broadcast: { management_endpoint: "127.0.0.1:2197" }
+                        auth:
+                          type: token
+                          key_file: ${KEY_FILE}
+                          key_id: ABC123DEFG
+                          team_id: DEF123GHIJ
+                    routes:
 
-                """)
+                    """)
         let configuration = try self.files.load(yaml).configuration
-        #expect(configuration.apps["live"]?.effectiveManagementEndpoint == APNSSettings.Endpoint(host: "127.0.0.1", port: 2197))
+        #expect(
+            configuration.apps["live"]?.effectiveManagementEndpoint
+                == APNSSettings.Endpoint(host: "127.0.0.1", port: 2197))
         #expect(configuration.apns.broadcast.managementEndpoint == nil)
     }
 
@@ -70,9 +74,18 @@ import Testing
         "mistakes name their key and the fix",
         arguments: [
             ("  broadcast:\n    management_endpoint: 127.0.0.1\n", "apns.broadcast.management_endpoint", "host:port"),
-            ("  broadcast:\n    management_endpoint: http://127.0.0.1:2197\n", "apns.broadcast.management_endpoint", "host:port"),
-            ("  broadcast:\n    management_endpoint: 127.0.0.1:99999\n", "apns.broadcast.management_endpoint", "host:port"),
-            ("  broadcast:\n    management_endpont: 127.0.0.1:2197\n", "apns.broadcast.management_endpont", "management_endpoint"),
+            (
+                "  broadcast:\n    management_endpoint: http://127.0.0.1:2197\n", "apns.broadcast.management_endpoint",
+                "host:port"
+            ),
+            (
+                "  broadcast:\n    management_endpoint: 127.0.0.1:99999\n", "apns.broadcast.management_endpoint",
+                "host:port"
+            ),
+            (
+                "  broadcast:\n    management_endpont: 127.0.0.1:2197\n", "apns.broadcast.management_endpont",
+                "management_endpoint"
+            ),
             ("  broadcast: 127.0.0.1:2197\n", "apns.broadcast", "mapping"),
         ])
     func mistakes(lines: String, path: String, fix: String) throws {
@@ -84,23 +97,27 @@ import Testing
 
     @Test("broadcast with protocol: binary is an error naming the fix")
     func binary() throws {
-        let yaml = self.yaml(apns: """
-              protocol: binary
-              broadcast:
-                management_endpoint: 127.0.0.1:2197
+        let yaml = self.yaml(
+            apns: """
+                  protocol: binary
+                  broadcast:
+                    management_endpoint: 127.0.0.1:2197
 
-            """).replacingOccurrences(of: """
-              auth:
-                type: token
-                key_file: ${KEY_FILE}
-                key_id: ABC123DEFG
-                team_id: DEF123GHIJ
-            """, with: """
-              auth:
-                type: certificate
-                cert_file: ${CA_FILE}
-                key_file: ${KEY_FILE}
-            """)
+                """
+        ).replacingOccurrences(
+            of: """
+                  auth:
+                    type: token
+                    key_file: ${KEY_FILE}
+                    key_id: ABC123DEFG
+                    team_id: DEF123GHIJ
+                """,
+            with: """
+                  auth:
+                    type: certificate
+                    cert_file: ${CA_FILE}
+                    key_file: ${KEY_FILE}
+                """)
         let problems = self.files.problems(yaml)
         #expect(problems.map(\.path).contains("apns.broadcast"), "\(problems)")
         #expect(problems.contains { $0.hint?.contains("protocol: http2") == true }, "\(problems)")

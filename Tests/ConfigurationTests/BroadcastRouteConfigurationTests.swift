@@ -62,20 +62,23 @@ import Testing
 
     @Test("a broadcast route through a binary app is an error naming the fix")
     func binaryApp() throws {
-        let yaml = minimalYAML.replacingOccurrences(of: "routes:\n", with: """
-            apps:
-              legacy:
-                protocol: binary
-                auth:
-                  type: certificate
-                  cert_file: ${CA_FILE}
-                  key_file: ${KEY_FILE}
-                binary: { feedback: { enabled: false } }
-            routes:
+        let yaml = minimalYAML.replacingOccurrences(
+            of: "routes:\n",
+            with: """
+                apps:
+                  legacy:
+                    protocol: binary
+                    auth:
+                      type: certificate
+                      cert_file: ${CA_FILE}
+                      key_file: ${KEY_FILE}
+                    binary: { feedback: { enabled: false } }
+                routes:
 
-            """).replacingOccurrences(
-                of: "    device_tokens: \"{{token}}\"\n",
-                with: "    app: legacy\n    channel_id: \"{{c}}\"\n    push_type: liveactivity\n")
+                """
+        ).replacingOccurrences(
+            of: "    device_tokens: \"{{token}}\"\n",
+            with: "    app: legacy\n    channel_id: \"{{c}}\"\n    push_type: liveactivity\n")
         let problems = self.files.problems(yaml)
         #expect(problems.map(\.path) == ["routes[0].channel_id"], "\(problems)")
         #expect(problems.first?.hint?.contains("protocol: http2") == true, "\(problems)")

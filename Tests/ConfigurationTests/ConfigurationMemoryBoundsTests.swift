@@ -10,7 +10,8 @@ import Testing
     }
 
     private func kafka(_ line: String) -> String {
-        minimalYAML.replacingOccurrences(of: "  bootstrap_servers: embedded\n", with: "  bootstrap_servers: embedded\n  \(line)\n")
+        minimalYAML.replacingOccurrences(
+            of: "  bootstrap_servers: embedded\n", with: "  bootstrap_servers: embedded\n  \(line)\n")
     }
 
     @Test func defaultsAreDocumented() throws {

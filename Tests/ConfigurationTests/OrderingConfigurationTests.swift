@@ -13,16 +13,19 @@ import Testing
 
     /// ``minimalYAML`` with `lines` (indented like the route's keys) added to its route.
     func yaml(route lines: String) -> String {
-        minimalYAML.replacingOccurrences(of: "    topic: com.example.app\n", with: "    topic: com.example.app\n" + lines)
+        minimalYAML.replacingOccurrences(
+            of: "    topic: com.example.app\n", with: "    topic: com.example.app\n" + lines)
     }
 
     func event(_ json: String, key: String? = "k-1") -> SourceEvent {
-        SourceEvent(topic: "greetings", partition: 0, offset: 3, key: key.map { Array($0.utf8) }, value: Array(json.utf8))
+        SourceEvent(
+            topic: "greetings", partition: 0, offset: 3, key: key.map { Array($0.utf8) }, value: Array(json.utf8))
     }
 
     @Test("ordering_key renders like the route's templates and coalesce is read")
     func templateKey() throws {
-        let loaded = try self.files.load(self.yaml(route: "    ordering_key: \"act-{{activity.id}}\"\n    coalesce: true\n"))
+        let loaded = try self.files.load(
+            self.yaml(route: "    ordering_key: \"act-{{activity.id}}\"\n    coalesce: true\n"))
         let spec = try #require(loaded.router.specs.first)
         #expect(spec.orderingKey == "act-{{activity.id}}")
         #expect(spec.coalesce)
@@ -55,7 +58,8 @@ import Testing
         #expect(reason.description.contains("no Kafka key"))
         // A Kafka key past the bound is a dead letter too; one with control characters is only bytes to compare.
         let hugeKey = String(repeating: "k", count: 2000)
-        let huge = try #require(loaded.router.map(event: self.event(#"{"token":"aa","text":"hi"}"#, key: hugeKey)).first)
+        let huge = try #require(
+            loaded.router.map(event: self.event(#"{"token":"aa","text":"hi"}"#, key: hugeKey)).first)
         guard case .deadLetter(let hugeReason) = huge.outcome else {
             Issue.record("a 2000-byte Kafka key was taken as an ordering key")
             return

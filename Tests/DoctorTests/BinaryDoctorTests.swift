@@ -1,8 +1,8 @@
 import APNSSimulator
 import BinaryProvider
 import DoctorChecks
-import Testing
 import TestSupport
+import Testing
 
 /// `pushbridge doctor` for an app with `protocol: binary`: TCP to its gateway, then a probe notification over TLS
 /// with the client certificate (docs/binary-protocol.md).

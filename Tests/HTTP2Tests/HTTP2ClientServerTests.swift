@@ -76,7 +76,9 @@ struct HTTP2ClientServerTests {
     func headerBlockFields() async throws {
         // The server reports every field it received, in order, with how it arrived.
         let server = try await startServer { request, _, responder in
-            let fields = request.headers.map { "\($0.name)=\($0.value)/\($0.indexing == .never ? "never" : "incremental")" }
+            let fields = request.headers.map {
+                "\($0.name)=\($0.value)/\($0.indexing == .never ? "never" : "incremental")"
+            }
             responder.respond(HTTP2ServerResponse(status: 200, body: Array(fields.joined(separator: "\n").utf8)))
         }
         let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))

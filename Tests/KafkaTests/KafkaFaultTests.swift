@@ -1,6 +1,6 @@
 import Kafka
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Faults: injected errors, broker outages, closing", .timeLimit(.minutes(1)))
 struct KafkaFaultTests {

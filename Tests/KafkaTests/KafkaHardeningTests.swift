@@ -1,7 +1,7 @@
 import Kafka
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Kafka layer under hostile conditions", .timeLimit(.minutes(2)))
 struct KafkaHardeningTests {

@@ -1,5 +1,6 @@
-@testable import Kafka
 import Testing
+
+@testable import Kafka
 
 /// librdkafka's words for the failures PushBridge names (KafkaKnownCause).
 @Suite("Known causes of Kafka client failures")

@@ -1,7 +1,7 @@
 import Kafka
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Producing and consuming", .timeLimit(.minutes(1)))
 struct KafkaRoundTripTests {

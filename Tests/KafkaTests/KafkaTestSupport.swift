@@ -2,8 +2,8 @@ import Foundation
 import Kafka
 import Logging
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// What the tests fail with when an awaited event does not happen in time.
 struct TimedOut: Error, CustomStringConvertible {

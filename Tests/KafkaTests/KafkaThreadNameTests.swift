@@ -1,7 +1,7 @@
 import Foundation
 import Kafka
-import Testing
 import TestSupport
+import Testing
 
 /// The client's own threads carry their names, so `top -H`, `perf` and `/proc/<pid>/task/*/comm` tell the
 /// producer's delivery reports from the consumer's poll loop (docs/benchmarks.md reads CPU per thread this way).

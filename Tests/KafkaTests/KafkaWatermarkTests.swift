@@ -1,7 +1,7 @@
 import Foundation
 import Kafka
-import Testing
 import TestSupport
+import Testing
 
 // The high watermark PushBridge reports (queryWatermarks, lag) must be the partition's end even where a broker
 // answers ListOffsets(latest) with a stale offset, as Tansu 0.6.0 does: the high watermark of the fetch responses

@@ -4,8 +4,9 @@ import Configuration
 import Foundation
 import Kafka
 import Prometheus
-@testable import PushBridgeCLI
 import Testing
+
+@testable import PushBridgeCLI
 
 /// The demo's summary reports what the bridge did, not what the generator planned: these tests give the tally a
 /// bridge whose counts differ from the plan and expect the demo to say so. (DemoCommandTests runs the real demo.)

@@ -70,14 +70,29 @@ import Testing
     @Test(
         arguments: [
             (#"{}"#, "route scores: channel_id: match.channel is missing"),
-            (#"{"match":{"channel":null}}"#, "route scores: channel_id: match.channel is null, so the channel ID is missing"),
+            (
+                #"{"match":{"channel":null}}"#,
+                "route scores: channel_id: match.channel is null, so the channel ID is missing"
+            ),
             (#"{"match":{"channel":""}}"#, "route scores: channel_id: the channel ID rendered empty (missing)"),
-            (#"{"match":{"channel":42}}"#, "route scores: channel_id: match.channel is an integer; expected a channel ID string"),
-            (#"{"match":{"channel":["a"]}}"#, "route scores: channel_id: match.channel is an array; expected a channel ID string"),
-            (#"{"match":{"channel":"not base64!"}}"#, "which is not a channel ID (base64, at most 256 bytes; APNs would answer BadChannelId)"),
+            (
+                #"{"match":{"channel":42}}"#,
+                "route scores: channel_id: match.channel is an integer; expected a channel ID string"
+            ),
+            (
+                #"{"match":{"channel":["a"]}}"#,
+                "route scores: channel_id: match.channel is an array; expected a channel ID string"
+            ),
+            (
+                #"{"match":{"channel":"not base64!"}}"#,
+                "which is not a channel ID (base64, at most 256 bytes; APNs would answer BadChannelId)"
+            ),
             (#"{"match":{"channel":"ab\ncd=="}}"#, "which is not a channel ID"),
             (#"{"match":{"channel":"abc"}}"#, "which is not a channel ID"),
-            (#"{"match":{"channel":"\#(String(repeating: "AAAA", count: 100))"}}"#, "match.channel is 400 bytes; a channel ID is at most 256"),
+            (
+                #"{"match":{"channel":"\#(String(repeating: "AAAA", count: 100))"}}"#,
+                "match.channel is 400 bytes; a channel ID is at most 256"
+            ),
             (#"{"match":{"channel":"\#(String(repeating: "AAAA", count: 65))"}}"#, "match.channel is 260 bytes"),
         ])
     func hostileChannelIDsAreDeadLettersNamingTheField(json: String, expected: String) throws {
@@ -90,7 +105,9 @@ import Testing
     @Test func aChannelTemplateRenderingPastItsLimitIsADeadLetter() throws {
         let router = try Self.router { $0.channelID = "x{{long}}" }
         let reason = try deadLetter(router, #"{"long":"\#(String(repeating: "A", count: 400))"}"#)
-        #expect(reason?.description == "route scores: channel_id: rendered more than 256 bytes; a channel ID is at most 256")
+        #expect(
+            reason?.description == "route scores: channel_id: rendered more than 256 bytes; a channel ID is at most 256"
+        )
     }
 
     @Test func aBroadcastRouteMustUseLiveActivity() {
@@ -113,7 +130,9 @@ import Testing
         #expect(errors.first?.hint?.contains("no apns-collapse-id") == true)
     }
 
-    @Test(arguments: [("", "channel_id is empty"), ("not base64!", "is not a channel ID (BadChannelId)"), ("{{a", "line 1")])
+    @Test(arguments: [
+        ("", "channel_id is empty"), ("not base64!", "is not a channel ID (BadChannelId)"), ("{{a", "line 1"),
+    ])
     func aChannelIDThatCanNeverWorkIsAConfigurationError(channel: String, fragment: String) {
         let errors = compileErrors([Self.spec { $0.channelID = channel }])
         #expect(errors.map(\.keyPath) == ["channel_id"], "\(errors)")

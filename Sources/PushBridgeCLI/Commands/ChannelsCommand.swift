@@ -177,7 +177,8 @@ struct ChannelsCommand: AsyncParsableCommand {
             let known = configuration.apps.keys.sorted()
             FileHandleOutput.standardError(
                 "error: --app \(app ?? ""): no app of that name under apps; "
-                    + (known.isEmpty ? "the configuration defines none (leave --app out for the apns block)\n"
+                    + (known.isEmpty
+                        ? "the configuration defines none (leave --app out for the apns block)\n"
                         : "defined: \(known.joined(separator: ", "))\n"))
             throw ExitCode(2)
         }

@@ -85,7 +85,8 @@ struct DemoCommand: AsyncParsableCommand {
         defer { cluster.close() }
         let plan = DemoEvents(count: self.events)
         FileHandleOutput.standardOutput("PushBridge demo" + "\n")
-        FileHandleOutput.standardOutput("  Kafka (embedded):  \(cluster.bootstrapServers)   try: kcat -b \(cluster.bootstrapServers) -L" + "\n")
+        FileHandleOutput.standardOutput(
+            "  Kafka (embedded):  \(cluster.bootstrapServers)   try: kcat -b \(cluster.bootstrapServers) -L" + "\n")
         FileHandleOutput.standardOutput("  APNs simulator:    \(endpoint)" + "\n")
         FileHandleOutput.standardOutput("  configuration:     \(self.config)" + "\n")
         FileHandleOutput.standardOutput("  producing \(plan.events.count) sample events: \(plan.description)" + "\n")
@@ -96,8 +97,10 @@ struct DemoCommand: AsyncParsableCommand {
         let tally = DemoTally(outcomes: configuration.outcomes, registry: runtime.registry)
         let reader = try KafkaConsumer(
             configuration: DemoEvents.readerConfiguration(cluster),
-            topics: [configuration.outcomes.outcomes, configuration.outcomes.invalidTokens,
-                     configuration.outcomes.deadLetters],
+            topics: [
+                configuration.outcomes.outcomes, configuration.outcomes.invalidTokens,
+                configuration.outcomes.deadLetters,
+            ],
             logger: logger.with(label: "pushbridge.demo.reader")
         )
         let started = ContinuousClock.now
@@ -202,7 +205,8 @@ struct DemoEvents: Sendable, CustomStringConvertible {
                     Event(topic: "demo.orders", key: key, value: #"{"type":"shipped","order":{"id":\#(index)}}"#))
                 self.deadLetterCount += 1  // no device tokens
             case 2:
-                self.events.append(Event(topic: "demo.orders", key: key, value: #"{"type":"created","order":{"id":\#(index)}}"#))
+                self.events.append(
+                    Event(topic: "demo.orders", key: key, value: #"{"type":"created","order":{"id":\#(index)}}"#))
                 self.unmatchedCount += 1
             case 3:
                 let token = Self.unregisteredTokens[index % Self.unregisteredTokens.count]
@@ -210,13 +214,16 @@ struct DemoEvents: Sendable, CustomStringConvertible {
                 self.notificationCount += 1
                 self.unregisteredCount += 1
             case 4:
-                self.events.append(Event(topic: "demo.orders", key: key, value: Self.order(index, tokens: ["not-a-token"])))
+                self.events.append(
+                    Event(topic: "demo.orders", key: key, value: Self.order(index, tokens: ["not-a-token"])))
                 self.notificationCount += 1
                 self.malformedTokenCount += 1
             case 5, 6:
                 let token = Self.token(&generator)
                 self.events.append(
-                    Event(topic: "demo.inbox", key: key, value: #"{"device_token":"\#(token)","folders":["inbox","sent"]}"#))
+                    Event(
+                        topic: "demo.inbox", key: key,
+                        value: #"{"device_token":"\#(token)","folders":["inbox","sent"]}"#))
                 self.notificationCount += 1
             default:
                 let tokens = (0..<Int(generator.next() % 3 + 1)).map { _ in Self.token(&generator) }
@@ -250,7 +257,8 @@ struct DemoEvents: Sendable, CustomStringConvertible {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for event in self.events {
                 group.addTask {
-                    try await producer.send(topic: event.topic, key: Array(event.key.utf8), value: Array(event.value.utf8))
+                    try await producer.send(
+                        topic: event.topic, key: Array(event.key.utf8), value: Array(event.value.utf8))
                 }
             }
             try await group.waitForAll()
@@ -406,12 +414,14 @@ final class DemoTally: Sendable {
         var text = "\n  result                 count   where\n"
         text += "  --------------------  ------  ------------------------------\n"
         for (name, count, place) in self.rows(counts) {
-            text += "  " + name.padding(toLength: 20, withPad: " ", startingAt: 0)
+            text +=
+                "  " + name.padding(toLength: 20, withPad: " ", startingAt: 0)
                 + String(repeating: " ", count: max(1, 8 - String(count).count)) + "\(count)  \(place)\n"
         }
         let checks = Self.checks(counts, plan: plan).map(\.description)
         text += "\n  \(plan.events.count) events: " + checks.joined(separator: "; ") + ".\n"
-        text += "  The simulator received \(simulator.requestsReceived) requests "
+        text +=
+            "  The simulator received \(simulator.requestsReceived) requests "
             + "(\(simulator.byStatus[200] ?? 0) answered 200).\n"
         return text
     }

@@ -146,7 +146,8 @@ struct RenderCommand: AsyncParsableCommand {
             if let key = mapped.orderingKey {
                 // The line it is sent in (route, key, destination); with coalesce, a newer one may replace it.
                 text += "# ordering key: \(Self.visible(String(decoding: key, as: UTF8.self)))"
-                text += coalesces ? " (coalesce: a newer notification of this key may replace it while it waits)\n" : "\n"
+                text +=
+                    coalesces ? " (coalesce: a newer notification of this key may replace it while it waits)\n" : "\n"
             }
             if let rejection = Self.localRejection(of: mapped) {
                 text += "# not sent: APNs would reject it with \(rejection.rawValue)"

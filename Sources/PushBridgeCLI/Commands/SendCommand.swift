@@ -130,7 +130,8 @@ struct SendCommand: AsyncParsableCommand {
             result = await client.send(notification)
             await client.close()
         default:
-            FileHandleOutput.standardError("error: --protocol must be http2 or binary, got '\(self.providerProtocol)'\n")
+            FileHandleOutput.standardError(
+                "error: --protocol must be http2 or binary, got '\(self.providerProtocol)'\n")
             throw ExitCode(2)
         }
         Self.print(result)
@@ -187,7 +188,8 @@ struct SendCommand: AsyncParsableCommand {
         configuration.format = format
         configuration.connectTimeout = .seconds(min(self.timeout, 10))
         configuration.additionalTrustRootsPEMFile = self.caFile
-        let fault = BinaryFrame.validate(notification, format: format, payloadLimitBytes: configuration.payloadLimitBytes)
+        let fault = BinaryFrame.validate(
+            notification, format: format, payloadLimitBytes: configuration.payloadLimitBytes)
         try Self.refuseLocally(notification, fault?.reason, rules: "the binary protocol's rules")
         return try BinaryClient(configuration: configuration)
     }

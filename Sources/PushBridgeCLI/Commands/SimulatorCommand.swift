@@ -67,7 +67,8 @@ struct SimulatorCommand: AsyncParsableCommand {
                 throw ValidationError("--feedback-port must be between 0 and 65535, got \(feedbackPort)")
             }
             guard self.binaryPort != nil else {
-                throw ValidationError("--feedback-port needs --binary-port: it reports the tokens the binary gateway refuses")
+                throw ValidationError(
+                    "--feedback-port needs --binary-port: it reports the tokens the binary gateway refuses")
             }
         }
     }
@@ -123,7 +124,8 @@ struct SimulatorCommand: AsyncParsableCommand {
         if let binaryPort = self.binaryPort {
             guard let clientCA = scenario.clientCAFile else {
                 FileHandleOutput.standardError(
-                    "error: --binary-port needs the scenario's certificate_auth.client_ca_file: binary clients authenticate with certificates\n")
+                    "error: --binary-port needs the scenario's certificate_auth.client_ca_file: binary clients authenticate with certificates\n"
+                )
                 await server.shutdown()
                 throw ExitCode(2)
             }
@@ -142,7 +144,8 @@ struct SimulatorCommand: AsyncParsableCommand {
                 await server.shutdown()
                 throw ExitCode(1)
             }
-            print("binary gateway listening on \(self.host):\(gateway?.port ?? 0) (client certificates from \(clientCA))")
+            print(
+                "binary gateway listening on \(self.host):\(gateway?.port ?? 0) (client certificates from \(clientCA))")
             if let gateway, let feedbackPort = self.feedbackPort {
                 do {
                     feedback = try await BinaryFeedbackService.start(
