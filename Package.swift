@@ -1,14 +1,18 @@
 // swift-tools-version: 6.2
 //
-// PushBridge: a Kafka-to-APNs bridge. Module boundaries follow SPEC §7: each C library is wrapped once,
-// pure code (routes, templates, APNs models) has no I/O, and the pipeline sees only small protocols.
+// PushBridge: a Kafka-to-APNs bridge. Each C library is wrapped once, pure code (routes, templates, APNs models)
+// has no I/O, and the pipeline core sees only small protocols (docs/architecture.md, "The parts and their
+// boundaries").
 
 import PackageDescription
 
-/// Settings every PushBridge target compiles with: Swift 6 mode (strict concurrency) and no warnings.
+/// Settings every PushBridge target compiles with: Swift 6 mode (strict concurrency), no warnings, `any` written out
+/// for every existential, and a member usable only from a module the file imports itself.
 let strict: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .treatAllWarnings(as: .error),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 let package = Package(
@@ -308,14 +312,15 @@ let package = Package(
         // MARK: Tests
         .testTarget(
             name: "KafkaTests",
-            dependencies: ["Kafka", "TestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Kafka", "TestSupport", "TestWaiting", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport", "TestWaiting"], swiftSettings: strict),
         .testTarget(name: "BinaryProviderTests", dependencies: ["BinaryProvider", "APNSCore"], swiftSettings: strict),
         .testTarget(
             name: "APNSTests",
             dependencies: [
+                "TestWaiting",
                 "APNSCore",
                 "APNSClient",
                 "BinaryProvider",
@@ -349,6 +354,8 @@ let package = Package(
             exclude: ["Fixtures", "Golden"],
             swiftSettings: strict
         ),
+        // The tests' waits (timeouts, polling), depending on nothing else so that every test target can use them.
+        .target(name: "TestWaiting", path: "Sources/TestWaiting", swiftSettings: strict),
         // What the pipeline tests share, without a C library (BridgeCoreTests link nothing else).
         .target(
             name: "PipelineTestSupport",
@@ -360,6 +367,7 @@ let package = Package(
         .testTarget(
             name: "BridgeCoreTests",
             dependencies: [
+                "TestWaiting",
                 "BridgeCore",
                 "PipelineTestSupport",
                 "APNSCore",
@@ -374,6 +382,7 @@ let package = Package(
         .testTarget(
             name: "BridgeTests",
             dependencies: [
+                "TestWaiting",
                 "Bridge",
                 "BridgeCore",
                 "PipelineTestSupport",

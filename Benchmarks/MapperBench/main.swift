@@ -5,6 +5,7 @@
 //        MapperBench --count N   maps N one-token events and exits: a fixed amount of work for instruction
 //                                counts (`perf stat -e instructions:u`), which vary far less than timings.
 
+import APNSCore
 import Foundation
 import Routing
 

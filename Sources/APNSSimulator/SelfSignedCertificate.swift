@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import SwiftASN1
 import X509
 
 /// A self-signed server certificate for the standalone simulator, valid for `localhost` and `127.0.0.1`.

@@ -1,6 +1,7 @@
 import APNSCore
 import BridgeCore
 import Configuration
+import CoreMetrics
 import Kafka
 import Logging
 import Prometheus

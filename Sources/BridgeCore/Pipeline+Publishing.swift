@@ -1,3 +1,5 @@
+import CoreMetrics
+import Logging
 import Synchronization
 
 extension Pipeline {

@@ -1,3 +1,4 @@
+import Foundation
 import Yams
 
 /// Walks the composed YAML tree: every read records where a key path is, every fault becomes a

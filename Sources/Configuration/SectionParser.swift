@@ -1,6 +1,7 @@
 import BinaryProvider
 import Foundation
 import Routing
+import Yams
 
 /// Turns the YAML tree into ``BridgeConfiguration``, one section at a time, reporting every problem.
 struct SectionParser {

@@ -1,5 +1,6 @@
 import Foundation
 import NIOSSL
+import SwiftASN1
 import X509
 
 /// What an APNs client certificate says about itself: validity, environments, topics (Apple's extensions).

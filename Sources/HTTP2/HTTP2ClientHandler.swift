@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import NIOTLS
+import Synchronization
 
 final class HTTP2ClientHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import NIOSSL
 import NIOTLS
+import Synchronization
 
 /// One stream's request as it arrives, then the DATA source of its response body.
 final class ServerStream: OutgoingBody {

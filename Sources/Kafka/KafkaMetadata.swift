@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import Synchronization
 
 /// What a cluster says about itself: its brokers and its topics (one metadata request).
 public struct KafkaMetadata: Sendable, Hashable {

@@ -5,7 +5,7 @@ import Routing
 import Testing
 
 // Parts shared by the pipeline tests, in a module that links no C library so that the core's tests
-// (BridgeCoreTests) stay free of them: a mapper, a scripted sender and a wait. The source and sink are either
+// (BridgeCoreTests) stay free of them: a mapper and a scripted sender (the waits are in TestWaiting). The source and sink are either
 // in-memory (PipelineTests) or librdkafka's mock cluster (KafkaPipelineTests, in BridgeTests).
 
 /// Maps `{"tokens": [...]}` to one alert per token; not JSON dead-letters; no `tokens` matches nothing.
@@ -47,17 +47,5 @@ public struct ScriptedSender: NotificationSender {
 
     public func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
         await self.answer(notification.deviceToken)
-    }
-}
-
-/// Polls `condition` every few milliseconds for at most `timeout`.
-public func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        guard ContinuousClock.now < deadline else {
-            Issue.record("condition not met within \(timeout)")
-            throw CancellationError()
-        }
-        try await Task.sleep(for: .milliseconds(2))
     }
 }

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import NIOSSL
+import SwiftASN1
 import X509
 
 /// TLS material for tests, generated fresh with swift-certificates and swift-crypto (P-256 keys): a CA, a server

@@ -1,6 +1,7 @@
 import APNSClient
 import APNSCore
 import APNSSimulator
+import Crypto
 import Foundation
 import HTTP2
 import Synchronization

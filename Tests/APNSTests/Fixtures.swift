@@ -60,17 +60,3 @@ enum Fixtures {
         return path
     }
 }
-
-/// What `body` returns, or `nil` when `timeout` passes first (`body` is then cancelled).
-func withTimeout<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async -> T?) async -> T? {
-    await withTaskGroup(of: T?.self) { group in
-        group.addTask { await body() }
-        group.addTask {
-            try? await Task.sleep(for: timeout)
-            return nil
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
-    }
-}

@@ -1,5 +1,8 @@
+import APNSSimulator
 import Crypto
 import Foundation
+import TestSupport
+import TestWaiting
 import Testing
 
 @Suite("pushbridge send (the built executable, against the simulator)", .timeLimit(.minutes(1)))

@@ -5,6 +5,7 @@ import Crypto
 import Foundation
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
 
 @Suite("pushbridge simulator (the built executable)", .timeLimit(.minutes(1)))

@@ -1,7 +1,9 @@
+import APNSClient
 import APNSCore
 import APNSSimulator
 import Foundation
 import HTTP2
+import TestSupport
 import Testing
 
 @Suite("Simulator server", .timeLimit(.minutes(1)))

@@ -6,6 +6,7 @@ import Prometheus
 import Routing
 import ServiceLifecycle
 import Synchronization
+import TestWaiting
 import Testing
 
 @testable import BridgeCore

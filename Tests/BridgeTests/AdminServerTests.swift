@@ -1,5 +1,6 @@
 import Bridge
 import BridgeCore
+import CoreMetrics
 import Foundation
 import Logging
 import NIOCore
@@ -7,6 +8,7 @@ import NIOPosix
 import PipelineTestSupport
 import Prometheus
 import Synchronization
+import TestWaiting
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -148,7 +150,9 @@ struct AdminServerTests {
             #expect(connections.filter { !$0.isClosed }.count == 10, "10 are within the limit and stay open")
             for connection in connections { connection.close() }
             // Once the half-open ones are gone, the server answers again.
-            let answered = try await self.eventually { (try? await self.get(port, "/healthz"))?.0 == 200 }
+            let answered = try await eventually(timeout: .seconds(20), every: .milliseconds(20)) {
+                (try? await self.get(port, "/healthz"))?.0 == 200
+            }
             #expect(answered)
         }
     }
@@ -181,7 +185,7 @@ struct AdminServerTests {
                 // Each request is under the bound, all five together are not: the bound is per request.
                 connection.send(
                     "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "p", count: 400))\r\n\r\n")
-                let answered = try await self.eventually {
+                let answered = try await eventually(timeout: .seconds(20), every: .milliseconds(20)) {
                     connection.receivedText.components(separatedBy: "HTTP/1.1 200").count > 1
                 }
                 #expect(answered)
@@ -190,16 +194,6 @@ struct AdminServerTests {
             #expect(!connection.isClosed)
             connection.close()
         }
-    }
-
-    /// Polls `condition` every 20 ms for at most 20 s.
-    func eventually(_ condition: () async -> Bool) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if await condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return await condition()
     }
 }
 

@@ -1,9 +1,11 @@
 import APNSSimulator
 import Foundation
+import HTTP2
 import Kafka
 import PipelineTestSupport
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge

@@ -9,6 +9,7 @@ import Prometheus
 import ServiceLifecycle
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge
@@ -228,7 +229,7 @@ final class EndToEnd: Sendable {
         }
         var iterator = startedStream.makeAsyncIterator()
         guard let (started, group) = await iterator.next() else {
-            throw TimedOutWaiting(what: "the bridge to start")
+            throw TimedOut(what: "the bridge to start")
         }
         do {
             let result = try await body(started)
@@ -362,9 +363,4 @@ struct Results: Sendable {
         }
         return result
     }
-}
-
-struct TimedOutWaiting: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "timed out waiting for \(self.what)" }
 }

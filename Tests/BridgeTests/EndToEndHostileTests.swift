@@ -3,6 +3,7 @@ import Foundation
 import Kafka
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge
@@ -254,7 +255,7 @@ extension EndToEnd {
 /// A TCP port on 127.0.0.1 that nothing listens on now.
 func freeLoopbackPort() throws -> Int {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw TimedOutWaiting(what: "a socket") }
+    guard descriptor >= 0 else { throw TimedOut(what: "a socket") }
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
@@ -264,7 +265,7 @@ func freeLoopbackPort() throws -> Int {
     let bound = withUnsafePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
     }
-    guard bound == 0 else { throw TimedOutWaiting(what: "a free port") }
+    guard bound == 0 else { throw TimedOut(what: "a free port") }
     _ = withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
     }

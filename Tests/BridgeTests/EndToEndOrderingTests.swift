@@ -1,10 +1,12 @@
 import APNSCore
 import APNSSimulator
 import Foundation
+import HTTP2
 import Kafka
 import PipelineTestSupport
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge

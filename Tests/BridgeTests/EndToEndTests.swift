@@ -4,6 +4,7 @@ import Foundation
 import Kafka
 import PipelineTestSupport
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge

@@ -8,6 +8,7 @@ import PipelineTestSupport
 import Prometheus
 import ServiceLifecycle
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge

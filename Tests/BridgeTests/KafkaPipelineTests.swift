@@ -6,6 +6,7 @@ import PipelineTestSupport
 import ServiceLifecycle
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge

@@ -1,5 +1,6 @@
 import Bridge
 import BridgeCore
+import Foundation
 import Routing
 import TestSupport
 import Testing

@@ -1,6 +1,7 @@
 import Configuration
 import Crypto
 import Foundation
+import Kafka
 import Logging
 import Prometheus
 import Testing

@@ -1,5 +1,6 @@
 import BinaryProvider
 import Configuration
+import Foundation
 import Testing
 
 /// `protocol: binary` and its `binary:` section (docs/configuration.md, docs/binary-protocol.md).

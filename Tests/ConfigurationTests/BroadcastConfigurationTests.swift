@@ -1,4 +1,5 @@
 import Configuration
+import Foundation
 import Testing
 
 /// `broadcast:` of an `apns`-shaped block: where `pushbridge channels` manages broadcast channels

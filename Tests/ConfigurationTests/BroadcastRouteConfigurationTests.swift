@@ -1,4 +1,6 @@
 import Configuration
+import Foundation
+import Routing
 import Testing
 
 /// `channel_id` in a route: a Live Activity broadcast instead of pushes to device tokens (docs/configuration.md,

@@ -1,4 +1,5 @@
 import Configuration
+import Foundation
 import Testing
 
 /// The keys that bound memory and stalls: `kafka.max_in_flight_bytes` and `outcomes.publish_stall_timeout`.

@@ -1,4 +1,5 @@
 import Configuration
+import Routing
 import Testing
 
 /// The configurations shipped in `config/` load cleanly.

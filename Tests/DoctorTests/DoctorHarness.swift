@@ -6,6 +6,7 @@ import DoctorChecks
 import Foundation
 import Kafka
 import Logging
+import SwiftASN1
 import TestSupport
 import X509
 

@@ -1,4 +1,5 @@
 import APNSCore
+import APNSSimulator
 import Foundation
 import Kafka
 import TestSupport

@@ -4,6 +4,7 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
 
 @Suite("HTTP/2 client against the HTTP/2 server over TLS on 127.0.0.1", .timeLimit(.minutes(1)))

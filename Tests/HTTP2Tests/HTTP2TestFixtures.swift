@@ -151,16 +151,6 @@ final class ConcurrencyTracker: Sendable {
     }
 }
 
-/// Polls `condition` every 10 ms until it holds or `timeout` passes; for state that has no event to await.
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
-
 /// The HTTP2Error a failing call threw, or nil when it succeeded or threw something else.
 func http2Error<T>(_ body: () async throws -> T) async -> HTTP2Error? {
     do {

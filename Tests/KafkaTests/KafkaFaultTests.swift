@@ -1,5 +1,6 @@
 import Kafka
 import TestSupport
+import TestWaiting
 import Testing
 
 @Suite("Faults: injected errors, broker outages, closing", .timeLimit(.minutes(1)))

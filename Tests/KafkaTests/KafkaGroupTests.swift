@@ -1,3 +1,4 @@
+import Synchronization
 import TestSupport
 import Testing
 

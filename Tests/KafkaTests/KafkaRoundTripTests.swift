@@ -1,6 +1,7 @@
 import Kafka
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
 
 @Suite("Producing and consuming", .timeLimit(.minutes(1)))

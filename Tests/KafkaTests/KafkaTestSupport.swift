@@ -3,13 +3,8 @@ import Kafka
 import Logging
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
-
-/// What the tests fail with when an awaited event does not happen in time.
-struct TimedOut: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "timed out waiting for \(self.what)" }
-}
 
 /// A logger that keeps test output readable: librdkafka's transient complaints are warnings.
 func testLogger(_ label: String) -> Logger {
@@ -18,23 +13,6 @@ func testLogger(_ label: String) -> Logger {
     let level = ProcessInfo.processInfo.environment["KAFKA_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) }
     logger.logLevel = level ?? .error
     return logger
-}
-
-/// Runs `body`, failing with ``TimedOut`` after `timeout`.
-func withTimeout<Result: Sendable>(
-    _ timeout: Duration,
-    _ what: String,
-    _ body: @escaping @Sendable () async throws -> Result
-) async throws -> Result {
-    try await withThrowingTaskGroup(of: Result.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            throw TimedOut(what: what)
-        }
-        defer { group.cancelAll() }
-        return try await group.next()!
-    }
 }
 
 /// A mock cluster with `topic` already created.

@@ -5,6 +5,7 @@ import Bridge
 import Configuration
 import Foundation
 import Logging
+import Routing
 
 /// `pushbridge channels`: manage an app's broadcast channels (iOS 18 Live Activities) with the configured
 /// credentials, against Apple's channel management API (docs/apns-client.md, "Broadcast channels").

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Configuration
+import Routing
 
 /// `pushbridge validate`: loads the configuration, its credential files and every route and template, and
 /// prints every problem with its location (exit 2) or a short summary (exit 0).

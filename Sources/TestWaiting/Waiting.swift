@@ -1,0 +1,73 @@
+import Testing
+
+// The tests' ways to wait, in one module that depends on nothing else, so that every test target can use them
+// (the pipeline core's tests link no I/O library). Prefer awaiting an event; poll only state that has none.
+
+/// What a wait throws when what it waits for does not happen in time.
+public struct TimedOut: Error, CustomStringConvertible {
+    /// What was awaited, for the message.
+    public var what: String
+
+    /// Creates the error.
+    public init(what: String) {
+        self.what = what
+    }
+
+    public var description: String { "timed out waiting for \(self.what)" }
+}
+
+/// Runs `body`; throws ``TimedOut`` naming `what` when `timeout` passes first (`body` is then cancelled).
+public func withTimeout<Result: Sendable>(
+    _ timeout: Duration,
+    _ what: String,
+    _ body: @escaping @Sendable () async throws -> Result
+) async throws -> Result {
+    try await withThrowingTaskGroup(of: Result.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            throw TimedOut(what: what)
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}
+
+/// What `body` returns, or `nil` when `timeout` passes first (`body` is then cancelled).
+public func withTimeout<Result: Sendable>(
+    _ timeout: Duration,
+    _ body: @escaping @Sendable () async -> Result?
+) async -> Result? {
+    await withTaskGroup(of: Result?.self) { group in
+        group.addTask { await body() }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}
+
+/// Polls `condition` every `interval` until it holds or `timeout` passes; returns whether it held in the end.
+public func eventually(
+    timeout: Duration = .seconds(5),
+    every interval: Duration = .milliseconds(10),
+    _ condition: () async -> Bool
+) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try await Task.sleep(for: interval)
+    }
+    return await condition()
+}
+
+/// Polls `condition` every 2 ms; when it does not hold within `timeout`, records an issue and throws.
+public func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
+    guard try await eventually(timeout: timeout, every: .milliseconds(2), condition) else {
+        Issue.record("condition not met within \(timeout)")
+        throw TimedOut(what: "a condition")
+    }
+}
