@@ -1,0 +1,288 @@
+import CRdKafka
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// The consumer's state shared by its poll thread, its rebalance callback and its public API.
+final class ConsumerContext: Sendable {
+    let buffer: BatchBuffer
+    let listener: (any KafkaRebalanceListener)?
+    let listenerTimeout: Duration
+    let closeTimeout: Duration
+    let logger: Logger
+    let closeRequested = Atomic<Bool>(false)
+    let closed = CloseSignal()
+    /// Each assigned partition's current assignment, and the last generation handed out. Written by the
+    /// rebalance callback and read by the poll loop, both on the poll thread, so a message is stamped with the
+    /// assignment it was fetched under.
+    let assignments = Mutex<(last: UInt64, byPartition: [KafkaPartition: Assignment])>((0, [:]))
+
+    /// A partition's current assignment, as the poll thread sees it.
+    struct Assignment {
+        /// Stamped on its messages (``KafkaMessage/assignmentGeneration``).
+        var generation: UInt64
+        /// The offset after the last message delivered in this assignment; `nil` before the first.
+        var nextOffset: Int64?
+        /// Whether ``KafkaConsumer/pause(_:)`` paused it (and no resume followed) in this assignment.
+        var paused = false
+    }
+    /// Held while partitions are assigned or released, and while ``KafkaConsumer/pause(_:)``,
+    /// ``KafkaConsumer/resume(_:)`` and ``wakeFetchers(_:)`` seek or change what is to be sought.
+    let assignmentChange = Mutex(())
+    /// Resumed partitions to seek once more when the poll thread finds librdkafka's queue empty, each with its
+    /// assignment generation at the resume (see ``KafkaConsumer/resume(_:)``).
+    private let pendingWakes = Mutex<[KafkaPartition: UInt64]>([:])
+    /// Whether ``pendingWakes`` has any: read by the poll thread after every empty poll.
+    private let hasPendingWakes = Atomic<Bool>(false)
+
+    /// Whether a resume waits for ``wakeFetchers(_:)``.
+    var wakesPending: Bool { self.hasPendingWakes.load(ordering: .acquiring) }
+
+    init(
+        buffer: BatchBuffer,
+        listener: (any KafkaRebalanceListener)?,
+        listenerTimeout: Duration,
+        closeTimeout: Duration,
+        logger: Logger
+    ) {
+        self.buffer = buffer
+        self.listener = listener
+        self.listenerTimeout = listenerTimeout
+        self.closeTimeout = closeTimeout
+        self.logger = logger
+    }
+
+    /// The generation to stamp on the message of `partition` at `offset`, or `nil` when this assignment already
+    /// delivered it: a resume's seek fetched it again (see ``KafkaConsumer/resume(_:)``). Offsets name messages
+    /// for good, so within one assignment a message at or below the last delivered offset is always one delivered
+    /// before. A partition without a group assignment (a reader of fixed partitions) is stamped 0, unfiltered.
+    func admit(_ partition: KafkaPartition, offset: Int64) -> UInt64? {
+        self.assignments.withLock { assignments -> UInt64? in
+            guard let index = assignments.byPartition.index(forKey: partition) else {
+                return 0
+            }
+            if let next = assignments.byPartition.values[index].nextOffset, offset < next {
+                return nil
+            }
+            // A broker can claim any offset; the last one possible has no successor, so it stays the bound.
+            assignments.byPartition.values[index].nextOffset = offset == .max ? .max : offset + 1
+            return assignments.byPartition.values[index].generation
+        }
+    }
+
+    /// For each of `partitions` that delivered a message in its current assignment: the offset after the last
+    /// one, and the assignment's generation. This is where a resume fetches from, tracked here rather than read
+    /// from librdkafka (`rd_kafka_position` forgets the position after a seek, until the next message).
+    func deliveredPositions(
+        of partitions: [KafkaPartition]
+    ) -> [(partition: KafkaPartition, offset: Int64, generation: UInt64)] {
+        self.assignments.withLock { assignments in
+            partitions.compactMap { partition in
+                guard let assignment = assignments.byPartition[partition], let next = assignment.nextOffset else {
+                    return nil
+                }
+                return (partition, next, assignment.generation)
+            }
+        }
+    }
+
+    /// Records whether `partitions` of the current assignment are paused. Call with ``assignmentChange`` held.
+    func markPaused(_ partitions: [KafkaPartition], _ paused: Bool) {
+        self.assignments.withLock { assignments in
+            for partition in partitions where assignments.byPartition[partition] != nil {
+                assignments.byPartition[partition]?.paused = paused
+            }
+        }
+    }
+
+    /// Whether the group assigned partitions and every one of them is paused: a poll then returns no message of
+    /// theirs (librdkafka discards what it fetched before the pause) and only serves rebalances and errors.
+    var everyAssignedPartitionPaused: Bool {
+        self.assignments.withLock { assignments in
+            !assignments.byPartition.isEmpty && assignments.byPartition.values.allSatisfy(\.paused)
+        }
+    }
+
+    /// Remembers resumed partitions for ``wakeFetchers(_:)``. Call with ``assignmentChange`` held.
+    func wakeLater(_ positions: [(partition: KafkaPartition, offset: Int64, generation: UInt64)]) {
+        guard !positions.isEmpty else {
+            return
+        }
+        self.pendingWakes.withLock { wakes in
+            for position in positions {
+                wakes[position.partition] = position.generation
+            }
+        }
+        self.hasPendingWakes.store(true, ordering: .releasing)
+    }
+
+    /// Forgets pending wakes of `partitions`, which are paused again. Call with ``assignmentChange`` held.
+    func forgetWakes(of partitions: [KafkaPartition]) {
+        guard self.wakesPending else {
+            return
+        }
+        self.pendingWakes.withLock { wakes in
+            for partition in partitions { wakes[partition] = nil }
+            if wakes.isEmpty { self.hasPendingWakes.store(false, ordering: .releasing) }
+        }
+    }
+
+    /// Seeks the partitions resumed since the last call once more, to the offset after the last message
+    /// delivered, so that their broker thread decides again now that librdkafka's queue is empty. The poll thread calls it after every poll that returned nothing; without a
+    /// resume pending it returns at once, taking no lock. A partition revoked since its resume (its assignment
+    /// generation changed) is left alone.
+    func wakeFetchers(_ handle: OpaquePointer) {
+        guard self.wakesPending else {
+            return
+        }
+        self.assignmentChange.withLock { _ in
+            let wakes = self.pendingWakes.withLock { wakes in
+                defer {
+                    wakes.removeAll()
+                    self.hasPendingWakes.store(false, ordering: .releasing)
+                }
+                return wakes
+            }
+            let seeks = self.assignments.withLock { assignments in
+                // Only partitions that had delivered a message were resumed with a wake; the offset stays set
+                // for as long as the generation does.
+                wakes.compactMap { partition, generation -> (KafkaPartition, Int64)? in
+                    guard let assignment = assignments.byPartition[partition], assignment.generation == generation,
+                        let next = assignment.nextOffset
+                    else {
+                        return nil
+                    }
+                    return (partition, next)
+                }
+            }
+            seekWithoutWaiting(handle, to: seeks)
+        }
+    }
+
+    /// Runs a listener method from the poll thread and blocks it until the method returns or the timeout.
+    func awaitListener(_ event: String, _ body: @escaping @Sendable (any KafkaRebalanceListener) async -> Void) {
+        guard let listener = self.listener else {
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
+        // The poll thread is not part of Swift concurrency, so the listener runs in a task of its own while
+        // the thread waits; that is the point of the bound: a stuck listener cannot stall the group forever.
+        Task {
+            await body(listener)
+            done.signal()
+        }
+        let timeoutMilliseconds = Int(self.listenerTimeout.milliseconds)
+        if done.wait(timeout: .now() + .milliseconds(timeoutMilliseconds)) == .timedOut {
+            self.logger.warning(
+                "Rebalance listener did not return in time; completing the rebalance",
+                metadata: ["kafka.rebalance": "\(event)", "kafka.timeout_ms": "\(timeoutMilliseconds)"]
+            )
+        }
+    }
+
+    /// Serves one rebalance event on the poll thread (inside `rd_kafka_consumer_poll` or `_close`).
+    func rebalance(
+        _ handle: OpaquePointer,
+        _ event: rd_kafka_resp_err_t,
+        _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+    ) {
+        let partitions = list.map { RDKafkaPartitionList.elements(of: $0).map(\.partition) } ?? []
+        let cooperative = rd_kafka_rebalance_protocol(handle).map { String(cString: $0) } == "COOPERATIVE"
+        switch event {
+        case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+            self.logger.info(
+                "Partitions assigned",
+                metadata: ["kafka.partitions": "\(partitions.map(\.description).joined(separator: ","))"]
+            )
+            let generation = self.assignments.withLock { assignments in
+                assignments.last += 1
+                for partition in partitions {
+                    assignments.byPartition[partition] = Assignment(generation: assignments.last, nextOffset: nil)
+                }
+                return assignments.last
+            }
+            self.complete(handle, list, assign: true, cooperative: cooperative)
+            self.awaitListener("assign") { await $0.partitionsAssigned(partitions, generation: generation) }
+        case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+            let lost = rd_kafka_assignment_lost(handle) != 0
+            self.logger.info(
+                "Partitions revoked",
+                metadata: [
+                    "kafka.partitions": "\(partitions.map(\.description).joined(separator: ","))",
+                    "kafka.lost": "\(lost)",
+                ]
+            )
+            self.buffer.discard(Set(partitions))
+            self.assignments.withLock { assignments in
+                for partition in partitions { assignments.byPartition[partition] = nil }
+            }
+            self.awaitListener("revoke") { await $0.partitionsRevoked(partitions) }
+            if !lost {
+                // Synchronous: the next owner must see every offset stored for these partitions.
+                let error = rd_kafka_commit(handle, nil, 0)
+                if error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET {
+                    // At-least-once still holds: the next owner re-reads from the last successful commit.
+                    self.logger.warning(
+                        "Could not commit offsets of revoked partitions",
+                        metadata: ["kafka.error": "\(KafkaError(error))"]
+                    )
+                }
+            }
+            self.complete(handle, list, assign: false, cooperative: cooperative)
+        default:
+            self.logger.error("Rebalance failed", metadata: ["kafka.error": "\(KafkaError(event))"])
+            self.complete(handle, nil, assign: false, cooperative: false)
+        }
+    }
+
+    /// Takes the partitions on (`assign`) or releases them, the way the group's rebalance protocol wants.
+    private func complete(
+        _ handle: OpaquePointer,
+        _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+        assign: Bool,
+        cooperative: Bool
+    ) {
+        let failure: KafkaError? = self.assignmentChange.withLock { _ in
+            self.assignOrRelease(handle, list, assign: assign, cooperative: cooperative)
+        }
+        if let failure {
+            self.logger.error(
+                assign ? "Could not assign partitions" : "Could not release partitions",
+                metadata: ["kafka.error": "\(failure)"]
+            )
+        }
+    }
+
+    private func assignOrRelease(
+        _ handle: OpaquePointer,
+        _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+        assign: Bool,
+        cooperative: Bool
+    ) -> KafkaError? {
+        let failure: KafkaError?
+        if cooperative {
+            let error = assign ? rd_kafka_incremental_assign(handle, list) : rd_kafka_incremental_unassign(handle, list)
+            failure = error.map { KafkaError(consuming: $0) }
+        } else {
+            let error = rd_kafka_assign(handle, assign ? list : nil)
+            failure = error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error)
+        }
+        return failure
+    }
+}
+
+/// Seeks `positions` without waiting (librdkafka's asynchronous seek: per-partition errors are not reported). A
+/// seek wakes the partition's broker thread, which a resume does not (see ``KafkaConsumer/resume(_:)``).
+func seekWithoutWaiting(_ handle: OpaquePointer, to positions: [(KafkaPartition, Int64)]) {
+    guard !positions.isEmpty else {
+        return
+    }
+    let list = RDKafkaPartitionList(capacity: positions.count)
+    for (partition, offset) in positions {
+        list.add(partition, offset: offset)
+    }
+    if let error = rd_kafka_seek_partitions(handle, list.pointer, 0) {
+        rd_kafka_error_destroy(error)
+    }
+}
