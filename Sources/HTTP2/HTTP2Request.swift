@@ -1,0 +1,36 @@
+/// A request the client sends on one stream.
+public struct HTTP2Request: Sendable {
+    /// `:method`, for instance `POST`.
+    public var method: String
+    /// `:path`, for instance `/3/device/<token>`.
+    public var path: String
+    /// How HPACK may index `:path`; `never` by default (Apple's HPACK guidance: device tokens differ per request).
+    public var pathIndexing: HTTP2HeaderIndexing
+    /// `:authority`; `nil` uses the connection's host (and port when it is not 443).
+    public var authority: String?
+    /// Regular header fields, sent in this order after the pseudo-headers.
+    public var headers: [HTTP2Header]
+    /// More regular header fields, sent after ``headers``: the same, made cheaper to send.
+    public var fields: HTTP2HeaderBlock
+    /// The request body; empty sends no DATA frame.
+    public var body: [UInt8]
+
+    /// A request. `pathIndexing` defaults to `.never`.
+    public init(
+        method: String = "POST",
+        path: String,
+        pathIndexing: HTTP2HeaderIndexing = .never,
+        authority: String? = nil,
+        headers: [HTTP2Header] = [],
+        fields: HTTP2HeaderBlock = HTTP2HeaderBlock(),
+        body: [UInt8] = []
+    ) {
+        self.method = method
+        self.path = path
+        self.pathIndexing = pathIndexing
+        self.authority = authority
+        self.headers = headers
+        self.fields = fields
+        self.body = body
+    }
+}
