@@ -111,9 +111,7 @@ public final class KafkaEventSource: EventSource {
     /// responses carried.
     public func lag() async -> [PartitionLag] {
         await self.lag(timeout: .seconds(2)).map { lag in
-            PartitionLag(
-                partition: PartitionID(topic: lag.partition.topic, partition: lag.partition.partition),
-                uncommittedMessageCount: lag.uncommittedMessageCount)
+            PartitionLag(partition: PartitionID(lag.partition), uncommittedMessageCount: lag.uncommittedMessageCount)
         }
     }
 

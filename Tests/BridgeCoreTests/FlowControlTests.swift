@@ -174,7 +174,7 @@ struct FlowControlTests {
     @Test("never hands out more room than the limit, and every waiter gets room in the end")
     func boundsPermits() async {
         let controller = FlowController(source: RecordingSource(), maxCount: 8, maxBytes: 1 << 20)
-        let counts = Counts()
+        let counts = Concurrency()
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<200 {
                 group.addTask {
@@ -340,16 +340,4 @@ private final class RecordingSource: EventSource {
     func lag() async -> [PartitionLag] { [] }
     func close() async {}
     func isPaused(_ partition: PartitionID) -> Bool? { self.paused.withLock { $0[partition] } }
-}
-
-/// How many tasks are inside a section at once, and the most ever seen.
-private final class Counts: Sendable {
-    private let state = Mutex((current: 0, highest: 0))
-    func enter() {
-        self.state.withLock {
-            $0.current += 1; $0.highest = max($0.highest, $0.current)
-        }
-    }
-    func leave() { self.state.withLock { $0.current -= 1 } }
-    var highest: Int { self.state.withLock { $0.highest } }
 }

@@ -607,7 +607,9 @@ private final class PeakBytes: Sendable {
     var highest: Int { self.value.withLock { $0 } }
 }
 
-private final class Concurrency: Sendable {
+/// How many tasks are inside a section at once, and the most ever seen (the pipeline's and the flow control's
+/// tests).
+final class Concurrency: Sendable {
     private let state = Mutex((current: 0, highest: 0))
     func enter() {
         self.state.withLock {

@@ -90,7 +90,8 @@ final class ConsumerContext: Sendable {
     /// Records whether `partitions` of the current assignment are paused. Call with ``assignmentChange`` held.
     func markPaused(_ partitions: [KafkaPartition], _ paused: Bool) {
         self.assignments.withLock { assignments in
-            for partition in partitions where assignments.byPartition[partition] != nil {
+            // A partition not (or no longer) assigned has no entry: optional chaining leaves it out.
+            for partition in partitions {
                 assignments.byPartition[partition]?.paused = paused
             }
         }
