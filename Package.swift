@@ -49,11 +49,15 @@ let package = Package(
             providers: [.apt(["libnghttp2-dev"])]
         ),
 
+        // MARK: Waiting for a signal: the one primitive every module waits with (no dependencies)
+        .target(name: "Waiting", swiftSettings: strict),
+
         // MARK: Kafka: the only code that calls rd_kafka_*
         .target(
             name: "Kafka",
             dependencies: [
                 "CRdKafka",
+                "Waiting",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -96,6 +100,7 @@ let package = Package(
         .target(
             name: "APNSClient",
             dependencies: [
+                "Waiting",
                 "BinaryProvider",
                 "APNSCore",
                 "HTTP2",
@@ -150,6 +155,7 @@ let package = Package(
         .target(
             name: "BridgeCore",
             dependencies: [
+                "Waiting",
                 "APNSCore",
                 "Routing",
                 .product(name: "Logging", package: "swift-log"),
@@ -310,6 +316,7 @@ let package = Package(
         ),
 
         // MARK: Tests
+        .testTarget(name: "WaitingTests", dependencies: ["Waiting", "TestWaiting"], swiftSettings: strict),
         .testTarget(
             name: "KafkaTests",
             dependencies: ["Kafka", "TestSupport", "TestWaiting", .product(name: "Logging", package: "swift-log")],

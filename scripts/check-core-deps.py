@@ -10,7 +10,7 @@ Swift-crypto (under APNSCore, for the provider token) is allowed.
 import json
 import sys
 
-ROOTS = ["BridgeCore", "PipelineTestSupport", "TestWaiting", "BridgeCoreTests"]
+ROOTS = ["BridgeCore", "PipelineTestSupport", "TestWaiting", "Waiting", "BridgeCoreTests", "WaitingTests"]
 FORBIDDEN_TARGETS = {"Bridge", "Kafka", "HTTP2", "APNSClient", "APNSSimulator", "TestSupport"}
 FORBIDDEN_PRODUCT_PREFIXES = ("NIO",)
 

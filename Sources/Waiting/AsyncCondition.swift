@@ -1,0 +1,219 @@
+import Synchronization
+
+/// A state behind a lock that tasks can wait on: the one way PushBridge waits for a signal.
+///
+/// A task waits for a *condition*: a closure over the state that returns a value once it holds (it may change the
+/// state as it does, to take what it waited for) and `nil` while it does not. The condition is checked at once, and
+/// then again after every change made through ``withLock(_:)``, under the same lock, so no change can slip between
+/// a check and the wait. A waiter that is resumed was resumed for a reason the state shows.
+///
+/// - Register: ``wait(inTurn:deadline:until:)``.
+/// - Resume one or all: every waiter whose condition holds after a change is resumed. Waiters that wait *in turn*
+///   are served in the order they came: while the oldest one's condition does not hold, later in-turn waiters are
+///   not checked. Waiters that do not wait in turn are checked after every change, in any order.
+/// - Cancel: a waiting task that is cancelled returns ``WaitResult/cancelled`` at once, and its condition is never
+///   checked again.
+/// - Deadline: a wait with a deadline returns ``WaitResult/timedOut`` once it passes.
+///
+/// A change resumes waiters after the lock is released. Checking costs nothing while nobody waits.
+public final class AsyncCondition<State: Sendable>: Sendable {
+    /// How a wait ended.
+    public enum WaitResult<Value: Sendable>: Sendable {
+        /// The condition held and returned this value.
+        case satisfied(Value)
+        /// The deadline passed first.
+        case timedOut
+        /// The waiting task was cancelled first.
+        case cancelled
+
+        /// The condition's value, or `nil` when the wait timed out or was cancelled.
+        public var value: Value? {
+            if case .satisfied(let value) = self { return value }
+            return nil
+        }
+    }
+
+    @usableFromInline
+    struct Waiter {
+        @usableFromInline let id: UInt64
+        @usableFromInline let inTurn: Bool
+        /// Checks the condition under the lock; returns what resumes the waiter once it holds.
+        @usableFromInline let check: (inout State) -> (@Sendable () -> Void)?
+        /// Resumes the waiter with ``WaitResult/cancelled`` (or timed out).
+        @usableFromInline let abandon: @Sendable () -> Void
+    }
+
+    @usableFromInline
+    struct Storage {
+        @usableFromInline var state: State
+        @usableFromInline var waiters: [Waiter] = []
+        @usableFromInline var inTurnCount = 0
+        @usableFromInline var nextID: UInt64 = 0
+
+        @usableFromInline
+        init(state: State) {
+            self.state = state
+        }
+
+        /// Checks the waiters in the order they came; removes those whose condition holds and returns what
+        /// resumes them.
+        @usableFromInline
+        mutating func checkWaiters() -> [@Sendable () -> Void] {
+            var resumptions: [@Sendable () -> Void] = []
+            var blocked = false
+            var kept = 0
+            for index in self.waiters.indices {
+                let waiter = self.waiters[index]
+                if !(waiter.inTurn && blocked), let resume = waiter.check(&self.state) {
+                    resumptions.append(resume)
+                    if waiter.inTurn { self.inTurnCount -= 1 }
+                    continue
+                }
+                if waiter.inTurn { blocked = true }
+                self.waiters[kept] = waiter
+                kept += 1
+            }
+            self.waiters.removeLast(self.waiters.count - kept)
+            return resumptions
+        }
+
+        mutating func remove(_ id: UInt64) -> Waiter? {
+            guard let index = self.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            let waiter = self.waiters.remove(at: index)
+            if waiter.inTurn { self.inTurnCount -= 1 }
+            return waiter
+        }
+    }
+
+    @usableFromInline
+    let storage: Mutex<Storage>
+
+    /// Creates the condition around `state`.
+    public init(_ state: State) {
+        self.storage = Mutex(Storage(state: state))
+    }
+
+    /// Reads or changes the state under the lock; then resumes every waiter whose condition now holds.
+    @inlinable
+    public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        let (result, resumptions) = try self.storage.withLock { storage in
+            let result = try body(&storage.state)
+            if storage.waiters.isEmpty { return (result, [@Sendable () -> Void]()) }
+            return (result, storage.checkWaiters())
+        }
+        for resume in resumptions { resume() }
+        return result
+    }
+
+    /// ``withLock(_:)``, then `settle` under the same lock once the waiters were checked, with how many in-turn
+    /// waiters still wait: for a change whose last step depends on whether anybody is left waiting.
+    @inlinable
+    public func withLock<Result>(
+        _ body: (inout State) throws -> Result,
+        settle: (inout State, _ waitingInTurn: Int) -> Void
+    ) rethrows -> Result {
+        let (result, resumptions) = try self.storage.withLock { storage in
+            let result = try body(&storage.state)
+            let resumptions = storage.waiters.isEmpty ? [] : storage.checkWaiters()
+            settle(&storage.state, storage.inTurnCount)
+            return (result, resumptions)
+        }
+        for resume in resumptions { resume() }
+        return result
+    }
+
+    /// How many tasks wait now (for tests and gauges).
+    public var waiting: Int { self.storage.withLock { $0.waiters.count } }
+
+    /// Reads the state under the lock; nobody is resumed (reading changes nothing).
+    @inlinable
+    public func read<Result>(_ body: (State) throws -> Result) rethrows -> Result {
+        try self.storage.withLock { storage in try body(storage.state) }
+    }
+
+    /// Waits until `condition` returns a value, the `deadline` passes, or the calling task is cancelled.
+    ///
+    /// `condition` runs under the lock: once now, then after every change through ``withLock(_:)`` until it
+    /// returns a value. It may change the state (to take what it waited for); it must be quick and must not call
+    /// back into this condition.
+    ///
+    /// - Parameters:
+    ///   - inTurn: wait in the order of arrival among the in-turn waiters (room handed out first come, first
+    ///     served); the condition is not even checked now while an earlier in-turn waiter still waits.
+    ///   - deadline: when to give up; `nil` waits for as long as it takes.
+    public func wait<Value: Sendable>(
+        inTurn: Bool = false,
+        deadline: ContinuousClock.Instant? = nil,
+        until condition: @escaping @Sendable (inout State) -> Value?
+    ) async -> WaitResult<Value> {
+        if let value = self.checkNow(inTurn: inTurn, condition) { return .satisfied(value) }
+        guard let deadline else { return await self.suspend(inTurn: inTurn, condition) }
+        if ContinuousClock.now >= deadline { return .timedOut }
+        return await withTaskGroup(of: WaitResult<Value>?.self) { group in
+            group.addTask { await self.suspend(inTurn: inTurn, condition) }
+            group.addTask {
+                // `nil`: the deadline passed, or the wait ended first and cancelled this sleep.
+                try? await Task.sleep(until: deadline, clock: .continuous)
+                return nil
+            }
+            var result: WaitResult<Value>?
+            while let next = await group.next() {
+                if let next {
+                    result = next
+                    break
+                }
+                // The sleep ended: stop the wait, and take its answer (it may have been satisfied meanwhile).
+                group.cancelAll()
+            }
+            group.cancelAll()
+            switch result {
+            case .satisfied(let value)?: return .satisfied(value)
+            case .timedOut?, .cancelled?, nil: return Task.isCancelled ? .cancelled : .timedOut
+            }
+        }
+    }
+
+    private func checkNow<Value>(inTurn: Bool, _ condition: (inout State) -> Value?) -> Value? {
+        self.storage.withLock { storage in
+            if inTurn && storage.inTurnCount > 0 { return nil }
+            return condition(&storage.state)
+        }
+    }
+
+    private func suspend<Value: Sendable>(
+        inTurn: Bool,
+        _ condition: @escaping @Sendable (inout State) -> Value?
+    ) async -> WaitResult<Value> {
+        let id = self.storage.withLock { storage in
+            storage.nextID &+= 1
+            return storage.nextID
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<WaitResult<Value>, Never>) in
+                let now: WaitResult<Value>? = self.storage.withLock { storage in
+                    // Cancelled before this lock: the cancellation handler found nothing to remove.
+                    if Task.isCancelled { return .cancelled }
+                    if !(inTurn && storage.inTurnCount > 0), let value = condition(&storage.state) {
+                        return .satisfied(value)
+                    }
+                    storage.waiters.append(
+                        Waiter(
+                            id: id,
+                            inTurn: inTurn,
+                            check: { state in
+                                guard let value = condition(&state) else { return nil }
+                                return { continuation.resume(returning: .satisfied(value)) }
+                            },
+                            abandon: { continuation.resume(returning: .cancelled) }
+                        ))
+                    if inTurn { storage.inTurnCount += 1 }
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiter = self.storage.withLock { $0.remove(id) }
+            waiter?.abandon()
+        }
+    }
+}
