@@ -112,14 +112,12 @@ extension Doctor {
         routes: [RouteSpec]
     ) async -> [DoctorCheck] {
         let name = "\(scope) auth"
-        var headers = [
-            HTTP2Header("apns-push-type", "alert"),
-            HTTP2Header("apns-priority", "5"),
-            HTTP2Header("apns-expiration", "0"),
-        ]
-        if let route = routes.first {
-            headers.append(HTTP2Header("apns-topic", Self.bundleID(of: route)))
-        }
+        // The request the bridge would send, written by APNSCore's one description of the wire. Without a route
+        // there is no topic to name, and the request goes without `apns-topic`, as it always did.
+        let notification = Self.probeNotification(topic: routes.first.map { Self.bundleID(of: $0) } ?? "")
+        var headers = notification.apnsHeaders
+            .filter { !($0.name == "apns-topic" && $0.value.isEmpty) }
+            .map { HTTP2Header($0.name, $0.value) }
         let what: String
         switch credentials {
         case .token(let key):
@@ -144,10 +142,7 @@ extension Doctor {
         let response: HTTP2Response
         do {
             response = try await connection.send(
-                HTTP2Request(
-                    method: "POST", path: "/3/device/\(Self.probeDeviceToken)", headers: headers,
-                    body: Array(#"{"aps":{}}"#.utf8)
-                )
+                HTTP2Request(method: "POST", path: notification.path, headers: headers, body: notification.payload)
             )
         } catch {
             return [

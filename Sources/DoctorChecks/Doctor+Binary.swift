@@ -60,9 +60,7 @@ extension Doctor {
                 tcp, DoctorCheck(.fail, name, "cannot set up TLS for the gateway: \(error)", hint: "check ca_file"),
             ]
         }
-        let probe = Notification(
-            deviceToken: Self.probeDeviceToken, topic: "probe", pushType: .alert, priority: .powerConsiderate,
-            expirationEpochSeconds: 0, id: UUID(), payload: Array(#"{"aps":{}}"#.utf8))
+        let probe = Self.probeNotification(topic: "probe")
         let result = await client.send(probe)
         await client.close()
         let endpoint = "\(gateway.host):\(gateway.port)"

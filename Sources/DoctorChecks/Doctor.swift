@@ -1,5 +1,6 @@
 import APNSCore
 import Configuration
+import Foundation
 import NIOCore
 import NIOPosix
 import Routing
@@ -43,6 +44,14 @@ public struct Doctor: Sendable {
     /// The device token of the probe request: valid hex, never issued by Apple, so APNs answers `BadDeviceToken`
     /// after it has checked the credentials.
     public static let probeDeviceToken = String(repeating: "0", count: 64)
+
+    /// The probe notification to `topic`: an alert to ``probeDeviceToken`` with an empty `aps`, priority 5, expiring
+    /// at once (`apns-expiration: 0`), so that nothing is stored or delivered.
+    static func probeNotification(topic: String) -> APNSCore.Notification {
+        APNSCore.Notification(
+            deviceToken: Self.probeDeviceToken, topic: topic, pushType: .alert, priority: .powerConsiderate,
+            expirationEpochSeconds: 0, id: UUID(), payload: Array(#"{"aps":{}}"#.utf8))
+    }
 
     /// The configuration checked.
     public let configuration: BridgeConfiguration
