@@ -44,6 +44,7 @@ struct DoctorSetup: Sendable {
         scenario.topics = [Self.bundleID]
         scenario.badTokens = [Doctor.probeDeviceToken]
         scenario.channels = channels
+        scenario.receiveLogLimit = 100  // doctor sends a handful of requests; tests read them back
         return TestWorld.Configuration(
             topics: (createInputTopic ? [(name: Self.inputTopic, partitions: Int32(2))] : [])
                 + TestWorld.resultTopicNames.map { ($0, 1) },

@@ -27,6 +27,18 @@ struct DoctorTests {
         }
     }
 
+    @Test func probeIsTheRequestTheBridgeSends() async throws {
+        try await withDoctorSetup { setup in
+            let checks = try await setup.doctor(try setup.configuration())
+            #expect(checks.named("apns auth")?.status == .ok)
+            let probe = try #require(
+                setup.simulator.receivedRequests.first { $0.deviceToken == Doctor.probeDeviceToken })
+            #expect(probe.path == Doctor.probeNotification(topic: DoctorSetup.bundleID).path)
+            #expect(probe.apnsID.flatMap(UUID.init(uuidString:)) != nil, "an apns-id, as the bridge sends one")
+            #expect(probe.status == 400)
+        }
+    }
+
     @Test func missingInputTopicFailsNamingIt() async throws {
         try await withDoctorSetup(createInputTopic: false) { setup in
             let checks = try await setup.doctor(try setup.configuration())
