@@ -16,3 +16,11 @@ public func consumerConfiguration(_ broker: some TestKafkaBroker, group: String)
     }
     return configuration
 }
+
+/// A producer configuration for tests: a 2 ms linger, librdkafka's own log off.
+public func producerConfiguration(_ broker: some TestKafkaBroker) -> KafkaProducerConfiguration {
+    var configuration = KafkaProducerConfiguration(bootstrapServers: broker.bootstrapServers)
+    configuration.linger = .milliseconds(2)
+    configuration.properties = ["log_level": "0"]
+    return configuration
+}

@@ -12,8 +12,12 @@ struct EndToEndBinaryTests {
         "outcomes for every notification, an invalid-token record for the token the gateway refuses, commits at the end"
     )
     func binaryApp() async throws {
-        let world = try await EndToEnd()
-        defer { Task { await world.close() } }
+        // A method rather than a closure: Swift 6.3.1's SendNonSendable pass crashes (map::at) on this body as a
+        // closure.
+        try await withEndToEnd { try await self.binaryApp(in: $0) }
+    }
+
+    func binaryApp(in world: EndToEnd) async throws {
         let count = 30
         let dead = EndToEnd.token(7)
         var behaviour = BinaryGatewayBehaviour()

@@ -19,56 +19,56 @@ struct EndToEndFaultTests {
     func crashAndRestart() async throws {
         var scenario = SimulatorScenario()
         scenario.latency = .milliseconds(10)
-        let world = try await EndToEnd(scenario: scenario)
-        defer { Task { await world.close() } }
-        let count = 2000
-        let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let path = try world.configuration(maxInFlight: 20)
+        try await withEndToEnd(scenario: scenario) { world in
+            let count = 2000
+            let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            let path = try world.configuration(maxInFlight: 20)
 
-        let first = try BridgeProcess.start(
-            configurationPath: path, log: world.directory.appendingPathComponent("first.log"))
-        try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= count * 3 / 10 }
-        first.kill(signal: SIGKILL)
-        #expect(await first.waitForExit() == SIGKILL + 128)
-        let answeredAtCrash = world.simulator.statistics.requestsAnswered
-        #expect(answeredAtCrash < count, "the crash came after everything was sent: the test proves nothing")
+            let first = try BridgeProcess.start(
+                configurationPath: path, log: world.directory.appendingPathComponent("first.log"))
+            try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= count * 3 / 10 }
+            first.kill(signal: SIGKILL)
+            #expect(await first.waitForExit() == SIGKILL + 128)
+            let answeredAtCrash = world.simulator.statistics.requestsAnswered
+            #expect(answeredAtCrash < count, "the crash came after everything was sent: the test proves nothing")
 
-        let second = try BridgeProcess.start(
-            configurationPath: path, log: world.directory.appendingPathComponent("second.log"))
-        let results = try await world.results(timeout: .seconds(90)) { results in
-            Set(results.outcomes.map(\.token)).count >= count
+            let second = try BridgeProcess.start(
+                configurationPath: path, log: world.directory.appendingPathComponent("second.log"))
+            let results = try await world.results(timeout: .seconds(90)) { results in
+                Set(results.outcomes.map(\.token)).count >= count
+            }
+            second.kill(signal: SIGTERM)
+            #expect(await second.waitForExit() == 0)
+
+            #expect(Set(results.outcomes.map(\.token)) == Set((0..<count).map { EndToEnd.token($0) }))
+            var idsByToken: [String: Set<String>] = [:]
+            for outcome in results.outcomes { idsByToken[outcome.token, default: []].insert(outcome.notificationID) }
+            #expect(idsByToken.values.allSatisfy { $0.count == 1 }, "a re-processed notification changed its id")
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            #expect(try await world.committed() == perPartition)
         }
-        second.kill(signal: SIGTERM)
-        #expect(await second.waitForExit() == 0)
-
-        #expect(Set(results.outcomes.map(\.token)) == Set((0..<count).map { EndToEnd.token($0) }))
-        var idsByToken: [String: Set<String>] = [:]
-        for outcome in results.outcomes { idsByToken[outcome.token, default: []].insert(outcome.notificationID) }
-        #expect(idsByToken.values.allSatisfy { $0.count == 1 }, "a re-processed notification changed its id")
-        #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
-        #expect(try await world.committed() == perPartition)
     }
 
     @Test("APNs sends GOAWAY every 50 streams: every notification is delivered exactly once")
     func goAwayEveryFiftyStreams() async throws {
         var scenario = SimulatorScenario()
         scenario.goawayAfterStreams = 50
-        let world = try await EndToEnd(scenario: scenario)
-        defer { Task { await world.close() } }
-        let count = 600
-        let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let path = try world.configuration()
-        try await world.withBridge(configurationPath: path) { _ in
-            _ = try await world.results { $0.outcomes.count >= count }
+        try await withEndToEnd(scenario: scenario) { world in
+            let count = 600
+            let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            let path = try world.configuration()
+            try await world.withBridge(configurationPath: path) { _ in
+                _ = try await world.results { $0.outcomes.count >= count }
+            }
+            let results = try await world.results { $0.outcomes.count >= count }
+            #expect(results.outcomes.count == count)
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            let statistics = world.simulator.statistics
+            #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
+            #expect(statistics.byStatus[200] == count)
+            #expect(world.simulator.transportStatistics.connectionsAccepted >= count / 50)
+            #expect(try await world.committed() == perPartition)
         }
-        let results = try await world.results { $0.outcomes.count >= count }
-        #expect(results.outcomes.count == count)
-        #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
-        let statistics = world.simulator.statistics
-        #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
-        #expect(statistics.byStatus[200] == count)
-        #expect(world.simulator.transportStatistics.connectionsAccepted >= count / 50)
-        #expect(try await world.committed() == perPartition)
     }
 
     @Test("a 503 storm: retried with backoff, every notification ends with an outcome, none lost")
@@ -76,76 +76,77 @@ struct EndToEndFaultTests {
         var scenario = SimulatorScenario()
         scenario.serviceUnavailableRate = 0.3
         scenario.seed = 7
-        let world = try await EndToEnd(scenario: scenario)
-        defer { Task { await world.close() } }
-        let count = 300
-        let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let path = try world.configuration(maxAttempts: 10)
-        try await world.withBridge(configurationPath: path) { _ in
-            _ = try await world.results { $0.outcomes.count >= count }
+        try await withEndToEnd(scenario: scenario) { world in
+            let count = 300
+            let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            let path = try world.configuration(maxAttempts: 10)
+            try await world.withBridge(configurationPath: path) { _ in
+                _ = try await world.results { $0.outcomes.count >= count }
+            }
+            let results = try await world.results { $0.outcomes.count >= count }
+            #expect(results.notificationIDs.count == count)
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" || $0.status == "failed" })
+            #expect(results.outcomes.filter { $0.status == "delivered" }.count >= count - 2)
+            #expect((world.simulator.statistics.byStatus[503] ?? 0) > count / 10)
+            #expect(results.outcomes.contains { Int($0.json["attempts"] ?? "") ?? 0 > 1 })
+            let committed = try await world.committed()
+            #expect(
+                committed == perPartition,
+                "committed \(committed), produced \(perPartition), outcomes \(results.outcomes.count)")
         }
-        let results = try await world.results { $0.outcomes.count >= count }
-        #expect(results.notificationIDs.count == count)
-        #expect(results.outcomes.allSatisfy { $0.status == "delivered" || $0.status == "failed" })
-        #expect(results.outcomes.filter { $0.status == "delivered" }.count >= count - 2)
-        #expect((world.simulator.statistics.byStatus[503] ?? 0) > count / 10)
-        #expect(results.outcomes.contains { Int($0.json["attempts"] ?? "") ?? 0 > 1 })
-        let committed = try await world.committed()
-        #expect(
-            committed == perPartition,
-            "committed \(committed), produced \(perPartition), outcomes \(results.outcomes.count)")
     }
 
     @Test("the broker goes down and comes back mid-stream: nothing is lost")
     func brokerDownAndUp() async throws {
         var scenario = SimulatorScenario()
         scenario.latency = .milliseconds(5)
-        let world = try await EndToEnd(scenario: scenario)
-        defer { Task { await world.close() } }
-        let count = 1000
-        try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let path = try world.configuration(maxInFlight: 20)
-        try await world.withBridge(configurationPath: path) { _ in
-            try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= 200 }
-            try world.cluster.setBrokerDown(1)
-            try await Task.sleep(for: .seconds(2))
-            try world.cluster.setBrokerUp(1)
-            _ = try await world.results(timeout: .seconds(90)) { Set($0.outcomes.map(\.token)).count >= count }
+        try await withEndToEnd(scenario: scenario) { world in
+            let count = 1000
+            try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            let path = try world.configuration(maxInFlight: 20)
+            try await world.withBridge(configurationPath: path) { _ in
+                try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= 200 }
+                try world.cluster.setBrokerDown(1)
+                try await Task.sleep(for: .seconds(2))
+                try world.cluster.setBrokerUp(1)
+                _ = try await world.results(timeout: .seconds(90)) { Set($0.outcomes.map(\.token)).count >= count }
+            }
+            let results = try await world.results { Set($0.outcomes.map(\.token)).count >= count }
+            #expect(Set(results.outcomes.map(\.token)).count == count)
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            // Commits are not checked here: a broker outage can cost the member its group session, and the mock
+            // refuses commits during the rebalance that follows; the events are then processed again (same ids),
+            // which is at-least-once, not loss. The accounting, crash and fault tests above check the commits.
         }
-        let results = try await world.results { Set($0.outcomes.map(\.token)).count >= count }
-        #expect(Set(results.outcomes.map(\.token)).count == count)
-        #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
-        // Commits are not checked here: a broker outage can cost the member its group session, and the mock
-        // refuses commits during the rebalance that follows; the events are then processed again (same ids),
-        // which is at-least-once, not loss. The accounting, crash and fault tests above check the commits.
     }
 
     @Test("in-flight never exceeds kafka.max_in_flight, as /metrics shows")
     func backpressureThroughTheMetric() async throws {
         var scenario = SimulatorScenario()
         scenario.latency = .milliseconds(20)
-        let world = try await EndToEnd(scenario: scenario)
-        defer { Task { await world.close() } }
-        let count = 400
-        try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let path = try world.configuration(maxInFlight: 8)
-        let highest = try await world.withBridge(configurationPath: path) { started in
-            var highest = 0
-            let deadline = ContinuousClock.now + .seconds(60)
-            while world.simulator.statistics.requestsAnswered < count, ContinuousClock.now < deadline {
-                let (_, metrics) = try await httpGet(port: started.adminPort, path: "/metrics")
-                if let line = metrics.split(separator: "\n").first(where: { $0.hasPrefix("pushbridge_in_flight ") }),
-                    let value = Double(line.split(separator: " ").last ?? "")
-                {
-                    highest = max(highest, Int(value))
+        try await withEndToEnd(scenario: scenario) { world in
+            let count = 400
+            try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            let path = try world.configuration(maxInFlight: 8)
+            let highest = try await world.withBridge(configurationPath: path) { started in
+                var highest = 0
+                let deadline = ContinuousClock.now + .seconds(60)
+                while world.simulator.statistics.requestsAnswered < count, ContinuousClock.now < deadline {
+                    let (_, metrics) = try await httpGet(port: started.adminPort, path: "/metrics")
+                    if let line = metrics.split(separator: "\n").first(where: { $0.hasPrefix("pushbridge_in_flight ") }
+                    ),
+                        let value = Double(line.split(separator: " ").last ?? "")
+                    {
+                        highest = max(highest, Int(value))
+                    }
+                    try await Task.sleep(for: .milliseconds(10))
                 }
-                try await Task.sleep(for: .milliseconds(10))
+                return highest
             }
-            return highest
+            #expect(highest <= 8)
+            #expect(highest >= 4, "the bound was never approached: the test proves nothing")
+            #expect(world.simulator.statistics.requestsAnswered == count)
         }
-        #expect(highest <= 8)
-        #expect(highest >= 4, "the bound was never approached: the test proves nothing")
-        #expect(world.simulator.statistics.requestsAnswered == count)
     }
 }
 

@@ -18,79 +18,82 @@ struct EndToEndFeedbackTests {
         "outcomes, invalid-token records from error packets (v1) and from the feedback service (v2), commits at the end"
     )
     func feedbackEndToEnd() async throws {
-        let world = try await EndToEnd()
-        defer { Task { await world.close() } }
-        let count = 30
-        let dead = [EndToEnd.token(7), EndToEnd.token(19)]
-        let onlyFeedback = FeedbackTuple(timeEpochSeconds: 1_700_000_000, token: [UInt8](repeating: 0xFE, count: 32))
-        var behaviour = BinaryGatewayBehaviour()
-        behaviour.unregisteredTokens = Set(dead)
-        behaviour.feedbackTokens = [onlyFeedback]
-        let (gateway, feedback) = try await world.tls.startBinarySimulator(behaviour)
-        defer {
-            Task {
-                await feedback.close()
-                await gateway.close()
+        try await withEndToEnd { world in
+            let count = 30
+            let dead = [EndToEnd.token(7), EndToEnd.token(19)]
+            let onlyFeedback = FeedbackTuple(
+                timeEpochSeconds: 1_700_000_000, token: [UInt8](repeating: 0xFE, count: 32))
+            var behaviour = BinaryGatewayBehaviour()
+            behaviour.unregisteredTokens = Set(dead)
+            behaviour.feedbackTokens = [onlyFeedback]
+            let (gateway, feedback) = try await world.tls.startBinarySimulator(behaviour)
+            defer {
+                Task {
+                    await feedback.close()
+                    await gateway.close()
+                }
             }
-        }
-        let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let feedbackSection = #"feedback: { endpoint: "127.0.0.1:\#(feedback.port)", interval: 1s, timeout: 5s }"#
-        let path = try world.binaryConfiguration(
-            gatewayPort: gateway.port, binary: "{ quiet_window: 500ms, \(feedbackSection) }",
-            logLevel: "info")
-        let log = world.directory.appendingPathComponent("run.log")
-        let bridge = try BridgeProcess.start(configurationPath: path, log: log)
-        let feedbackTokens = Set(dead + [onlyFeedback.deviceToken])
-        let results = try await world.results(timeout: .seconds(90)) { results in
-            let v2 = results.invalidTokens.filter { $0["schema"] == "pushbridge.invalid-token.v2" }
-            return results.outcomes.count >= count && Set(v2.compactMap { $0["device_token"] }) == feedbackTokens
-                && results.invalidTokens.count >= 2 + feedbackTokens.count
-        }
-        // The end offsets are committed while it runs (every commit_interval), and again on the way out.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while try await world.committed() != perPartition, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(200))
-        }
-        bridge.kill(signal: SIGTERM)
-        let status = await bridge.waitForExit()
-        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        #expect(status == 0, "\(output)")
+            let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            let feedbackSection = #"feedback: { endpoint: "127.0.0.1:\#(feedback.port)", interval: 1s, timeout: 5s }"#
+            let path = try world.binaryConfiguration(
+                gatewayPort: gateway.port, binary: "{ quiet_window: 500ms, \(feedbackSection) }",
+                logLevel: "info")
+            let log = world.directory.appendingPathComponent("run.log")
+            let bridge = try BridgeProcess.start(configurationPath: path, log: log)
+            let feedbackTokens = Set(dead + [onlyFeedback.deviceToken])
+            let results = try await world.results(timeout: .seconds(90)) { results in
+                let v2 = results.invalidTokens.filter { $0["schema"] == "pushbridge.invalid-token.v2" }
+                return results.outcomes.count >= count && Set(v2.compactMap { $0["device_token"] }) == feedbackTokens
+                    && results.invalidTokens.count >= 2 + feedbackTokens.count
+            }
+            // The end offsets are committed while it runs (every commit_interval), and again on the way out.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await world.committed() != perPartition, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            bridge.kill(signal: SIGTERM)
+            let status = await bridge.waitForExit()
+            let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            #expect(status == 0, "\(output)")
 
-        // Outcomes: every notification once; the gateway's refusals are rejected.
-        #expect(results.notificationIDs.count == count)
-        #expect(results.outcomes.filter { $0.status == "delivered" }.count == count - dead.count)
-        #expect(Set(results.outcomes.filter { $0.status == "rejected" }.map(\.token)) == Set(dead))
-        #expect(results.outcomes.filter { $0.status == "rejected" }.allSatisfy { $0.reason == "BadDeviceToken" })
+            // Outcomes: every notification once; the gateway's refusals are rejected.
+            #expect(results.notificationIDs.count == count)
+            #expect(results.outcomes.filter { $0.status == "delivered" }.count == count - dead.count)
+            #expect(Set(results.outcomes.filter { $0.status == "rejected" }.map(\.token)) == Set(dead))
+            #expect(results.outcomes.filter { $0.status == "rejected" }.allSatisfy { $0.reason == "BadDeviceToken" })
 
-        // Invalid tokens: v1 from the error packets, v2 from the feedback service (its own token and the refused
-        // ones, reported after the gateway refused them).
-        let v1 = results.invalidTokenMessages.filter {
-            Results.strings($0.value)["schema"] == "pushbridge.invalid-token.v1"
-        }
-        let v2 = results.invalidTokenMessages.filter {
-            Results.strings($0.value)["schema"] == "pushbridge.invalid-token.v2"
-        }
-        #expect(v1.count + v2.count == results.invalidTokenMessages.count)
-        #expect(Set(v1.map { Results.strings($0.value)["device_token"] ?? "" }) == Set(dead))
-        #expect(Set(v2.map { Results.strings($0.value)["device_token"] ?? "" }) == feedbackTokens)
-        for message in v2 {
-            let record = Results.strings(message.value)
-            #expect(record["reason"] == "Unregistered")
-            #expect(record["apns_topic"] == "com.example.app", "the topic the app's routes send to")
-            #expect(record["notification_id"] == nil && record["route"] == nil && record["source"] == nil)
-            #expect(message.headers.contains { $0.name == "pushbridge-protocol" && $0.value == Array("binary".utf8) })
-        }
-        let own = v2.first { Results.strings($0.value)["device_token"] == onlyFeedback.deviceToken }
-        #expect(own.map { Results.strings($0.value)["invalid_since"] } == "2023-11-14T22:13:20.000Z")
-        let report = try RecordSchemas.validate(
-            v1.map { (.invalidToken, $0.value ?? []) } + v2.map { (.invalidTokenV2, $0.value ?? []) })
-        #expect(report.problems == [])
+            // Invalid tokens: v1 from the error packets, v2 from the feedback service (its own token and the refused
+            // ones, reported after the gateway refused them).
+            let v1 = results.invalidTokenMessages.filter {
+                Results.strings($0.value)["schema"] == "pushbridge.invalid-token.v1"
+            }
+            let v2 = results.invalidTokenMessages.filter {
+                Results.strings($0.value)["schema"] == "pushbridge.invalid-token.v2"
+            }
+            #expect(v1.count + v2.count == results.invalidTokenMessages.count)
+            #expect(Set(v1.map { Results.strings($0.value)["device_token"] ?? "" }) == Set(dead))
+            #expect(Set(v2.map { Results.strings($0.value)["device_token"] ?? "" }) == feedbackTokens)
+            for message in v2 {
+                let record = Results.strings(message.value)
+                #expect(record["reason"] == "Unregistered")
+                #expect(record["apns_topic"] == "com.example.app", "the topic the app's routes send to")
+                #expect(record["notification_id"] == nil && record["route"] == nil && record["source"] == nil)
+                #expect(
+                    message.headers.contains { $0.name == "pushbridge-protocol" && $0.value == Array("binary".utf8) })
+            }
+            let own = v2.first { Results.strings($0.value)["device_token"] == onlyFeedback.deviceToken }
+            #expect(own.map { Results.strings($0.value)["invalid_since"] } == "2023-11-14T22:13:20.000Z")
+            let report = try RecordSchemas.validate(
+                v1.map { (.invalidToken, $0.value ?? []) } + v2.map { (.invalidTokenV2, $0.value ?? []) })
+            #expect(report.problems == [])
 
-        // Commits at the end offsets; nothing the gateway processed was written twice.
-        #expect(try await world.committed() == perPartition)
-        #expect(gateway.statistics.processed.count == count - dead.count)
-        #expect(feedback.statistics.connections >= 2, "polled at start and again every interval")
-        #expect(output.contains("Polled the feedback service"))
-        #expect(!output.contains(dead[0]) && !output.contains(onlyFeedback.deviceToken), "tokens are logged shortened")
+            // Commits at the end offsets; nothing the gateway processed was written twice.
+            #expect(try await world.committed() == perPartition)
+            #expect(gateway.statistics.processed.count == count - dead.count)
+            #expect(feedback.statistics.connections >= 2, "polled at start and again every interval")
+            #expect(output.contains("Polled the feedback service"))
+            #expect(
+                !output.contains(dead[0]) && !output.contains(onlyFeedback.deviceToken), "tokens are logged shortened")
+        }
     }
 }

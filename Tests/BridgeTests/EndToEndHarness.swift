@@ -15,58 +15,50 @@ import Testing
 @testable import Bridge
 @testable import BridgeCore
 
-/// The whole product for one test: a Kafka broker (librdkafka's mock cluster, or a real broker shared by a
-/// suite), the APNs simulator over TLS + HTTP/2, a configuration file that points at both, and `pushbridge run`
-/// — either in process (``BridgeRuntime``) or as a child process.
-final class EndToEnd: Sendable {
+/// The whole product for one test, on a ``TestWorld`` (a Kafka broker — librdkafka's mock cluster, or a real broker
+/// shared by a suite — and the APNs simulator over TLS + HTTP/2): the input topic and the result topics, a
+/// configuration file that points at both, and `pushbridge run` — either in process (``BridgeRuntime``) or as a
+/// child process. Open one with ``withEndToEnd(partitions:scenario:broker:_:)``.
+struct EndToEnd: Sendable {
     static let keyID = "TESTKEY001"
     static let teamID = "TESTTEAM01"
-    static let resultTopicNames = ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"]
 
-    /// The broker: a mock cluster of this world's own, or a broker shared with other tests.
-    let broker: any TestKafkaBroker
-    /// Whether ``close()`` closes the broker (a mock cluster made for this world).
-    private let ownsBroker: Bool
+    /// The broker, the simulator and the directory.
+    let world: TestWorld
     /// The input topic; on a shared broker its name is unique to this world.
     let inputTopic: String
     /// The outcome, invalid-token and dead-letter topics, in that order; unique on a shared broker too.
     let topics: [String]
-    let simulator: APNSSimulatorServer
-    let directory: URL
-    let tls: TestTLS
 
+    /// The broker: a mock cluster of this world's own, or a broker shared with other tests.
+    var broker: any TestKafkaBroker { self.world.broker }
+    var simulator: APNSSimulatorServer { self.world.simulator }
+    var directory: URL { self.world.directory }
+    var tls: TestTLS { self.world.tls }
     /// The mock cluster, for the tests that make it fail.
-    var cluster: KafkaMockCluster {
-        guard let cluster = self.broker as? KafkaMockCluster else { preconditionFailure("not a mock cluster") }
-        return cluster
+    var cluster: KafkaMockCluster { self.world.cluster }
+
+    init(_ world: TestWorld) {
+        self.world = world
+        self.inputTopic = world.topic("events")
+        self.topics = TestWorld.resultTopicNames.map(world.topic)
     }
 
-    /// Starts a broker — a new mock cluster, or topics of their own on `broker` — (the input topic with
-    /// `partitions` partitions) and a simulator for `scenario` (its topics and JWT key are filled in here).
-    init(
-        partitions: Int32 = 4, scenario: SimulatorScenario = SimulatorScenario(), broker: (any TestKafkaBroker)? = nil
-    ) async throws {
-        let prefix = broker == nil ? "" : "e2e-\(UUID().uuidString.prefix(8).lowercased())."
-        self.broker = try broker ?? KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
-        self.ownsBroker = broker == nil
-        self.inputTopic = prefix + "events"
-        self.topics = Self.resultTopicNames.map { prefix + $0 }
-        try await self.broker.addTopic(self.inputTopic, partitions: partitions)
-        for topic in self.topics { try await self.broker.addTopic(topic, partitions: 1) }
-        self.tls = try TestTLS.generate()
-        self.directory = self.tls.directory
+    /// What ``withEndToEnd(partitions:scenario:broker:_:)`` opens: the input topic with `partitions`
+    /// partitions and the result topics — on a new mock cluster, or topics of their own on `broker` — and a
+    /// simulator for `scenario` (its topics and JWT key are filled in here).
+    static func world(partitions: Int32, scenario: SimulatorScenario, broker: (any TestKafkaBroker)?)
+        -> TestWorld.Configuration
+    {
         var scenario = scenario
         scenario.topics = ["com.example.app"]
-        self.simulator = try await self.tls.startSimulator(scenario: scenario, keyID: Self.keyID, teamID: Self.teamID)
-    }
-
-    func close() async {
-        await self.simulator.shutdown()
-        if self.ownsBroker { self.cluster.close() }
+        return TestWorld.Configuration(
+            topics: [("events", partitions)] + TestWorld.resultTopicNames.map { ($0, 1) }, scenario: scenario,
+            keyID: Self.keyID, teamID: Self.teamID, broker: broker, sharedTopicPrefix: "e2e")
     }
 
     func write(key: P256.Signing.PrivateKey, to name: String) throws {
-        try Data(key.pemRepresentation.utf8).write(to: self.directory.appendingPathComponent(name))
+        try self.world.write(key.pemRepresentation, to: name)
     }
 
     /// A configuration file for this cluster and simulator; returns its path.
@@ -118,7 +110,7 @@ final class EndToEnd: Sendable {
               ca_file: \(self.tls.caCertificatePath)
               auth:
                 type: token
-                key_file: \(self.directory.appendingPathComponent(keyFile).path)
+                key_file: \(self.world.path(keyFile))
                 key_id: \(Self.keyID)
                 team_id: \(Self.teamID)
               connections: \(connections)
@@ -187,10 +179,7 @@ final class EndToEnd: Sendable {
     /// Produces `values` round robin over the input partitions; returns how many went to each partition.
     @discardableResult
     func produce(_ values: [String], partitions: Int32 = 4) async throws -> [Int32: Int64] {
-        var configuration = KafkaProducerConfiguration(bootstrapServers: self.broker.bootstrapServers)
-        configuration.linger = .milliseconds(2)
-        configuration.properties = ["log_level": "0"]
-        let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
+        let producer = try KafkaProducer(configuration: producerConfiguration(self.broker), logger: quietLogger())
         var counts: [Int32: Int64] = [:]
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, value) in values.enumerated() {
@@ -251,29 +240,8 @@ final class EndToEnd: Sendable {
         expectComplete: Bool = true,
         until done: @escaping @Sendable (Results) -> Bool
     ) async throws -> Results {
-        let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(self.broker, group: "reader-\(UUID())"),
-            readingFromStart: self.topics.map { KafkaPartition(topic: $0, partition: 0) }, logger: quietLogger()
-        )
-        let collected = Mutex(Results())
-        let reader = Task {
-            for try await batch in consumer.batches {
-                let enough = collected.withLock { results in
-                    results.add(batch)
-                    return done(results)
-                }
-                if enough { return true }
-            }
-            return false
-        }
-        let watchdog = Task {
-            try await Task.sleep(for: timeout)
-            await consumer.close()
-        }
-        let finished = try await reader.value
-        watchdog.cancel()
-        await consumer.close()
-        let results = collected.withLock { $0 }
+        let (results, finished) = try await self.world.readBack(
+            self.topics, as: Results.self, timeout: timeout, until: done)
         if !finished && expectComplete {
             Issue.record(
                 "results incomplete after \(timeout): \(results.outcomes.count) outcomes, \(results.deadLetters.count) dead letters"
@@ -284,12 +252,23 @@ final class EndToEnd: Sendable {
 
     /// The group's committed offsets of the input topic.
     func committed(group: String = "pushbridge", partitions: Int32 = 4) async throws -> [Int32: Int64] {
-        try await committedOffsets(self.broker, group: group, topic: self.inputTopic, partitions: partitions)
+        try await self.world.committedOffsets(group: group, topic: self.inputTopic, partitions: partitions)
+    }
+}
+
+/// Opens an ``EndToEnd`` (``EndToEnd/world(partitions:scenario:broker:)``), runs `body` with it, and closes its world
+/// when `body` returns or throws.
+func withEndToEnd<Result>(
+    partitions: Int32 = 4, scenario: SimulatorScenario = SimulatorScenario(), broker: (any TestKafkaBroker)? = nil,
+    _ body: (EndToEnd) async throws -> Result
+) async throws -> Result {
+    try await withTestWorld(EndToEnd.world(partitions: partitions, scenario: scenario, broker: broker)) { world in
+        try await body(EndToEnd(world))
     }
 }
 
 /// What the result topics held.
-struct Results: Sendable {
+struct Results: ReadBackRecords {
     struct Outcome: Sendable {
         var json: [String: String]
         var raw: [UInt8]

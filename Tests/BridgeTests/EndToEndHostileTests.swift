@@ -22,80 +22,80 @@ struct EndToEndHostileTests {
         "hostile events among good ones: alive, ready, every event accounted for, commits at the end offsets, bounded memory"
     )
     func hostileEvents() async throws {
-        let world = try await EndToEnd()
-        defer { Task { await world.close() } }
-        let good = (0..<300).map { EndToEnd.alert([EndToEnd.token($0)]) }
-        var hostile = Self.hostileValues()
-        hostile.append(contentsOf: Self.hostileRecords())
-        var records = good.map { HostileRecord(value: Array($0.utf8)) }
-        // Interleaved: hostile events sit between good ones on every partition.
-        for (index, record) in hostile.enumerated() {
-            records.insert(record, at: min(records.count, index * 11 + 3))
-        }
-        let perPartition = try await Self.produce(records, to: world)
-        let adminPort = try freeLoopbackPort()
-        let path = try world.hostileConfiguration(adminPort: adminPort)
-        let bridge = try BridgeProcess.start(
-            configurationPath: path, log: world.directory.appendingPathComponent("hostile.log"))
-        defer { if bridge.process.isRunning { bridge.kill(signal: SIGKILL) } }
+        try await withEndToEnd { world in
+            let good = (0..<300).map { EndToEnd.alert([EndToEnd.token($0)]) }
+            var hostile = Self.hostileValues()
+            hostile.append(contentsOf: Self.hostileRecords())
+            var records = good.map { HostileRecord(value: Array($0.utf8)) }
+            // Interleaved: hostile events sit between good ones on every partition.
+            for (index, record) in hostile.enumerated() {
+                records.insert(record, at: min(records.count, index * 11 + 3))
+            }
+            let perPartition = try await Self.produce(records, to: world)
+            let adminPort = try freeLoopbackPort()
+            let path = try world.hostileConfiguration(adminPort: adminPort)
+            let bridge = try BridgeProcess.start(
+                configurationPath: path, log: world.directory.appendingPathComponent("hostile.log"))
+            defer { if bridge.process.isRunning { bridge.kill(signal: SIGKILL) } }
 
-        let total = Int64(records.count)
-        // Done when the lag (high watermark minus committed offset, as `pushbridge_consumer_lag`) is 0 on every partition. The
-        // committed offsets themselves are read after the bridge stopped: a reader in the bridge's group
-        // would make it rebalance.
-        let deadline = ContinuousClock.now + .seconds(150)
-        var metrics = ""
-        while bridge.process.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .seconds(1))
-            guard let (_, text) = try? await httpGet(port: adminPort, path: "/metrics") else { continue }
-            metrics = text
-            let lags = metricSamples(text, "pushbridge_consumer_lag")
-            if lags.count == 4, lags.allSatisfy({ $0 == 0 }), metricSum(text, "pushbridge_in_flight") == 0 { break }
-        }
-        #expect(bridge.process.isRunning, "the bridge died on a hostile event; see hostile.log")
-        let (readyStatus, readyBody) = try await httpGet(port: adminPort, path: "/readyz")
-        #expect(readyStatus == 200, "\(readyBody)")
-        let unmatched = metricSum(metrics, "pushbridge_events_unmatched_total")
-        let peakRSS = try peakResidentBytes(of: bridge.process.processIdentifier)
+            let total = Int64(records.count)
+            // Done when the lag (high watermark minus committed offset, as `pushbridge_consumer_lag`) is 0 on every partition. The
+            // committed offsets themselves are read after the bridge stopped: a reader in the bridge's group
+            // would make it rebalance.
+            let deadline = ContinuousClock.now + .seconds(150)
+            var metrics = ""
+            while bridge.process.isRunning, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .seconds(1))
+                guard let (_, text) = try? await httpGet(port: adminPort, path: "/metrics") else { continue }
+                metrics = text
+                let lags = metricSamples(text, "pushbridge_consumer_lag")
+                if lags.count == 4, lags.allSatisfy({ $0 == 0 }), metricSum(text, "pushbridge_in_flight") == 0 { break }
+            }
+            #expect(bridge.process.isRunning, "the bridge died on a hostile event; see hostile.log")
+            let (readyStatus, readyBody) = try await httpGet(port: adminPort, path: "/readyz")
+            #expect(readyStatus == 200, "\(readyBody)")
+            let unmatched = metricSum(metrics, "pushbridge_events_unmatched_total")
+            let peakRSS = try peakResidentBytes(of: bridge.process.processIdentifier)
 
-        let results = try await world.results(timeout: .seconds(60)) { results in
-            Int64(Self.accountedOffsets(results).count) + Int64(unmatched) >= total
-        }
-        bridge.kill(signal: SIGTERM)
-        #expect(await bridge.waitForExit() == 0)
-        #expect(try await world.committed() == perPartition)
+            let results = try await world.results(timeout: .seconds(60)) { results in
+                Int64(Self.accountedOffsets(results).count) + Int64(unmatched) >= total
+            }
+            bridge.kill(signal: SIGTERM)
+            #expect(await bridge.waitForExit() == 0)
+            #expect(try await world.committed() == perPartition)
 
-        // Every consumed event: outcomes, or a dead letter, or counted as unmatched.
-        let accounted = Self.accountedOffsets(results)
-        let deadLetterBytes = results.deadLetters.reduce(0) { $0 + ($1.value?.count ?? 0) }
-        #expect(
-            Int64(accounted.count) + Int64(unmatched) == total,
-            "accounted \(accounted.count) + unmatched \(unmatched) of \(total); \(results.deadLetters.count) dead letters of \(deadLetterBytes) bytes, first offsets \(results.deadLetters.prefix(3).map(\.offset))"
-        )
-        #expect(
-            Set(results.outcomes.filter { $0.status == "delivered" }.map(\.token)).isSuperset(
-                of: Set((0..<300).map { EndToEnd.token($0) })))
-        // Nothing with a control character ever reached APNs: faults visible before sending end `rejected`
-        // without a request, never `failed` after retries.
-        #expect(world.simulator.statistics.byStatus.keys.allSatisfy { $0 == 200 })
-        let statuses = Set(results.outcomes.map(\.status))
-        #expect(statuses.isSubset(of: ["delivered", "rejected"]), "\(statuses)")
-        let reasons = Set(results.outcomes.compactMap(\.reason))
-        // A collapse id with CR LF or control characters, an amplifying section, a huge token.
-        #expect(reasons.isSuperset(of: ["BadCollapseId", "PayloadTooLarge", "BadDeviceToken"]), "\(reasons)")
-        let errors = results.deadLetters.map { letter in
-            String(decoding: letter.headers.first { $0.name == "pushbridge-error" }?.value ?? [], as: UTF8.self)
+            // Every consumed event: outcomes, or a dead letter, or counted as unmatched.
+            let accounted = Self.accountedOffsets(results)
+            let deadLetterBytes = results.deadLetters.reduce(0) { $0 + ($1.value?.count ?? 0) }
+            #expect(
+                Int64(accounted.count) + Int64(unmatched) == total,
+                "accounted \(accounted.count) + unmatched \(unmatched) of \(total); \(results.deadLetters.count) dead letters of \(deadLetterBytes) bytes, first offsets \(results.deadLetters.prefix(3).map(\.offset))"
+            )
+            #expect(
+                Set(results.outcomes.filter { $0.status == "delivered" }.map(\.token)).isSuperset(
+                    of: Set((0..<300).map { EndToEnd.token($0) })))
+            // Nothing with a control character ever reached APNs: faults visible before sending end `rejected`
+            // without a request, never `failed` after retries.
+            #expect(world.simulator.statistics.byStatus.keys.allSatisfy { $0 == 200 })
+            let statuses = Set(results.outcomes.map(\.status))
+            #expect(statuses.isSubset(of: ["delivered", "rejected"]), "\(statuses)")
+            let reasons = Set(results.outcomes.compactMap(\.reason))
+            // A collapse id with CR LF or control characters, an amplifying section, a huge token.
+            #expect(reasons.isSuperset(of: ["BadCollapseId", "PayloadTooLarge", "BadDeviceToken"]), "\(reasons)")
+            let errors = results.deadLetters.map { letter in
+                String(decoding: letter.headers.first { $0.name == "pushbridge-error" }?.value ?? [], as: UTF8.self)
+            }
+            #expect(errors.contains { $0.contains("out of range") }, "\(errors)")
+            // A dead letter too large for Kafka was cut to fit and says so.
+            let truncated = results.deadLetters.filter { $0.headers.contains { $0.name == "pushbridge-truncated" } }
+            #expect(!truncated.isEmpty)
+            for letter in results.deadLetters {
+                let error = letter.headers.first { $0.name == "pushbridge-error" }?.value ?? []
+                #expect(error.count <= DeadLetter.maximumErrorBytes)
+                #expect(!error.contains { $0 < 0x20 })
+            }
+            #expect(peakRSS < Self.peakRSSBoundBytes, "peak RSS \(peakRSS >> 20) MiB")
         }
-        #expect(errors.contains { $0.contains("out of range") }, "\(errors)")
-        // A dead letter too large for Kafka was cut to fit and says so.
-        let truncated = results.deadLetters.filter { $0.headers.contains { $0.name == "pushbridge-truncated" } }
-        #expect(!truncated.isEmpty)
-        for letter in results.deadLetters {
-            let error = letter.headers.first { $0.name == "pushbridge-error" }?.value ?? []
-            #expect(error.count <= DeadLetter.maximumErrorBytes)
-            #expect(!error.contains { $0 < 0x20 })
-        }
-        #expect(peakRSS < Self.peakRSSBoundBytes, "peak RSS \(peakRSS >> 20) MiB")
     }
 
     /// Event values that are hostile to the parser, the templates, the headers or the numbers.
@@ -294,29 +294,31 @@ func metricSum(_ exposition: String, _ name: String) -> Double {
 struct EndToEndFatalProducerTests {
     @Test("a fatal producer error fails /healthz and /readyz, drains, and ends the run with an error")
     func fatalProducerError() async throws {
-        let world = try await EndToEnd()
-        defer { Task { await world.close() } }
-        try await world.produce((0..<20).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        let path = try world.configuration()
-        let observed = Mutex<(health: Int?, ready: Int?)>((nil, nil))
-        await #expect(throws: BridgeRuntime.Failure.self) {
-            try await world.withBridge(configurationPath: path) { started in
-                _ = try await world.results { $0.outcomes.count >= 20 }
-                try started.producer.raiseFatalErrorForTesting(reason: "test: sequence desynchronised")
-                // The bridge stops by itself; the admin server answers until the very end.
-                let deadline = ContinuousClock.now + .seconds(10)
-                while ContinuousClock.now < deadline {
-                    guard let (health, _) = try? await httpGet(port: started.adminPort, path: "/healthz") else { break }
-                    if health == 503 {
-                        let ready = try? await httpGet(port: started.adminPort, path: "/readyz")
-                        observed.withLock { $0 = (health, ready?.0) }
-                        break
+        try await withEndToEnd { world in
+            try await world.produce((0..<20).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            let path = try world.configuration()
+            let observed = Mutex<(health: Int?, ready: Int?)>((nil, nil))
+            await #expect(throws: BridgeRuntime.Failure.self) {
+                try await world.withBridge(configurationPath: path) { started in
+                    _ = try await world.results { $0.outcomes.count >= 20 }
+                    try started.producer.raiseFatalErrorForTesting(reason: "test: sequence desynchronised")
+                    // The bridge stops by itself; the admin server answers until the very end.
+                    let deadline = ContinuousClock.now + .seconds(10)
+                    while ContinuousClock.now < deadline {
+                        guard let (health, _) = try? await httpGet(port: started.adminPort, path: "/healthz") else {
+                            break
+                        }
+                        if health == 503 {
+                            let ready = try? await httpGet(port: started.adminPort, path: "/readyz")
+                            observed.withLock { $0 = (health, ready?.0) }
+                            break
+                        }
+                        try await Task.sleep(for: .milliseconds(2))
                     }
-                    try await Task.sleep(for: .milliseconds(2))
                 }
             }
+            #expect(observed.withLock { $0.health } == 503)
+            #expect(observed.withLock { $0.ready } == 503)
         }
-        #expect(observed.withLock { $0.health } == 503)
-        #expect(observed.withLock { $0.ready } == 503)
     }
 }

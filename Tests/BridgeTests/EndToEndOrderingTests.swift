@@ -78,79 +78,82 @@ struct EndToEndOrderingTests {
         scenario.serviceUnavailableRate = 0.15
         scenario.seed = 15
         scenario.receiveLogLimit = 100_000
-        let world = try await EndToEnd(partitions: 4, scenario: scenario)
-        defer { Task { await world.close() } }
-        // Updates interleaved over the keys, as a stream of many activities looks; a key stays on one partition.
-        var events: [(Int32, String, String)] = []
-        var inputOrder: [String: [Int]] = [:]  // device token -> sequence numbers in input order
-        for seq in 0..<updates {
-            for activity in 0..<keys {
-                let token = EndToEnd.token(0x1000 + activity)
-                events.append(
-                    (Int32(activity % 4), "act-\(activity)", Self.update(activity: activity, seq: seq, token: token)))
-                inputOrder[token, default: []].append(seq)
-            }
-        }
-        let perPartition = try await Self.produceInOrder(world, events)
-        let path = try world.configuration(
-            maxInFlight: 200, maxAttempts: 20, connections: 1, routes: Self.route(world, coalesce: false))
-        let count = keys * updates
-        try await world.withBridge(configurationPath: path) { _ in
-            _ = try await world.results { $0.notificationIDs.count >= count }
-        }
-        let results = try await world.results { $0.notificationIDs.count >= count }
-        #expect(results.outcomes.count == count)
-        #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
-
-        // What each notification is: its sequence number, through its source coordinates.
-        var sequenceByID: [String: Int] = [:]
-        let received = world.simulator.receivedRequests
-        #expect(received.count == world.simulator.statistics.requestsReceived, "the receive log is incomplete")
-        // The simulator saw the apns-ids; the outcome records say which event (partition, offset) each one is.
-        var offsetByID: [String: (partition: Int, offset: Int)] = [:]
-        for outcome in results.outcomes {
-            let source = try #require(
-                (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?["source"]
-                    as? [String: Any])
-            offsetByID[outcome.notificationID] = (source["partition"] as? Int ?? -1, source["offset"] as? Int ?? -1)
-        }
-        // Sequence numbers per partition follow the offsets: in partition p, the k-th event produced has offset k.
-        var eventsByPartition: [Int: [String]] = [:]
-        for (partition, _, value) in events { eventsByPartition[Int(partition), default: []].append(value) }
-        for (id, place) in offsetByID {
-            let value = try #require(eventsByPartition[place.partition]?[place.offset])
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(value.utf8)) as? [String: Any])
-            sequenceByID[id] = object["seq"] as? Int
-        }
-
-        var retried = 0
-        for (token, expected) in inputOrder {
-            let requests = received.filter { $0.deviceToken == token }
-            let sequence = requests.map { sequenceByID[$0.apnsID ?? ""] ?? -1 }
-            var runs: [Int] = []
-            for (index, seq) in sequence.enumerated() {
-                if runs.last == seq {
-                    retried += 1
-                    continue
-                }
-                runs.append(seq)
-                // The next update went out only after the previous one's final answer (200, after its retries).
-                if index > 0 {
-                    #expect(
-                        requests[index - 1].status == 200,
-                        "token \(token.suffix(4)): #\(seq) sent before #\(sequence[index - 1]) was answered 200")
+        try await withEndToEnd(partitions: 4, scenario: scenario) { world in
+            // Updates interleaved over the keys, as a stream of many activities looks; a key stays on one partition.
+            var events: [(Int32, String, String)] = []
+            var inputOrder: [String: [Int]] = [:]  // device token -> sequence numbers in input order
+            for seq in 0..<updates {
+                for activity in 0..<keys {
+                    let token = EndToEnd.token(0x1000 + activity)
+                    events.append(
+                        (
+                            Int32(activity % 4), "act-\(activity)",
+                            Self.update(activity: activity, seq: seq, token: token)
+                        ))
+                    inputOrder[token, default: []].append(seq)
                 }
             }
-            #expect(runs == expected, "token \(token.suffix(4)) received \(runs)")
+            let perPartition = try await Self.produceInOrder(world, events)
+            let path = try world.configuration(
+                maxInFlight: 200, maxAttempts: 20, connections: 1, routes: Self.route(world, coalesce: false))
+            let count = keys * updates
+            try await world.withBridge(configurationPath: path) { _ in
+                _ = try await world.results { $0.notificationIDs.count >= count }
+            }
+            let results = try await world.results { $0.notificationIDs.count >= count }
+            #expect(results.outcomes.count == count)
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+
+            // What each notification is: its sequence number, through its source coordinates.
+            var sequenceByID: [String: Int] = [:]
+            let received = world.simulator.receivedRequests
+            #expect(received.count == world.simulator.statistics.requestsReceived, "the receive log is incomplete")
+            // The simulator saw the apns-ids; the outcome records say which event (partition, offset) each one is.
+            var offsetByID: [String: (partition: Int, offset: Int)] = [:]
+            for outcome in results.outcomes {
+                let source = try #require(
+                    (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?["source"]
+                        as? [String: Any])
+                offsetByID[outcome.notificationID] = (source["partition"] as? Int ?? -1, source["offset"] as? Int ?? -1)
+            }
+            // Sequence numbers per partition follow the offsets: in partition p, the k-th event produced has offset k.
+            var eventsByPartition: [Int: [String]] = [:]
+            for (partition, _, value) in events { eventsByPartition[Int(partition), default: []].append(value) }
+            for (id, place) in offsetByID {
+                let value = try #require(eventsByPartition[place.partition]?[place.offset])
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(value.utf8)) as? [String: Any])
+                sequenceByID[id] = object["seq"] as? Int
+            }
+
+            var retried = 0
+            for (token, expected) in inputOrder {
+                let requests = received.filter { $0.deviceToken == token }
+                let sequence = requests.map { sequenceByID[$0.apnsID ?? ""] ?? -1 }
+                var runs: [Int] = []
+                for (index, seq) in sequence.enumerated() {
+                    if runs.last == seq {
+                        retried += 1
+                        continue
+                    }
+                    runs.append(seq)
+                    // The next update went out only after the previous one's final answer (200, after its retries).
+                    if index > 0 {
+                        #expect(
+                            requests[index - 1].status == 200,
+                            "token \(token.suffix(4)): #\(seq) sent before #\(sequence[index - 1]) was answered 200")
+                    }
+                }
+                #expect(runs == expected, "token \(token.suffix(4)) received \(runs)")
+            }
+            let statistics = world.simulator.statistics
+            #expect((statistics.byStatus[503] ?? 0) > count / 20, "too few 503s to prove retries keep the order")
+            #expect(retried == statistics.byStatus[503] ?? 0)
+            let concurrent = world.simulator.transportStatistics.maxConcurrentStreamsSeen
+            #expect(
+                concurrent >= 4,
+                "at most \(concurrent) streams at once on the one connection: keys did not go out concurrently")
+            #expect(try await world.committed() == perPartition)
         }
-        let statistics = world.simulator.statistics
-        #expect((statistics.byStatus[503] ?? 0) > count / 20, "too few 503s to prove retries keep the order")
-        #expect(retried == statistics.byStatus[503] ?? 0)
-        let concurrent = world.simulator.transportStatistics.maxConcurrentStreamsSeen
-        #expect(
-            concurrent >= 4,
-            "at most \(concurrent) streams at once on the one connection: keys did not go out concurrently")
-        #expect(try await world.committed() == perPartition)
     }
 
     @Test(
@@ -161,53 +164,55 @@ struct EndToEndOrderingTests {
         var scenario = SimulatorScenario()
         scenario.latency = .milliseconds(150)
         scenario.receiveLogLimit = 10_000
-        let world = try await EndToEnd(partitions: 4, scenario: scenario)
-        defer { Task { await world.close() } }
-        let token = EndToEnd.token(0xC0A1)
-        let events = (0..<count).map { seq in (Int32(2), "act-7", Self.update(activity: 7, seq: seq, token: token)) }
-        let perPartition = try await Self.produceInOrder(world, events)
-        let path = try world.configuration(maxInFlight: 1000, routes: Self.route(world, coalesce: true))
-        let metrics = try await world.withBridge(configurationPath: path) { started in
-            _ = try await world.results { $0.notificationIDs.count >= count }
-            return try await httpGet(port: started.adminPort, path: "/metrics").1
-        }
-        let results = try await world.results { $0.notificationIDs.count >= count }
-        #expect(results.outcomes.count == count, "every update has exactly one outcome")
-        #expect(results.notificationIDs.count == count)
-        let offsets = Dictionary(
-            uniqueKeysWithValues: results.outcomes.map { outcome in
-                let source = (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?["source"]
-                return (outcome.notificationID, (source as? [String: Any])?["offset"] as? Int ?? -1)
-            })
-        let sends = world.simulator.receivedRequests.filter { $0.deviceToken == token }
-        #expect(sends.count <= count / 10, "\(sends.count) sends for \(count) updates")
-        #expect(world.simulator.statistics.byToken[token]?.received == sends.count)
-        let newest = try #require(results.outcomes.first { offsets[$0.notificationID] == count - 1 })
-        #expect(newest.status == "delivered", "the newest update must be delivered")
-        #expect(sends.last?.apnsID == newest.notificationID)
-        var superseded = 0
-        for outcome in results.outcomes {
-            switch outcome.status {
-            case "delivered":
-                #expect(sends.contains { $0.apnsID == outcome.notificationID })
-                #expect(outcome.json["schema"] == "pushbridge.outcome.v1")
-            case "superseded":
-                superseded += 1
-                #expect(outcome.json["schema"] == "pushbridge.outcome.v2")
-                let replacement = try #require(outcome.json["superseded_by"])
-                #expect((offsets[replacement] ?? -1) > (offsets[outcome.notificationID] ?? .max))
-                #expect(!sends.contains { $0.apnsID == outcome.notificationID }, "a superseded update was sent")
-            default:
-                Issue.record("unexpected status \(outcome.status)")
+        try await withEndToEnd(partitions: 4, scenario: scenario) { world in
+            let token = EndToEnd.token(0xC0A1)
+            let events = (0..<count).map { seq in (Int32(2), "act-7", Self.update(activity: 7, seq: seq, token: token))
             }
+            let perPartition = try await Self.produceInOrder(world, events)
+            let path = try world.configuration(maxInFlight: 1000, routes: Self.route(world, coalesce: true))
+            let metrics = try await world.withBridge(configurationPath: path) { started in
+                _ = try await world.results { $0.notificationIDs.count >= count }
+                return try await httpGet(port: started.adminPort, path: "/metrics").1
+            }
+            let results = try await world.results { $0.notificationIDs.count >= count }
+            #expect(results.outcomes.count == count, "every update has exactly one outcome")
+            #expect(results.notificationIDs.count == count)
+            let offsets = Dictionary(
+                uniqueKeysWithValues: results.outcomes.map { outcome in
+                    let source = (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?[
+                        "source"]
+                    return (outcome.notificationID, (source as? [String: Any])?["offset"] as? Int ?? -1)
+                })
+            let sends = world.simulator.receivedRequests.filter { $0.deviceToken == token }
+            #expect(sends.count <= count / 10, "\(sends.count) sends for \(count) updates")
+            #expect(world.simulator.statistics.byToken[token]?.received == sends.count)
+            let newest = try #require(results.outcomes.first { offsets[$0.notificationID] == count - 1 })
+            #expect(newest.status == "delivered", "the newest update must be delivered")
+            #expect(sends.last?.apnsID == newest.notificationID)
+            var superseded = 0
+            for outcome in results.outcomes {
+                switch outcome.status {
+                case "delivered":
+                    #expect(sends.contains { $0.apnsID == outcome.notificationID })
+                    #expect(outcome.json["schema"] == "pushbridge.outcome.v1")
+                case "superseded":
+                    superseded += 1
+                    #expect(outcome.json["schema"] == "pushbridge.outcome.v2")
+                    let replacement = try #require(outcome.json["superseded_by"])
+                    #expect((offsets[replacement] ?? -1) > (offsets[outcome.notificationID] ?? .max))
+                    #expect(!sends.contains { $0.apnsID == outcome.notificationID }, "a superseded update was sent")
+                default:
+                    Issue.record("unexpected status \(outcome.status)")
+                }
+            }
+            #expect(superseded == count - sends.count)
+            #expect(
+                metrics.contains(
+                    #"pushbridge_notifications_total{route="live",status="superseded",reason=""} \#(superseded)"#))
+            let report = try RecordSchemas.validate(
+                results.outcomes.map { ($0.status == "superseded" ? .outcomeV2 : .outcome, $0.raw) })
+            #expect(report.problems == [])
+            #expect(try await world.committed() == perPartition)
         }
-        #expect(superseded == count - sends.count)
-        #expect(
-            metrics.contains(
-                #"pushbridge_notifications_total{route="live",status="superseded",reason=""} \#(superseded)"#))
-        let report = try RecordSchemas.validate(
-            results.outcomes.map { ($0.status == "superseded" ? .outcomeV2 : .outcome, $0.raw) })
-        #expect(report.problems == [])
-        #expect(try await world.committed() == perPartition)
     }
 }

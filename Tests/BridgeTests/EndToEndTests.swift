@@ -23,51 +23,51 @@ struct EndToEndTests {
     )
     func accounting() async throws {
         let accounting = AccountingScenario()
-        let world = try await EndToEnd(scenario: accounting.simulatorScenario)
-        defer { Task { await world.close() } }
-        let perPartition = try await world.produce(accounting.events)
-        let path = try world.configuration()
+        try await withEndToEnd(scenario: accounting.simulatorScenario) { world in
+            let perPartition = try await world.produce(accounting.events)
+            let path = try world.configuration()
 
-        try await world.withBridge(configurationPath: path) { _ in
-            _ = try await world.results(until: accounting.isComplete)
+            try await world.withBridge(configurationPath: path) { _ in
+                _ = try await world.results(until: accounting.isComplete)
+            }
+
+            let results = try await world.results(until: accounting.isComplete)
+            try accounting.check(results, world: world)
+            let committed = try await world.committed()
+            #expect(committed == perPartition)
         }
-
-        let results = try await world.results(until: accounting.isComplete)
-        try accounting.check(results, world: world)
-        let committed = try await world.committed()
-        #expect(committed == perPartition)
     }
 
     @Test(
         "wrong credentials halt the line: no outcomes, nothing committed, /readyz 503; fixed, everything is delivered")
     func wrongCredentials() async throws {
-        let world = try await EndToEnd()
-        defer { Task { await world.close() } }
-        let count = 12
-        let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        try world.write(key: P256.Signing.PrivateKey(), to: "Wrong.p8")
-        let wrong = try world.configuration(keyFile: "Wrong.p8")
+        try await withEndToEnd { world in
+            let count = 12
+            let perPartition = try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            try world.write(key: P256.Signing.PrivateKey(), to: "Wrong.p8")
+            let wrong = try world.configuration(keyFile: "Wrong.p8")
 
-        try await world.withBridge(configurationPath: wrong) { started in
-            try await waitUntil(timeout: .seconds(30)) { started.pipeline.gate.current != nil }
-            let (status, body) = try await httpGet(port: started.adminPort, path: "/readyz")
-            #expect(status == 503)
-            #expect(body.contains("InvalidProviderToken"))
-            try await Task.sleep(for: .milliseconds(500))
-        }
-        let afterHalt = try await world.results(timeout: .seconds(5), expectComplete: false) { _ in false }
-        #expect(afterHalt.outcomes.isEmpty)
-        #expect(try await world.committed().isEmpty)
+            try await world.withBridge(configurationPath: wrong) { started in
+                try await waitUntil(timeout: .seconds(30)) { started.pipeline.gate.current != nil }
+                let (status, body) = try await httpGet(port: started.adminPort, path: "/readyz")
+                #expect(status == 503)
+                #expect(body.contains("InvalidProviderToken"))
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            let afterHalt = try await world.results(timeout: .seconds(5), expectComplete: false) { _ in false }
+            #expect(afterHalt.outcomes.isEmpty)
+            #expect(try await world.committed().isEmpty)
 
-        let fixed = try world.configuration()
-        try await world.withBridge(configurationPath: fixed) { started in
-            _ = try await world.results { $0.outcomes.count >= count }
-            #expect(started.pipeline.readiness == .ready)
+            let fixed = try world.configuration()
+            try await world.withBridge(configurationPath: fixed) { started in
+                _ = try await world.results { $0.outcomes.count >= count }
+                #expect(started.pipeline.readiness == .ready)
+            }
+            let results = try await world.results { $0.outcomes.count >= count }
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            #expect(results.notificationIDs.count == count)
+            #expect(try await world.committed() == perPartition)
         }
-        let results = try await world.results { $0.outcomes.count >= count }
-        #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
-        #expect(results.notificationIDs.count == count)
-        #expect(try await world.committed() == perPartition)
     }
 }
 

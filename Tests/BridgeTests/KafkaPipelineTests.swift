@@ -22,7 +22,7 @@ struct KafkaPipelineTests {
         let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
         defer { cluster.close() }
         try cluster.createTopic("orders", partitionCount: 3)
-        for topic in ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"] {
+        for topic in TestWorld.resultTopicNames {
             try cluster.createTopic(topic, partitionCount: 1)
         }
         let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger())
@@ -69,8 +69,10 @@ struct KafkaPipelineTests {
         try await run.value
 
         let records = try await readBack(
-            cluster, topics: ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"], count: 162
-        )
+            TestWorld.resultTopicNames, from: cluster, as: RecordsByTopic.self, timeout: .seconds(30)
+        ) {
+            $0.count >= 162
+        }.records
         #expect(records["pushbridge.outcomes"]?.count == 144)
         #expect(records["pushbridge.invalid-tokens"]?.count == 9)
         let deadLetters = try #require(records["pushbridge.dead-letters"])
@@ -89,65 +91,6 @@ struct KafkaPipelineTests {
 }
 
 // MARK: Kafka helpers
-
-func quietLogger() -> Logger {
-    var logger = Logger(label: "bridge-tests")
-    logger.logLevel =
-        ProcessInfo.processInfo.environment["BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
-    return logger
-}
-
-func producerConfiguration(_ cluster: KafkaMockCluster) -> KafkaProducerConfiguration {
-    var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
-    configuration.linger = .milliseconds(2)
-    configuration.properties = ["log_level": "0"]
-    return configuration
-}
-
-/// Reads `topics` from the start with a fresh group until `count` records arrived (at most 30 s).
-func readBack(_ cluster: KafkaMockCluster, topics: [String], count: Int) async throws -> [String: [KafkaMessage]] {
-    let consumer = try KafkaConsumer(
-        configuration: consumerConfiguration(cluster, group: "reader-\(UUID())"), topics: topics, logger: quietLogger()
-    )
-    var byTopic: [String: [KafkaMessage]] = [:]
-    var total = 0
-    let deadline = ContinuousClock.now + .seconds(30)
-    let reader = Task {
-        var received: [KafkaMessage] = []
-        for try await batch in consumer.batches {
-            received += batch
-            if received.count >= count { break }
-        }
-        return received
-    }
-    let watchdog = Task {
-        try await Task.sleep(until: deadline)
-        await consumer.close()
-    }
-    for message in try await reader.value {
-        byTopic[message.topic, default: []].append(message)
-        total += 1
-    }
-    watchdog.cancel()
-    await consumer.close()
-    return byTopic
-}
-
-/// The group's committed offsets of `topic`'s partitions (asked without joining the group).
-func committedOffsets(
-    _ broker: some TestKafkaBroker, group: String, topic: String, partitions: Int32
-) async throws -> [Int32: Int64] {
-    let consumer = try KafkaConsumer(
-        configuration: consumerConfiguration(broker, group: group), readingFromStart: [], logger: quietLogger()
-    )
-    defer { Task { await consumer.close() } }
-    let offsets = try await consumer.committedOffsets(
-        for: (0..<partitions).map { KafkaPartition(topic: topic, partition: $0) }, timeout: .seconds(10)
-    )
-    var result: [Int32: Int64] = [:]
-    for (partition, offset) in offsets { result[partition.partition] = offset }
-    return result
-}
 
 extension KafkaMessage {
     var text: String { self.value.map { String(decoding: $0, as: UTF8.self) } ?? "" }
@@ -240,10 +183,14 @@ struct KafkaGroupPipelineTests {
         await groupB.triggerGracefulShutdown()
         try await runB.value
 
+        let expected = sinkA.acknowledged + sinkB.acknowledged
         let outcomes = try await readBack(
-            cluster, topics: ["pushbridge.outcomes"], count: sinkA.acknowledged + sinkB.acknowledged)
+            ["pushbridge.outcomes"], from: cluster, as: RecordsByTopic.self, timeout: .seconds(30)
+        ) {
+            $0.count >= expected
+        }.records
         let tokens = Set(
-            outcomes["pushbridge.outcomes", default: []].compactMap {
+            (outcomes["pushbridge.outcomes"] ?? []).compactMap {
                 $0.key.map { String(decoding: $0, as: UTF8.self) }
             })
         let missing = Set((0..<eventCount).map { "aa\($0)" }).subtracting(tokens)

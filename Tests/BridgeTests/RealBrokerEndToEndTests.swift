@@ -22,90 +22,90 @@ struct RealBrokerEndToEndTests {
     @Test("every event is accounted for, records match their schemas, commits reach the end; a restart resumes there")
     func accountingAndRestart() async throws {
         let accounting = AccountingScenario()
-        let world = try await EndToEnd(scenario: accounting.simulatorScenario, broker: try TansuBroker.current())
-        defer { Task { await world.close() } }
-        let group = "pushbridge-\(UUID())"
-        let perPartition = try await world.produce(accounting.events)
-        let path = try world.configuration(group: group)
+        try await withEndToEnd(scenario: accounting.simulatorScenario, broker: try TansuBroker.current()) { world in
+            let group = "pushbridge-\(UUID())"
+            let perPartition = try await world.produce(accounting.events)
+            let path = try world.configuration(group: group)
 
-        let first = try BridgeProcess.start(
-            configurationPath: path, log: world.directory.appendingPathComponent("first.log"))
-        let results = try await world.results(timeout: .seconds(120), until: accounting.isComplete)
-        first.kill(signal: SIGTERM)
-        #expect(await first.waitForExit() == 0, "\(world.log("first.log"))")
-        try accounting.check(results, world: world)
-        #expect(try await world.committed(group: group) == perPartition)
+            let first = try BridgeProcess.start(
+                configurationPath: path, log: world.directory.appendingPathComponent("first.log"))
+            let results = try await world.results(timeout: .seconds(120), until: accounting.isComplete)
+            first.kill(signal: SIGTERM)
+            #expect(await first.waitForExit() == 0, "\(world.log("first.log"))")
+            try accounting.check(results, world: world)
+            #expect(try await world.committed(group: group) == perPartition)
 
-        // More events, then a second run: it starts from the committed offsets, so only the new events are
-        // processed (a run that started from the beginning would repeat every outcome above).
-        let more = (0..<12).map { EndToEnd.alert([EndToEnd.token(5000 + $0)]) }
-        let added = try await world.produce(more)
-        let second = try BridgeProcess.start(
-            configurationPath: path, log: world.directory.appendingPathComponent("second.log"))
-        let total = accounting.notificationCount + more.count
-        let after = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= total }
-        // Give a run that wrongly started over the time to write its repeats before stopping it.
-        try await Task.sleep(for: .seconds(1))
-        second.kill(signal: SIGTERM)
-        #expect(await second.waitForExit() == 0, "\(world.log("second.log"))")
-        let final = try await world.results(timeout: .seconds(10), expectComplete: false) { _ in false }
-        #expect(final.outcomes.count == after.outcomes.count)
-        #expect(final.outcomes.count == total)
-        #expect(final.notificationIDs.count == total)
-        #expect(world.simulator.statistics.requestsReceived == accounting.expectedRequests + more.count)
-        #expect(try await world.committed(group: group) == perPartition.merging(added, uniquingKeysWith: +))
+            // More events, then a second run: it starts from the committed offsets, so only the new events are
+            // processed (a run that started from the beginning would repeat every outcome above).
+            let more = (0..<12).map { EndToEnd.alert([EndToEnd.token(5000 + $0)]) }
+            let added = try await world.produce(more)
+            let second = try BridgeProcess.start(
+                configurationPath: path, log: world.directory.appendingPathComponent("second.log"))
+            let total = accounting.notificationCount + more.count
+            let after = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= total }
+            // Give a run that wrongly started over the time to write its repeats before stopping it.
+            try await Task.sleep(for: .seconds(1))
+            second.kill(signal: SIGTERM)
+            #expect(await second.waitForExit() == 0, "\(world.log("second.log"))")
+            let final = try await world.results(timeout: .seconds(10), expectComplete: false) { _ in false }
+            #expect(final.outcomes.count == after.outcomes.count)
+            #expect(final.outcomes.count == total)
+            #expect(final.notificationIDs.count == total)
+            #expect(world.simulator.statistics.requestsReceived == accounting.expectedRequests + more.count)
+            #expect(try await world.committed(group: group) == perPartition.merging(added, uniquingKeysWith: +))
+        }
     }
 
     @Test("two instances split the partitions; when one stops the other takes them over: nothing lost or repeated")
     func twoInstancesRebalance() async throws {
         var scenario = SimulatorScenario()
         scenario.latency = .milliseconds(5)
-        let world = try await EndToEnd(scenario: scenario, broker: try TansuBroker.current())
-        defer { Task { await world.close() } }
-        let group = "pushbridge-\(UUID())"
-        let ports = (try freeLoopbackPort(), try freeLoopbackPort())
-        let pathA = try world.configuration(group: group, adminListen: "127.0.0.1:\(ports.0)", name: "a")
-        let pathB = try world.configuration(group: group, adminListen: "127.0.0.1:\(ports.1)", name: "b")
+        try await withEndToEnd(scenario: scenario, broker: try TansuBroker.current()) { world in
+            let group = "pushbridge-\(UUID())"
+            let ports = (try freeLoopbackPort(), try freeLoopbackPort())
+            let pathA = try world.configuration(group: group, adminListen: "127.0.0.1:\(ports.0)", name: "a")
+            let pathB = try world.configuration(group: group, adminListen: "127.0.0.1:\(ports.1)", name: "b")
 
-        // Both start together, so that they join one generation of the group (each rebalance costs seconds here).
-        let instanceA = try BridgeProcess.start(
-            configurationPath: pathA, log: world.directory.appendingPathComponent("a.log"))
-        let instanceB = try BridgeProcess.start(
-            configurationPath: pathB, log: world.directory.appendingPathComponent("b.log"))
-        // An instance reports lag for the partitions it was assigned (every 5 s): once both report some, the
-        // group has a generation with both members (a partition reported by both was moved by a rebalance).
-        let deadline = ContinuousClock.now + .seconds(90)
-        while ContinuousClock.now < deadline {
-            let a = await Self.assignedPartitions(adminPort: ports.0)
-            let b = await Self.assignedPartitions(adminPort: ports.1)
-            if !a.isEmpty, !b.isEmpty { break }
-            try await Task.sleep(for: .milliseconds(500))
+            // Both start together, so that they join one generation of the group (each rebalance costs seconds here).
+            let instanceA = try BridgeProcess.start(
+                configurationPath: pathA, log: world.directory.appendingPathComponent("a.log"))
+            let instanceB = try BridgeProcess.start(
+                configurationPath: pathB, log: world.directory.appendingPathComponent("b.log"))
+            // An instance reports lag for the partitions it was assigned (every 5 s): once both report some, the
+            // group has a generation with both members (a partition reported by both was moved by a rebalance).
+            let deadline = ContinuousClock.now + .seconds(90)
+            while ContinuousClock.now < deadline {
+                let a = await Self.assignedPartitions(adminPort: ports.0)
+                let b = await Self.assignedPartitions(adminPort: ports.1)
+                if !a.isEmpty, !b.isEmpty { break }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            let firstBatch = 200
+            var produced = try await world.produce((0..<firstBatch).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            _ = try await world.results(timeout: .seconds(90)) { Set($0.outcomes.map(\.token)).count >= firstBatch }
+            let consumedA = await Self.consumedEvents(adminPort: ports.0)
+            let consumedB = await Self.consumedEvents(adminPort: ports.1)
+            #expect(consumedA > 0 && consumedB > 0, "the partitions were not split: A \(consumedA), B \(consumedB)")
+            #expect(consumedA + consumedB == firstBatch)
+
+            // A leaves; B is assigned all four partitions after the rebalance and processes the second batch alone.
+            instanceA.kill(signal: SIGTERM)
+            #expect(await instanceA.waitForExit() == 0, "\(world.log("a.log"))")
+            let secondBatch = 200
+            let added = try await world.produce(
+                (firstBatch..<(firstBatch + secondBatch)).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            produced.merge(added, uniquingKeysWith: +)
+            let total = firstBatch + secondBatch
+            _ = try await world.results(timeout: .seconds(120)) { Set($0.outcomes.map(\.token)).count >= total }
+            instanceB.kill(signal: SIGTERM)
+            #expect(await instanceB.waitForExit() == 0, "\(world.log("b.log"))")
+
+            let results = try await world.results(timeout: .seconds(10), expectComplete: false) { _ in false }
+            #expect(Set(results.outcomes.map(\.token)) == Set((0..<total).map { EndToEnd.token($0) }), "lost")
+            #expect(results.outcomes.count == total, "repeated: \(results.outcomes.count - total) outcomes")
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            #expect(try await world.committed(group: group) == produced)
         }
-        let firstBatch = 200
-        var produced = try await world.produce((0..<firstBatch).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        _ = try await world.results(timeout: .seconds(90)) { Set($0.outcomes.map(\.token)).count >= firstBatch }
-        let consumedA = await Self.consumedEvents(adminPort: ports.0)
-        let consumedB = await Self.consumedEvents(adminPort: ports.1)
-        #expect(consumedA > 0 && consumedB > 0, "the partitions were not split: A \(consumedA), B \(consumedB)")
-        #expect(consumedA + consumedB == firstBatch)
-
-        // A leaves; B is assigned all four partitions after the rebalance and processes the second batch alone.
-        instanceA.kill(signal: SIGTERM)
-        #expect(await instanceA.waitForExit() == 0, "\(world.log("a.log"))")
-        let secondBatch = 200
-        let added = try await world.produce(
-            (firstBatch..<(firstBatch + secondBatch)).map { EndToEnd.alert([EndToEnd.token($0)]) })
-        produced.merge(added, uniquingKeysWith: +)
-        let total = firstBatch + secondBatch
-        _ = try await world.results(timeout: .seconds(120)) { Set($0.outcomes.map(\.token)).count >= total }
-        instanceB.kill(signal: SIGTERM)
-        #expect(await instanceB.waitForExit() == 0, "\(world.log("b.log"))")
-
-        let results = try await world.results(timeout: .seconds(10), expectComplete: false) { _ in false }
-        #expect(Set(results.outcomes.map(\.token)) == Set((0..<total).map { EndToEnd.token($0) }), "lost")
-        #expect(results.outcomes.count == total, "repeated: \(results.outcomes.count - total) outcomes")
-        #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
-        #expect(try await world.committed(group: group) == produced)
     }
 
     /// The partitions an instance reports `pushbridge_consumer_lag` for (those it was assigned at some point).

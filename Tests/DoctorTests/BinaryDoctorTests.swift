@@ -14,32 +14,32 @@ import Testing
         unregisteredProbe: Bool, trustsGateway: Bool = true,
         feedbackTokens: [FeedbackTuple] = [], feedbackPort: Int? = nil
     ) async throws -> (checks: [DoctorCheck], feedback: BinaryFeedbackService.Statistics) {
-        let setup = try await DoctorSetup()
-        var behaviour = BinaryGatewayBehaviour()
-        if unregisteredProbe { behaviour.unregisteredTokens = [Doctor.probeDeviceToken] }
-        behaviour.feedbackTokens = feedbackTokens
-        let other = try TestTLS.generate(name: "Other")
-        let (gateway, feedback) = try await setup.tls.startBinarySimulator(
-            behaviour, server: trustsGateway ? nil : other)
-        let apps = """
-            apps:
-              legacy:
-                protocol: binary
-                environment: sandbox
-                ca_file: \(setup.tls.caCertificatePath)
-                auth: { type: certificate, cert_file: \(setup.tls.clientCertificatePath), key_file: \(setup.tls.clientKeyPath) }
-                endpoint: "127.0.0.1:\(gateway.port)"
-                binary:
-                  quiet_window: 2s
-                  feedback: { endpoint: "127.0.0.1:\(feedbackPort ?? feedback.port)", topic: com.example.app }
-            """
-        let checks = try await setup.doctor(try setup.configuration(apps: apps))
-        let statistics = feedback.statistics
-        await feedback.close()
-        await gateway.close()
-        await setup.close()
-        other.remove()
-        return (checks, statistics)
+        return try await withDoctorSetup { setup in
+            var behaviour = BinaryGatewayBehaviour()
+            if unregisteredProbe { behaviour.unregisteredTokens = [Doctor.probeDeviceToken] }
+            behaviour.feedbackTokens = feedbackTokens
+            let other = try TestTLS.generate(name: "Other")
+            let (gateway, feedback) = try await setup.tls.startBinarySimulator(
+                behaviour, server: trustsGateway ? nil : other)
+            let apps = """
+                apps:
+                  legacy:
+                    protocol: binary
+                    environment: sandbox
+                    ca_file: \(setup.tls.caCertificatePath)
+                    auth: { type: certificate, cert_file: \(setup.tls.clientCertificatePath), key_file: \(setup.tls.clientKeyPath) }
+                    endpoint: "127.0.0.1:\(gateway.port)"
+                    binary:
+                      quiet_window: 2s
+                      feedback: { endpoint: "127.0.0.1:\(feedbackPort ?? feedback.port)", topic: com.example.app }
+                """
+            let checks = try await setup.doctor(try setup.configuration(apps: apps))
+            let statistics = feedback.statistics
+            await feedback.close()
+            await gateway.close()
+            other.remove()
+            return (checks, statistics)
+        }
     }
 
     /// Apple's feedback service hands its entries to any client that completes the TLS handshake and forgets them:

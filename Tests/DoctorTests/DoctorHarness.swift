@@ -10,68 +10,53 @@ import SwiftASN1
 import TestSupport
 import X509
 
-/// A production-like setup for `pushbridge doctor`: librdkafka's mock cluster (or a real broker shared by a suite)
-/// with the topics, the APNs simulator over TLS + HTTP/2 (answering the all-zero token `BadDeviceToken`, as APNs
-/// does), a `.p8` key it trusts, and a configuration file pointing at both. Each knob breaks one thing.
-final class DoctorSetup: Sendable {
+/// A production-like setup for `pushbridge doctor`, on a ``TestWorld``: librdkafka's mock cluster (or a real broker
+/// shared by a suite) with the topics, the APNs simulator over TLS + HTTP/2 (answering the all-zero token
+/// `BadDeviceToken`, as APNs does), a `.p8` key it trusts, and a configuration file pointing at both. Each knob
+/// breaks one thing. Open one with ``withDoctorSetup(createInputTopic:simulatorClock:acceptsClientCertificates:broker:channels:_:)``.
+struct DoctorSetup: Sendable {
     static let keyID = "DOCTORKEY1"
     static let teamID = "DOCTORTEAM"
     static let inputTopic = "events"
     static let bundleID = "com.example.app"
-    static let resultTopics = ["pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters"]
+
+    /// The broker, the simulator and the directory.
+    let world: TestWorld
 
     /// The broker: a mock cluster of this setup's own, or a broker shared with other tests.
-    let broker: any TestKafkaBroker
-    /// Whether ``close()`` closes the broker (a mock cluster made for this setup).
-    private let ownsBroker: Bool
+    var broker: any TestKafkaBroker { self.world.broker }
     /// Prefixed to every topic name on a shared broker, so that each setup has topics of its own.
-    let topicPrefix: String
-    let simulator: APNSSimulatorServer
-    let tls: TestTLS
-    var directory: URL { self.tls.directory }
+    var topicPrefix: String { self.world.topicPrefix }
+    var simulator: APNSSimulatorServer { self.world.simulator }
+    var tls: TestTLS { self.world.tls }
+    var directory: URL { self.world.directory }
 
-    /// Starts the cluster (with the input topic unless `createInputTopic` is false) and the simulator, whose
-    /// clock is `simulatorClock`.
-    /// With `acceptsClientCertificates`, the simulator authenticates clients by certificates the test CA signed.
-    /// With `broker`, the topics are made there instead of on a new mock cluster, with names of this setup's own.
-    init(
-        createInputTopic: Bool = true,
-        simulatorClock: any WallClock = SystemWallClock(),
-        acceptsClientCertificates: Bool = false,
-        broker: (any TestKafkaBroker)? = nil,
-        channels: [SimulatorScenario.Channel] = []
-    ) async throws {
-        self.broker = try broker ?? KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
-        self.ownsBroker = broker == nil
-        self.topicPrefix = broker == nil ? "" : "doctor-\(UUID().uuidString.prefix(8).lowercased())."
-        if createInputTopic {
-            try await self.broker.addTopic(self.topicPrefix + Self.inputTopic, partitions: 2)
-        }
-        for topic in Self.resultTopics { try await self.broker.addTopic(self.topicPrefix + topic, partitions: 1) }
-        self.tls = try TestTLS.generate(name: "Doctor Test")
+    /// What ``withDoctorSetup(createInputTopic:simulatorClock:acceptsClientCertificates:broker:channels:_:)``
+    /// opens: the cluster (with the input topic unless `createInputTopic` is false) and the simulator, whose clock
+    /// is `simulatorClock`. With `acceptsClientCertificates`, the simulator authenticates clients by certificates
+    /// the test CA signed. With `broker`, the topics are made there instead of on a new mock cluster, with names of
+    /// this setup's own.
+    static func world(
+        createInputTopic: Bool, simulatorClock: any WallClock, acceptsClientCertificates: Bool,
+        broker: (any TestKafkaBroker)?, channels: [SimulatorScenario.Channel]
+    ) -> TestWorld.Configuration {
         var scenario = SimulatorScenario()
         scenario.topics = [Self.bundleID]
         scenario.badTokens = [Doctor.probeDeviceToken]
         scenario.channels = channels
-        if acceptsClientCertificates {
-            scenario.clientCAFile = self.tls.caCertificatePath
-        }
-        self.simulator = try await self.tls.startSimulator(
-            scenario: scenario, keyID: Self.keyID, teamID: Self.teamID, clock: simulatorClock)
-    }
-
-    func close() async {
-        await self.simulator.shutdown()
-        if self.ownsBroker, let cluster = self.broker as? KafkaMockCluster { cluster.close() }
-        self.tls.remove()
+        scenario.receiveLogLimit = 100  // doctor sends a handful of requests; tests read them back
+        return TestWorld.Configuration(
+            topics: (createInputTopic ? [(name: Self.inputTopic, partitions: Int32(2))] : [])
+                + TestWorld.resultTopicNames.map { ($0, 1) },
+            scenario: scenario, keyID: Self.keyID, teamID: Self.teamID, tlsName: "Doctor Test",
+            acceptsClientCertificates: acceptsClientCertificates, simulatorClock: simulatorClock, broker: broker,
+            sharedTopicPrefix: "doctor")
     }
 
     /// Writes `text` into the setup's directory; returns the path.
     @discardableResult
     func write(_ text: String, to name: String) throws -> String {
-        let url = self.directory.appendingPathComponent(name)
-        try Data(text.utf8).write(to: url)
-        return url.path
+        try self.world.write(text, to: name)
     }
 
     /// The token `auth:` block with `keyFile` (a name in the directory).
@@ -79,7 +64,7 @@ final class DoctorSetup: Sendable {
         """
         auth:
             type: token
-            key_file: \(self.directory.appendingPathComponent(keyFile).path)
+            key_file: \(self.world.path(keyFile))
             key_id: \(Self.keyID)
             team_id: \(Self.teamID)
         """
@@ -107,7 +92,7 @@ final class DoctorSetup: Sendable {
             \(apps)
             routes:
               - name: alerts
-                input_topic: \(self.topicPrefix + Self.inputTopic)
+                input_topic: \(self.world.topic(Self.inputTopic))
                 device_tokens: "{{token}}"
                 topic: \(Self.bundleID)
                 payload:
@@ -115,9 +100,9 @@ final class DoctorSetup: Sendable {
                     alert: "{{text}}"
             \(extraRoutes)
             outcomes:
-              topic: \(self.topicPrefix + Self.resultTopics[0])
-              invalid_tokens_topic: \(self.topicPrefix + Self.resultTopics[1])
-              dead_letter_topic: \(self.topicPrefix + Self.resultTopics[2])
+              topic: \(self.world.topic(TestWorld.resultTopicNames[0]))
+              invalid_tokens_topic: \(self.world.topic(TestWorld.resultTopicNames[1]))
+              dead_letter_topic: \(self.world.topic(TestWorld.resultTopicNames[2]))
             admin:
               listen: 127.0.0.1:0
 
@@ -220,6 +205,22 @@ final class DoctorSetup: Sendable {
                 key_file: \(keyPath)
             """
     }
+}
+
+/// Opens a ``DoctorSetup`` (``DoctorSetup/world(createInputTopic:simulatorClock:acceptsClientCertificates:broker:channels:)``),
+/// runs `body` with it, and closes its world when `body` returns or throws.
+func withDoctorSetup<Result>(
+    createInputTopic: Bool = true,
+    simulatorClock: any WallClock = SystemWallClock(),
+    acceptsClientCertificates: Bool = false,
+    broker: (any TestKafkaBroker)? = nil,
+    channels: [SimulatorScenario.Channel] = [],
+    _ body: (DoctorSetup) async throws -> Result
+) async throws -> Result {
+    let world = DoctorSetup.world(
+        createInputTopic: createInputTopic, simulatorClock: simulatorClock,
+        acceptsClientCertificates: acceptsClientCertificates, broker: broker, channels: channels)
+    return try await withTestWorld(world) { world in try await body(DoctorSetup(world: world)) }
 }
 
 /// A clock `offset` away from the system's.

@@ -22,14 +22,14 @@ struct RealBrokerDoctorTests {
     }
 
     func doctor(_ broker: TansuBroker, at address: String) async throws -> Run {
-        let setup = try await DoctorSetup(broker: broker)
-        let path = try setup.configuration(bootstrapServers: address)
-        let result = try await PushBridgeExecutable.run(["doctor", "--config", path, "--kafka-timeout", "3"])
-        await setup.close()
-        return Run(
-            status: result.status, lines: result.standardOutput.split(separator: "\n").map(String.init),
-            output: result.standardOutput + result.standardError
-        )
+        return try await withDoctorSetup(broker: broker) { setup in
+            let path = try setup.configuration(bootstrapServers: address)
+            let result = try await PushBridgeExecutable.run(["doctor", "--config", path, "--kafka-timeout", "3"])
+            return Run(
+                status: result.status, lines: result.standardOutput.split(separator: "\n").map(String.init),
+                output: result.standardOutput + result.standardError
+            )
+        }
     }
 
     @Test func passesEveryCheckThroughTheApiVersionsProxy() async throws {
