@@ -1,7 +1,7 @@
 import HTTP2
 import Logging
 import NIOCore
-import Synchronization
+import Waiting
 
 /// N HTTP/2 connections to one APNs endpoint: requests go to the least-loaded live connection; a connection
 /// that went away (GOAWAY, loss) is replaced by a fresh one (fresh DNS), and failed connection attempts back
@@ -22,6 +22,9 @@ final class ConnectionPool: Sendable {
         /// Requests leased per connection and not yet released: the load the least-loaded choice compares.
         /// Counted here, at lease time, because the connection's own counters lag behind a burst of leases.
         var inFlight: [ObjectIdentifier: Int] = [:]
+        /// Incremented when a connection opens or fails, and at shutdown: what a lease waiting for a connection
+        /// waits for.
+        var generation = 0
     }
 
     private enum Choice {
@@ -36,8 +39,7 @@ final class ConnectionPool: Sendable {
     private let reconnectMaximumDelay: Duration
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
-    private let state: Mutex<State>
-    private let changes = ChangeSignal()
+    private let state: AsyncCondition<State>
 
     init(
         size: Int,
@@ -52,7 +54,7 @@ final class ConnectionPool: Sendable {
         self.reconnectMaximumDelay = reconnectMaximumDelay
         self.eventLoopGroup = eventLoopGroup
         self.logger = logger
-        self.state = Mutex(
+        self.state = AsyncCondition(
             State(slots: Array(repeating: .empty, count: size), consecutiveFailures: Array(repeating: 0, count: size)))
     }
 
@@ -95,7 +97,7 @@ final class ConnectionPool: Sendable {
 
     /// Connections open and accepting requests now.
     var openConnections: Int {
-        self.state.withLock { state in
+        self.state.read { state in
             state.slots.reduce(0) { count, slot in
                 if case .ready(let connection) = slot, connection.isAcceptingRequests { return count + 1 }
                 return count
@@ -104,12 +106,12 @@ final class ConnectionPool: Sendable {
     }
 
     /// The last connection failure, for an `unreachable` result.
-    var lastConnectError: String? { self.state.withLock { $0.lastConnectError } }
+    var lastConnectError: String? { self.state.read { $0.lastConnectError } }
 
     /// A live connection, connecting one first when none is; `nil` when none could be had before `deadline`.
     func lease(deadline: ContinuousClock.Instant) async -> HTTP2ClientConnection? {
         while true {
-            let generation = self.changes.generation
+            let generation = self.state.read { $0.generation }
             switch self.choose() {
             case .shutDown:
                 return nil
@@ -126,7 +128,8 @@ final class ConnectionPool: Sendable {
                 let now = ContinuousClock.now
                 if now >= deadline { return nil }
                 let wakeAt = min(until ?? deadline, deadline)
-                await self.changes.wait(after: generation, timeout: now.duration(to: wakeAt))
+                let changed = await self.state.wait(deadline: wakeAt) { $0.generation != generation ? () : nil }
+                if case .cancelled = changed { return nil }
             }
             if ContinuousClock.now >= deadline { return nil }
         }
@@ -166,9 +169,9 @@ final class ConnectionPool: Sendable {
                 return nil
             }
             state.slots = state.slots.map { _ in .empty }
+            state.generation += 1
             return open
         }
-        self.changes.signal()
         await withTaskGroup(of: Void.self) { group in
             for connection in connections {
                 group.addTask { await connection.close() }
@@ -253,9 +256,9 @@ final class ConnectionPool: Sendable {
                 guard !state.isShutDown else { return false }
                 // The failure count is not reset here: SETTINGS alone prove little (see `served`).
                 state.slots[index] = .ready(connection)
+                state.generation += 1
                 return true
             }
-            self.changes.signal()
             if !accepted {
                 await connection.close()
                 return nil
@@ -271,6 +274,7 @@ final class ConnectionPool: Sendable {
                 )
                 state.slots[index] = .backingOff(until: .now + delay)
                 state.lastConnectError = "\(error)"
+                state.generation += 1
                 return delay
             }
             self.logger.warning(
@@ -278,7 +282,6 @@ final class ConnectionPool: Sendable {
                 error: error,
                 metadata: ["apns.slot": "\(index)", "apns.retry_in": "\(delay)"]
             )
-            self.changes.signal()
             return nil
         }
     }
@@ -299,60 +302,5 @@ final class ConnectionPool: Sendable {
         // `initial * factor` could overflow Duration for a huge `initial`; compare by division instead.
         let capped = initial > maximum / factor ? maximum : initial * factor
         return capped * Double.random(in: 0.5...1)
-    }
-}
-
-/// Wakes tasks waiting for the pool to change (a connection opened or failed), with a timeout.
-final class ChangeSignal: Sendable {
-    private struct State {
-        var generation = 0
-        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiterID = 0
-    }
-
-    private let state = Mutex(State())
-
-    /// Incremented by every ``signal()``.
-    var generation: Int { self.state.withLock { $0.generation } }
-
-    /// Wakes every waiter.
-    func signal() {
-        let waiters = self.state.withLock { state in
-            state.generation += 1
-            let waiters = state.waiters.values
-            state.waiters = [:]
-            return Array(waiters)
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    /// Returns when a signal arrives after `generation` was read, after `timeout`, or on cancellation.
-    func wait(after generation: Int, timeout: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.waitForSignal(after: generation) }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            _ = await group.next()
-            group.cancelAll()
-        }
-    }
-
-    private func waitForSignal(after generation: Int) async {
-        let id = self.state.withLock { state in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = self.state.withLock { state in
-                    if state.generation != generation || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume()
-        }
     }
 }

@@ -61,13 +61,12 @@ struct FlowControl: Sendable, Hashable {
         return self.inFlight.count < self.limits.count && bytes <= self.limits.bytes - self.inFlight.bytes
     }
 
-    /// Whether the first waiting piece, holding `bytes`, gets room now: it fits, and in flight has fallen to
-    /// the ``resumeLevels`` (or nothing is in flight). Handing room to the waiting consumer on every single
-    /// acknowledgement of a full line would cost it a wake-up per piece; from the resume levels it takes a
-    /// quarter of the bound in one go.
-    func admitsWaiter(bytes: Int) -> Bool {
-        guard self.fits(bytes: bytes) else { return false }
-        return self.inFlight.count == 0 || self.isDownToResumeLevels
+    /// Whether room goes to waiting pieces now (each takes it while it ``fits(bytes:)``): in flight has fallen to
+    /// the ``resumeLevels``, or nothing is in flight. Handing room to the waiting consumer on every single
+    /// acknowledgement of a full line would cost it a wake-up per piece; from the resume levels it takes a quarter of
+    /// the bound in one go.
+    var admitsWaiters: Bool {
+        self.inFlight.count == 0 || self.isDownToResumeLevels
     }
 
     /// Whether in flight is at or below both ``resumeLevels``.

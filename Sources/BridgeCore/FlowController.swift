@@ -1,5 +1,4 @@
-import DequeModule
-import Synchronization
+import Waiting
 
 /// Applies ``FlowControl`` to a source: hands out room for pieces of work (``acquire(bytes:)`` suspends while
 /// the line is full, so the consumer stops taking events instead of buffering them), and pauses or resumes
@@ -12,24 +11,18 @@ import Synchronization
 /// with no reason left to resume them. Pausing and resuming only flag partitions in librdkafka, so the lock is
 /// held briefly.
 final class FlowController: Sendable {
-    private struct Waiter {
-        var id: UInt64
-        var bytes: Int
-        var continuation: CheckedContinuation<Bool, Never>
-    }
-
     private struct State {
         var flow: FlowControl
-        var waiters: Deque<Waiter> = []
-        var nextWaiterID: UInt64 = 0
         /// Set by ``stopWaiting()``: nobody waits for room any more.
         var stopped = false
-        var emptyWaiters: [CheckedContinuation<Void, Never>] = []
         /// Releases so far (wrapping): a stall watch compares it across its sleep.
         var releases: UInt64 = 0
+        /// Whether waiting pieces may take room: while nobody waits, and during a release that brought in flight
+        /// down to the resume levels (or to nothing), until a waiting piece does not fit.
+        var handingOut = true
     }
 
-    private let state: Mutex<State>
+    private let state: AsyncCondition<State>
     private let source: any EventSource
     private let onChange: @Sendable (FlowControl.Levels) -> Void
     /// How long a full line may go without any release before fetching pauses.
@@ -48,7 +41,7 @@ final class FlowController: Sendable {
         onChange: @escaping @Sendable (FlowControl.Levels) -> Void = { _ in }
     ) {
         self.source = source
-        self.state = Mutex(State(flow: FlowControl(maxCount: maxCount, maxBytes: maxBytes)))
+        self.state = AsyncCondition(State(flow: FlowControl(maxCount: maxCount, maxBytes: maxBytes)))
         self.stallTimeout = stallTimeout
         self.onChange = onChange
     }
@@ -58,10 +51,10 @@ final class FlowController: Sendable {
     static let defaultStallTimeout: Duration = .seconds(1)
 
     /// The work in flight now.
-    var inFlight: FlowControl.Levels { self.state.withLock { $0.flow.inFlight } }
+    var inFlight: FlowControl.Levels { self.state.read { $0.flow.inFlight } }
 
     /// The levels and pause state now, for tests.
-    var flow: FlowControl { self.state.withLock { $0.flow } }
+    var flow: FlowControl { self.state.read { $0.flow } }
 
     /// Takes room for a piece holding `bytes`, waiting while the line is full. Room is handed out in FIFO order.
     ///
@@ -71,7 +64,9 @@ final class FlowController: Sendable {
     func acquire(bytes: Int) async -> Bool {
         if let acquired = self.acquireNow(bytes: bytes) { return acquired }
         return await withTaskGroup(of: Bool?.self) { group in
-            group.addTask { await self.waitForRoom(bytes: bytes) }
+            group.addTask {
+                await self.state.wait(inTurn: true) { state in self.takeRoom(&state, bytes: bytes) }.value ?? false
+            }
             group.addTask {
                 await self.watchForStall()
                 return nil
@@ -88,10 +83,32 @@ final class FlowController: Sendable {
         }
     }
 
+    /// Takes room for a piece holding `bytes` when there is room now: `true`; `false` after ``stopWaiting()``;
+    /// `nil` when ``acquire(bytes:)`` would wait (the line is marked full).
+    func acquireNow(bytes: Int) -> Bool? {
+        self.state.check(inTurn: true) { state in self.takeRoom(&state, bytes: bytes) }
+    }
+
+    /// The condition of a piece waiting for room, in turn: room while it is handed out and the piece fits (or
+    /// nothing is in flight, so an oversized piece still goes through); otherwise the line is full.
+    private func takeRoom(_ state: inout State, bytes: Int) -> Bool? {
+        if state.stopped { return false }
+        let handedOut = state.handingOut || state.flow.inFlight.count == 0
+        let (acquired, effect) = state.flow.acquire(bytes: bytes, queued: !handedOut)
+        self.apply(effect)
+        guard acquired else {
+            state.handingOut = false
+            return nil
+        }
+        self.onChange(state.flow.inFlight)
+        return true
+    }
+
     /// While the line is full: marks it stalled once a whole ``stallTimeout`` passes without a release. Returns
-    /// then, when the line is no longer full, or when cancelled (the wait for room ended).
+    /// then, when the line is no longer full, or when cancelled (the wait for room ended). A timer, not a wait for
+    /// a signal: a release must not cost a wake-up.
     private func watchForStall() async {
-        var seen = self.state.withLock { $0.releases }
+        var seen = self.state.read { $0.releases }
         while true {
             do { try await Task.sleep(for: self.stallTimeout) } catch { return }
             let done = self.state.withLock { state -> Bool in
@@ -107,83 +124,28 @@ final class FlowController: Sendable {
         }
     }
 
-    /// The wait of ``acquire(bytes:)`` once the line is full.
-    private func waitForRoom(bytes: Int) async -> Bool {
-        let id = self.state.withLock { state -> UInt64 in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let answer = self.state.withLock { state -> Bool? in
-                    if state.stopped || Task.isCancelled { return false }
-                    // Room may have come back between the two locks.
-                    if state.waiters.isEmpty && state.flow.fits(bytes: bytes) {
-                        state.flow.take(bytes: bytes)
-                        self.onChange(state.flow.inFlight)
-                        return true
-                    }
-                    state.waiters.append(Waiter(id: id, bytes: bytes, continuation: continuation))
-                    return nil
-                }
-                if let answer { continuation.resume(returning: answer) }
-            }
-        } onCancel: {
-            let waiter = self.state.withLock { state -> Waiter? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.waiters.remove(at: index)
-            }
-            waiter?.continuation.resume(returning: false)
-        }
-    }
-
-    /// Takes room for a piece holding `bytes` when there is room now: `true`; `false` after ``stopWaiting()``;
-    /// `nil` when ``acquire(bytes:)`` would wait (the line is marked full).
-    func acquireNow(bytes: Int) -> Bool? {
-        self.state.withLock { state -> Bool? in
-            if state.stopped { return false }
-            let (acquired, effect) = state.flow.acquire(bytes: bytes, queued: !state.waiters.isEmpty)
-            self.apply(effect)
-            if acquired { self.onChange(state.flow.inFlight) }
-            return acquired ? true : nil
-        }
-    }
-
     /// Ends every wait for room, now and from now on (``acquire(bytes:)`` returns `false`): shutdown began.
     func stopWaiting() {
-        let waiters = self.state.withLock { state -> Deque<Waiter> in
+        self.state.withLock { state in
             state.stopped = true
             self.apply(state.flow.beginShutdown())
-            defer { state.waiters.removeAll() }
-            return state.waiters
         }
-        for waiter in waiters { waiter.continuation.resume(returning: false) }
     }
 
-    /// Returns a piece's room; once in flight is down to the resume levels, hands room on to the oldest waiters
-    /// that fit (see ``FlowControl/admitsWaiter(bytes:)``).
+    /// Returns a piece's room; once in flight is down to the resume levels (``FlowControl/admitsWaiters``),
+    /// hands room on to the oldest waiters that fit. Handing room to the waiting consumer on every single release of
+    /// a full line would cost it a wake-up per piece.
     func release(bytes: Int) {
-        let (woken, drained) = self.state.withLock { state in
+        self.state.withLock { state in
             state.flow.release(bytes: bytes)
             state.releases &+= 1
-            var woken: [CheckedContinuation<Bool, Never>] = []
-            while let first = state.waiters.first,
-                woken.isEmpty ? state.flow.admitsWaiter(bytes: first.bytes) : state.flow.fits(bytes: first.bytes)
-            {
-                state.waiters.removeFirst()
-                state.flow.take(bytes: first.bytes)
-                woken.append(first.continuation)
-            }
-            self.apply(state.flow.settle(waiting: !state.waiters.isEmpty))
+            if !state.handingOut { state.handingOut = state.flow.admitsWaiters }
+        } settle: { state, waiting in
+            // Whoever still waits did not fit: room is handed out again from the next release at the resume levels.
+            state.handingOut = waiting == 0
+            self.apply(state.flow.settle(waiting: waiting > 0))
             self.onChange(state.flow.inFlight)
-            var drained: [CheckedContinuation<Void, Never>] = []
-            if state.flow.inFlight.count == 0 {
-                swap(&drained, &state.emptyWaiters)
-            }
-            return (woken, drained)
         }
-        for continuation in woken { continuation.resume(returning: true) }
-        for continuation in drained { continuation.resume() }
     }
 
     /// The line halted (`true`) or resumed.
@@ -201,33 +163,10 @@ final class FlowController: Sendable {
 
     /// Waits until nothing is in flight, or `timeout` passes. Returns `true` when drained.
     func waitUntilEmpty(timeout: Duration) async -> Bool {
-        if self.inFlight.count == 0 { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let done: Bool = self.state.withLock { state in
-                        if state.flow.inFlight.count == 0 { return true }
-                        state.emptyWaiters.append(continuation)
-                        return false
-                    }
-                    if done { continuation.resume() }
-                }
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            if !first {
-                // Timed out: wake the emptiness waiter so the group can finish.
-                var waiters: [CheckedContinuation<Void, Never>] = []
-                self.state.withLock { swap(&waiters, &$0.emptyWaiters) }
-                for waiter in waiters { waiter.resume() }
-            }
-            group.cancelAll()
-            return first
+        let drained = await self.state.wait(deadline: .now + timeout) { state in
+            state.flow.inFlight.count == 0 ? () : nil
         }
+        return drained.value != nil
     }
 
     /// Called inside the lock.

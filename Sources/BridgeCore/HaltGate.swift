@@ -1,4 +1,4 @@
-import Synchronization
+import Waiting
 
 /// Stops the line on a systemic fault (docs/operations.md, "Guarantees"): while halted, nothing new is sent, and senders wait here
 /// until a probe finds APNs accepting again.
@@ -14,13 +14,8 @@ public final class HaltGate: Sendable {
         public var since: ContinuousClock.Instant
     }
 
-    private struct State {
-        var halt: Halt?
-        var nextWaiterID: UInt64 = 0
-        var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
-    }
-
-    private let state = Mutex(State())
+    /// The current halt: `nil` while the line runs.
+    private let state = AsyncCondition<Halt?>(nil)
     private let onChange: @Sendable (Halt?) -> Void
 
     /// Creates an open gate; `onChange` hears every halt and resume (for the `pushbridge_halted` metric, logs
@@ -31,7 +26,7 @@ public final class HaltGate: Sendable {
 
     /// The current halt, or `nil` while the line runs.
     public var current: Halt? {
-        self.state.withLock { $0.halt }
+        self.state.read { $0 }
     }
 
     /// Closes the gate for `reason`. A gate already closed keeps its first reason and start time.
@@ -40,10 +35,10 @@ public final class HaltGate: Sendable {
     /// accepts again; everyone else waits in ``waitUntilOpen()``.
     @discardableResult
     public func halt(reason: String) -> Bool {
-        self.state.withLock { state in
-            guard state.halt == nil else { return false }
+        self.state.withLock { current in
+            guard current == nil else { return false }
             let halt = Halt(reason: reason, since: .now)
-            state.halt = halt
+            current = halt
             // Told inside the lock: a halt and a resume from two threads reach `onChange` in the order they
             // happened, so the pause they cause cannot outlive the halt.
             self.onChange(halt)
@@ -53,37 +48,18 @@ public final class HaltGate: Sendable {
 
     /// Opens the gate and wakes every waiter.
     public func resume() {
-        let waiters: [CheckedContinuation<Void, any Error>] = self.state.withLock { state in
-            guard state.halt != nil else { return [] }
-            state.halt = nil
+        self.state.withLock { current in
+            guard current != nil else { return }
+            current = nil
             self.onChange(nil)
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
         }
-        for waiter in waiters { waiter.resume() }
     }
 
     /// Returns at once while the gate is open; otherwise waits until it opens. Throws `CancellationError`
     /// when the calling task is cancelled while waiting.
     public func waitUntilOpen() async throws {
-        if self.state.withLock({ $0.halt == nil }) { return }
-        let id = self.state.withLock { state -> UInt64 in
-            state.nextWaiterID += 1
-            return state.nextWaiterID
-        }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let resumeNow: Result<Void, any Error>? = self.state.withLock { state in
-                    if Task.isCancelled { return .failure(CancellationError()) }
-                    if state.halt == nil { return .success(()) }
-                    state.waiters[id] = continuation
-                    return nil
-                }
-                if let resumeNow { continuation.resume(with: resumeNow) }
-            }
-        } onCancel: {
-            let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume(throwing: CancellationError())
+        guard case .satisfied = await self.state.wait(until: { $0 == nil ? () : nil }) else {
+            throw CancellationError()
         }
     }
 }

@@ -1,6 +1,7 @@
 import Logging
 import Routing
 import Synchronization
+import Waiting
 
 // The pipeline's partition bookkeeping: registering events, finishing their pieces, handing commit positions to
 // the source, and following assignments and revocations (the state is a ``PartitionTable``).
@@ -83,16 +84,13 @@ extension Pipeline {
         let revoking = self.table.withLock { table in
             partitions.compactMap { partition in table.partitions[partition].map { (partition, $0.generation) } }
         }
-        let deadline = ContinuousClock.now + self.configuration.drainTimeout
-        while ContinuousClock.now < deadline {
-            let busy = self.table.withLock { table in
-                revoking.contains { partition, generation in
-                    guard let state = table.partitions[partition], state.generation == generation else { return false }
-                    return state.progress.unfinishedCount > 0
-                }
+        // Waits for their unfinished events to finish (each finish changes the table), for the drain time at most.
+        _ = await self.table.wait(deadline: .now + self.configuration.drainTimeout) { table in
+            let busy = revoking.contains { partition, generation in
+                guard let state = table.partitions[partition], state.generation == generation else { return false }
+                return state.progress.unfinishedCount > 0
             }
-            if !busy { break }
-            try? await Task.sleep(for: .milliseconds(10))
+            return busy ? nil : ()
         }
         let abandoned = self.table.withLock { table in
             revoking.reduce(0) { sum, entry in

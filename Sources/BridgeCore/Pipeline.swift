@@ -3,6 +3,7 @@ import CoreMetrics
 import Logging
 import Routing
 import ServiceLifecycle
+import Waiting
 import Synchronization
 
 import struct Foundation.Date
@@ -88,7 +89,7 @@ public final class Pipeline: Service, Sendable {
     let flow: FlowController
     /// Records Kafka failed and that are being published again.
     package let unpublished = UnpublishedRecords()
-    let table = Mutex(PartitionTable())
+    let table = AsyncCondition(PartitionTable())
     private let sourceFailure = Mutex<String?>(nil)
     /// Set when the drain timed out: in-flight work is abandoned (and stays uncommitted), so failed records
     /// are no longer published again.

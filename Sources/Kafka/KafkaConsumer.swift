@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import Waiting
 
 /// Hears partition assignment changes of a ``KafkaConsumer``. Both methods run while the poll thread waits
 /// for them (at most ``KafkaConsumerConfiguration/rebalanceListenerTimeout``), so the rebalance completes only
@@ -335,7 +336,7 @@ public final class KafkaConsumer: Sendable {
     /// to finish in the background.
     public func close() async {
         self.context.closeRequested.store(true, ordering: .relaxed)
-        if await !self.context.closed.waitUntilClosed(timeout: self.context.closeTimeout) {
+        if await !self.context.closed.waitUntilSet(deadline: .now + self.context.closeTimeout) {
             self.context.logger.warning(
                 "Consumer close did not finish in time; librdkafka completes it in the background",
                 metadata: ["kafka.timeout_ms": "\(self.context.closeTimeout.milliseconds)"]

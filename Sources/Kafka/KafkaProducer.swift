@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import Waiting
 
 /// An idempotent producer (`enable.idempotence=true`, `acks=all`) over librdkafka.
 ///
@@ -271,7 +272,7 @@ public final class KafkaProducer: Sendable {
         let client = self.client
         let context = self.context
         guard !context.closing.exchange(true, ordering: .relaxed) else {
-            await context.closed.waitUntilClosed()
+            _ = await context.closed.waitUntilSet()
             return
         }
         _ = try? await runOnDedicatedThread(name: "kafka-closing") {
@@ -288,7 +289,7 @@ public final class KafkaProducer: Sendable {
             context.pollThreadStopped.wait()
             KafkaProducer.purgeAndDestroy(client, context: context)
         }
-        context.closed.markClosed()
+        context.closed.set()
     }
 }
 
@@ -353,8 +354,15 @@ final class ProducerContext: Sendable {
     let closing = Atomic<Bool>(false)
     let destroyWhenStopped = Atomic<Bool>(false)
     let pollThreadStopped = DispatchSemaphore(value: 0)
-    private let inFlight = Mutex<(count: Int, waiters: [CheckedContinuation<Void, Never>])>((0, []))
-    let closed = CloseSignal()
+    /// Messages handed to librdkafka and not yet reported, and reports not yet passed to a waiting sender.
+    private struct Deliveries {
+        var inFlight = 0
+        var reported = 0
+    }
+
+    private let deliveries = AsyncCondition(Deliveries())
+    /// Set once ``KafkaProducer/close(timeout:)`` finished.
+    let closed = AsyncCondition(false)
     let fatal = Mutex<KafkaError?>(nil)
 
     init(logger: Logger) {
@@ -362,38 +370,35 @@ final class ProducerContext: Sendable {
     }
 
     var inFlightCount: Int {
-        self.inFlight.withLock { $0.count }
+        self.deliveries.read { $0.inFlight }
     }
 
     func willProduce() {
-        self.inFlight.withLock { $0.count += 1 }
+        self.deliveries.withLock { $0.inFlight += 1 }
     }
 
-    /// One message left librdkafka (delivered, failed, or never accepted): wakes senders waiting for room.
+    /// One message left librdkafka (delivered, failed, or never accepted): the oldest sender waiting for room in
+    /// its queue goes on.
     func didDeliver() {
-        let waiters = self.inFlight.withLock { inFlight in
-            inFlight.count -= 1
-            defer { inFlight.waiters.removeAll() }
-            return inFlight.waiters
-        }
-        for waiter in waiters {
-            waiter.resume()
+        self.deliveries.withLock { deliveries in
+            deliveries.inFlight -= 1
+            deliveries.reported += 1
+        } settle: { deliveries, waiting in
+            // A report nobody waits for is not kept: a later sender tries librdkafka's queue itself first, and waits
+            // only when that is full again.
+            if waiting == 0 { deliveries.reported = 0 }
         }
     }
 
-    /// Returns after the next delivery report (at once when nothing is in flight to report).
+    /// Returns after the next delivery report that no other waiting sender took (at once when nothing is in flight
+    /// to report). Senders wait in turn: one report lets one sender try again.
     func waitForDelivery() async {
-        await withCheckedContinuation { continuation in
-            let wait = self.inFlight.withLock { inFlight in
-                if inFlight.count > 0 {
-                    inFlight.waiters.append(continuation)
-                    return true
-                }
-                return false
+        _ = await self.deliveries.wait(inTurn: true) { deliveries -> Void? in
+            if deliveries.reported > 0 {
+                deliveries.reported -= 1
+                return ()
             }
-            if !wait {
-                continuation.resume()
-            }
+            return deliveries.inFlight == 0 ? () : nil
         }
     }
 

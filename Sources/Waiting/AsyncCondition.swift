@@ -141,12 +141,33 @@ public final class AsyncCondition<State: Sendable>: Sendable {
     ///   - inTurn: wait in the order of arrival among the in-turn waiters (room handed out first come, first
     ///     served); the condition is not even checked now while an earlier in-turn waiter still waits.
     ///   - deadline: when to give up; `nil` waits for as long as it takes.
+    @inlinable
     public func wait<Value: Sendable>(
         inTurn: Bool = false,
         deadline: ContinuousClock.Instant? = nil,
         until condition: @escaping @Sendable (inout State) -> Value?
     ) async -> WaitResult<Value> {
-        if let value = self.checkNow(inTurn: inTurn, condition) { return .satisfied(value) }
+        if let value = self.check(inTurn: inTurn, condition) { return .satisfied(value) }
+        return await self.waitAfterCheck(inTurn: inTurn, deadline: deadline, condition)
+    }
+
+    /// What ``wait(inTurn:deadline:until:)`` would find at once, without waiting: the condition's value, or `nil`
+    /// when it does not hold (or, `inTurn`, when an earlier in-turn waiter still waits, and the condition is not
+    /// checked).
+    @inlinable
+    public func check<Value>(inTurn: Bool = false, _ condition: (inout State) -> Value?) -> Value? {
+        self.storage.withLock { storage in
+            if inTurn && storage.inTurnCount > 0 { return nil }
+            return condition(&storage.state)
+        }
+    }
+
+    @usableFromInline
+    func waitAfterCheck<Value: Sendable>(
+        inTurn: Bool,
+        deadline: ContinuousClock.Instant?,
+        _ condition: @escaping @Sendable (inout State) -> Value?
+    ) async -> WaitResult<Value> {
         guard let deadline else { return await self.suspend(inTurn: inTurn, condition) }
         if ContinuousClock.now >= deadline { return .timedOut }
         return await withTaskGroup(of: WaitResult<Value>?.self) { group in
@@ -170,13 +191,6 @@ public final class AsyncCondition<State: Sendable>: Sendable {
             case .satisfied(let value)?: return .satisfied(value)
             case .timedOut?, .cancelled?, nil: return Task.isCancelled ? .cancelled : .timedOut
             }
-        }
-    }
-
-    private func checkNow<Value>(inTurn: Bool, _ condition: (inout State) -> Value?) -> Value? {
-        self.storage.withLock { storage in
-            if inTurn && storage.inTurnCount > 0 { return nil }
-            return condition(&storage.state)
         }
     }
 
@@ -215,5 +229,18 @@ public final class AsyncCondition<State: Sendable>: Sendable {
             let waiter = self.storage.withLock { $0.remove(id) }
             waiter?.abandon()
         }
+    }
+}
+
+/// A one-way flag (closed, stopped) that tasks wait for.
+extension AsyncCondition where State == Bool {
+    /// Sets the flag: every task waiting for it resumes.
+    public func set() {
+        self.withLock { $0 = true }
+    }
+
+    /// Waits until the flag is set: `true`; `false` when the `deadline` passed first or the task was cancelled.
+    public func waitUntilSet(deadline: ContinuousClock.Instant? = nil) async -> Bool {
+        await self.wait(deadline: deadline) { $0 ? () : nil }.value != nil
     }
 }

@@ -101,6 +101,36 @@ struct KafkaRoundTripTests {
         #expect(Set(received.map(\.text)) == Set((0..<2000).map { "m-\($0)" }))
     }
 
+    @Test("concurrent senders waiting for room in a full local queue all go on, each message reported once")
+    func concurrentSendersPastAFullQueue() async throws {
+        let cluster = try makeCluster(topic: "full-queue", partitionCount: 1)
+        // A local queue of 16 messages and 8 senders of 150 each, none waiting for its reports: most sends find
+        // the queue full and wait in turn for a report.
+        var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
+        configuration.maxQueuedMessageCount = 16
+        configuration.linger = .milliseconds(1)
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("full-queue"))
+        let reports = ReportTally()
+        await withTaskGroup(of: Void.self) { group in
+            for sender in 0..<8 {
+                group.addTask {
+                    for index in 0..<150 {
+                        let number = sender * 150 + index
+                        await producer.send(topic: "full-queue", key: nil, value: Array("m-\(number)".utf8)) {
+                            reports.add(number, $0)
+                        }
+                    }
+                }
+            }
+        }
+        try await producer.flush(timeout: .seconds(10))
+        await producer.close()
+        #expect(reports.count == 1200)
+        #expect(reports.duplicates == 0)
+        #expect(reports.failures.isEmpty)
+        #expect(reports.offsets.values.sorted() == (0..<1200).map(Int64.init))
+    }
+
     @Test("sends to a handler object: each handler gets its own report once, with an offset; a refused one at once")
     func handlerSendsAreEachReportedOnce() async throws {
         let cluster = try makeCluster(topic: "handler", partitionCount: 1)

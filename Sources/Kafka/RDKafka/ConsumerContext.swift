@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import Waiting
 
 /// The consumer's state shared by its poll thread, its rebalance callback and its public API.
 final class ConsumerContext: Sendable {
@@ -12,7 +13,8 @@ final class ConsumerContext: Sendable {
     let closeTimeout: Duration
     let logger: Logger
     let closeRequested = Atomic<Bool>(false)
-    let closed = CloseSignal()
+    /// Set once the poll thread closed and destroyed the consumer.
+    let closed = AsyncCondition(false)
     /// Each assigned partition's current assignment, and the last generation handed out. Written by the
     /// rebalance callback and read by the poll loop, both on the poll thread, so a message is stamped with the
     /// assignment it was fetched under.

@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import Logging
 import Synchronization
+import Waiting
 
 /// The poll thread's work: fetch into batches while there is room, then close and destroy the handle.
 struct PollLoop: Sendable {
@@ -76,7 +77,7 @@ struct PollLoop: Sendable {
         }
         self.client.destroy()
         self.context.buffer.finish(failure.map(BatchBuffer.End.failed) ?? .closed)
-        self.context.closed.markClosed()
+        self.context.closed.set()
     }
 
     /// Messages taken from librdkafka for one batch.
