@@ -119,16 +119,37 @@ extension Pipeline {
                 "Publishing a record failed; retrying",
                 metadata: ["kafka.topic": "\(record.topic)", "error": "\(error)", "pipeline.attempt": "\(attempt)"]
             )
-            Task {
-                try? await Task.sleep(for: self.configuration.publishBackoff.delay(afterAttempt: attempt))
-                guard !self.isAbandoned else {
-                    self.unpublished.remove(failing)
-                    return
-                }
-                await self.publish(record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged)
+            let retry = PublishRetry(
+                record: record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged)
+            if case .terminated = self.resumptions.continuation.yield(.publishAgain(retry)) {
+                // The pipeline finished: nothing waits for this record any more.
+                self.unpublished.remove(failing)
             }
         }
     }
+
+    /// Publishes a record Kafka failed once more, after the backoff for its attempt; in a task of ``run()``'s.
+    func publishAgain(_ retry: PublishRetry) async {
+        try? await Task.sleep(for: self.configuration.publishBackoff.delay(afterAttempt: retry.attempt))
+        guard !self.isAbandoned else {
+            self.unpublished.remove(retry.failing)
+            return
+        }
+        await self.publish(
+            retry.record, attempt: retry.attempt, refit: retry.refit, failing: retry.failing,
+            acknowledged: retry.acknowledged)
+    }
+}
+
+/// A record to publish again after a failure (see ``Pipeline/publishAgain(_:)``).
+struct PublishRetry: Sendable {
+    var record: OutgoingRecord
+    /// Failed attempts so far.
+    var attempt: Int
+    var refit: RefitBudget?
+    /// Its entry in ``Pipeline/unpublished``.
+    var failing: UInt64
+    var acknowledged: @Sendable () -> Void
 }
 
 /// How large a refittable record may be made now, and how to make it.

@@ -363,6 +363,8 @@ public final class Pipeline: Service, Sendable {
         case deliver(Delivery, DeliveryStateMachine, DeliveryStateMachine.Action)
         /// A record the producer could not take without waiting.
         case publish(OutgoingRecord, acknowledged: @Sendable () -> Void)
+        /// A record Kafka failed, to publish again after a backoff.
+        case publishAgain(PublishRetry)
     }
 
     /// Starts a delivery. The common case, the line open and the first answer final, runs without a task: the
@@ -474,6 +476,8 @@ public final class Pipeline: Service, Sendable {
                     group.addTask { await self.deliver(delivery, machine: machine, action: action) }
                 case .publish(let record, let acknowledged):
                     group.addTask { await self.publishLater(record, acknowledged: acknowledged) }
+                case .publishAgain(let retry):
+                    group.addTask { await self.publishAgain(retry) }
                 }
             }
         }
