@@ -3,8 +3,8 @@ import CoreMetrics
 import Logging
 import Routing
 import ServiceLifecycle
-import Waiting
 import Synchronization
+import Waiting
 
 import struct Foundation.Date
 
@@ -75,14 +75,14 @@ public struct PipelineConfiguration: Sendable {
 public final class Pipeline: Service, Sendable {
     let source: any EventSource
     private let mapper: any EventMapper
-    private let sender: any NotificationSender
+    let sender: any NotificationSender
     let sink: any RecordSink
     let configuration: PipelineConfiguration
     let metrics: BridgeMetrics
     let logger: Logger
-    private let validate: @Sendable (Notification, _ payloadIsJSONObject: Bool, _ app: String?) -> Reason?
-    private let recordHeaders: @Sendable (_ app: String?) -> [(String, [UInt8]?)]
-    private let epochMilliseconds: @Sendable () -> Int64
+    let validate: @Sendable (Notification, _ payloadIsJSONObject: Bool, _ app: String?) -> Reason?
+    let recordHeaders: @Sendable (_ app: String?) -> [(String, [UInt8]?)]
+    let epochMilliseconds: @Sendable () -> Int64
 
     /// The halt gate: closed while a systemic fault stops the line.
     public let gate: HaltGate
@@ -99,7 +99,7 @@ public final class Pipeline: Service, Sendable {
     /// ``run()`` gives each a task in its task group, so the drain's cancellation reaches them.
     let resumptions = AsyncStream<Resumption>.makeStream()
     /// The per-key lines of routes with `ordering_key`; notifications of other routes never touch it.
-    private let lines = Mutex(OrderingStateMachine<LineKey, WaitingDelivery>())
+    let lines = Mutex(OrderingStateMachine<LineKey, WaitingDelivery>())
 
     /// Creates the pipeline; nothing runs until ``run()``.
     ///
@@ -305,328 +305,6 @@ public final class Pipeline: Service, Sendable {
         sends.removeAll(keepingCapacity: true)
     }
 
-    // MARK: Delivering one notification
-
-    /// One notification on its way, and what its outcome needs. A class: it is captured by the answer's
-    /// callback and read again for the outcome, and copying its ~20 references at each step cost more than
-    /// one allocation.
-    final class Delivery: Sendable {
-        let routed: MappedNotification
-        let route: String
-        let app: String?
-        let event: SourceEvent
-        let ticket: Ticket
-        /// The room it holds in the line.
-        let bytes: Int
-
-        init(routed: MappedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int) {
-            self.routed = routed
-            self.route = route
-            self.app = app
-            self.event = event
-            self.ticket = ticket
-            self.bytes = bytes
-        }
-
-        var notification: Notification { self.routed.notification }
-
-        /// Its line, when its route orders notifications (`ordering_key`): the route, the key and the destination
-        /// (the device token, or a broadcast's channel ID). Made only when needed, so unordered notifications carry
-        /// nothing for it.
-        var lineKey: LineKey? {
-            self.routed.orderingKey.map {
-                LineKey(
-                    route: self.route, key: $0,
-                    destination: self.routed.notification.channelID ?? self.routed.notification.deviceToken)
-            }
-        }
-    }
-
-    /// The line a notification of an ordered route waits in. The destination (device token, or a broadcast's
-    /// channel ID) is part of it: order matters per device or channel, and a fan-out event's notifications to
-    /// different devices must not wait for one another (nor, with `coalesce`, replace one another).
-    struct LineKey: Hashable, Sendable {
-        var route: String
-        var key: [UInt8]
-        var destination: String
-    }
-
-    /// A notification waiting in its line, with its state machine as it was when it arrived.
-    struct WaitingDelivery: Sendable {
-        var delivery: Delivery
-        var machine: DeliveryStateMachine
-    }
-
-    /// Work to go on with in a task (see ``resumptions``).
-    enum Resumption: Sendable {
-        /// A delivery whose state machine asked for more than a send and a final answer.
-        case deliver(Delivery, DeliveryStateMachine, DeliveryStateMachine.Action)
-        /// A record the producer could not take without waiting.
-        case publish(OutgoingRecord, acknowledged: @Sendable () -> Void)
-        /// A record Kafka failed, to publish again after a backoff.
-        case publishAgain(PublishRetry)
-    }
-
-    /// Starts a delivery. The common case, the line open and the first answer final, runs without a task: the
-    /// request joins `sends`, and the answer's thread publishes the outcome; a local fault is published at
-    /// once. Anything else (a retry, a halt, a closed gate) goes on in ``deliver(_:machine:action:)`` in a task.
-    /// A notification of an ordered route whose line is busy waits in it (see ``lines``) instead.
-    private func start(
-        _ delivery: Delivery, coalesces: Bool, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
-    ) {
-        var machine = DeliveryStateMachine(
-            expirationEpochSeconds: delivery.routed.notification.expirationEpochSeconds,
-            localFault: delivery.routed.localRejection
-                ?? self.validate(delivery.routed.notification, delivery.routed.payloadIsJSONObject, delivery.app),
-            maxAttempts: self.configuration.maxAttempts,
-            backoff: self.configuration.retryBackoff
-        )
-        let action = machine.start(nowEpochMilliseconds: self.epochMilliseconds())
-        if case .finish(let outcome) = action {
-            // A local fault, or expired before sending: nothing to wait for, and never sent, so it takes no
-            // place in its line either.
-            return self.finishNow(delivery, outcome: outcome, holdsLine: false)
-        }
-        if let key = delivery.lineKey, !self.enterLine(delivery, machine: machine, key: key, coalesces: coalesces) {
-            return
-        }
-        guard case .send = action, self.gate.current == nil else {
-            group.addTask { await self.deliver(delivery, machine: machine, action: action) }
-            return
-        }
-        sends.append(self.sendRequest(delivery, machine: machine))
-    }
-
-    /// The request for a delivery that goes out now without a task; its answer's thread publishes a final outcome
-    /// and hands anything else to a task.
-    private func sendRequest(_ delivery: Delivery, machine: DeliveryStateMachine) -> SendRequest {
-        var machine = machine
-        machine.sending(nowEpochMilliseconds: self.epochMilliseconds())
-        let started = ContinuousClock.now
-        return SendRequest(notification: delivery.routed.notification, app: delivery.app) { [self, machine] result in
-            if case .answered = result {
-                self.metrics.apnsRequestDuration.recordInterval(since: started)
-            }
-            var machine = machine
-            let action = machine.received(result, nowEpochMilliseconds: self.epochMilliseconds())
-            if case .finish(let outcome) = action {
-                self.finishNow(delivery, outcome: outcome)
-            } else {
-                self.resumptions.continuation.yield(.deliver(delivery, machine, action))
-            }
-        }
-    }
-
-    // MARK: Per-key order
-
-    /// Puts an ordered delivery in its line. Returns `true` when the line was empty (the delivery is its item in
-    /// flight: send it now), `false` when it waits; with `coalesces`, the deliveries it replaced end `superseded`.
-    private func enterLine(
-        _ delivery: Delivery, machine: DeliveryStateMachine, key: LineKey, coalesces: Bool
-    ) -> Bool {
-        let arrival = self.lines.withLock {
-            $0.arrive(WaitingDelivery(delivery: delivery, machine: machine), key: key, coalesce: coalesces)
-        }
-        switch arrival {
-        case .send:
-            return true
-        case .wait(let replaced):
-            for waiting in replaced {
-                let outcome = waiting.machine.superseded(
-                    by: delivery.notification.apnsID, nowEpochMilliseconds: self.epochMilliseconds())
-                self.finishNow(waiting.delivery, outcome: outcome, holdsLine: false)
-            }
-            return false
-        }
-    }
-
-    /// The delivery in flight of `key` has its final outcome: hands the line's next ones over, in a loop (see
-    /// ``OrderingStateMachine``), each sent without a task when it can be.
-    private func lineFinished(_ key: LineKey) {
-        var next = self.lines.withLock { $0.finished(key: key) }
-        while let waiting = next {
-            self.sendInTurn(waiting)
-            next = self.lines.withLock { $0.handedOver(key: key) }
-        }
-    }
-
-    /// Sends a delivery whose turn came: at once when the gate is open, else in a task; one that expired while it
-    /// waited is finished (its line moves on when its hand-over ends).
-    private func sendInTurn(_ waiting: WaitingDelivery) {
-        let delivery = waiting.delivery
-        var machine = waiting.machine
-        let action = machine.turnCame(nowEpochMilliseconds: self.epochMilliseconds())
-        if case .finish(let outcome) = action {
-            return self.finishNow(delivery, outcome: outcome)
-        }
-        guard case .send = action, self.gate.current == nil else {
-            self.resumptions.continuation.yield(.deliver(delivery, machine, action))
-            return
-        }
-        let request = self.sendRequest(delivery, machine: machine)
-        self.sender.send(request.notification, app: request.app, completion: request.completion)
-    }
-
-    /// Gives each ``Resumption`` a task, until ``run()`` finishes the stream (or cancels this task).
-    private func runResumptions() async {
-        await withDiscardingTaskGroup { group in
-            for await resumption in self.resumptions.stream {
-                switch resumption {
-                case .deliver(let delivery, let machine, let action):
-                    group.addTask { await self.deliver(delivery, machine: machine, action: action) }
-                case .publish(let record, let acknowledged):
-                    group.addTask { await self.publishLater(record, acknowledged: acknowledged) }
-                case .publishAgain(let retry):
-                    group.addTask { await self.publishAgain(retry) }
-                }
-            }
-        }
-    }
-
-    /// Drives a delivery's state machine from `action` to its outcome, waiting where it says.
-    private func deliver(
-        _ delivery: Delivery, machine: DeliveryStateMachine, action: DeliveryStateMachine.Action
-    ) async {
-        let notification = delivery.notification
-        let app = delivery.app
-        var machine = machine
-        var action = action
-        // The task that closed the gate probes APNs with its own notification and reopens the gate.
-        var probing = false
-        var probes = 0
-        while true {
-            switch action {
-            case .send:
-                if !probing {
-                    do {
-                        try await self.gate.waitUntilOpen()
-                    } catch {
-                        return  // cancelled by the drain timeout: stays unfinished, so uncommitted
-                    }
-                }
-                machine.sending(nowEpochMilliseconds: self.epochMilliseconds())
-                let started = ContinuousClock.now
-                let result = await self.sender.send(notification, app: app)
-                if case .answered = result {
-                    self.metrics.apnsRequestDuration.recordInterval(since: started)
-                }
-                action = machine.received(result, nowEpochMilliseconds: self.epochMilliseconds())
-                if probing, !action.isHalt {
-                    probing = false
-                    self.gate.resume()
-                }
-            case .wait(let delay):
-                do {
-                    try await Task.sleep(for: delay)
-                } catch {
-                    return
-                }
-                action = machine.retryDue(nowEpochMilliseconds: self.epochMilliseconds())
-            case .halt(let reason):
-                if probing || self.gate.halt(reason: "app \(app ?? "default"): \(reason)") {
-                    probing = true
-                    probes += 1
-                    do {
-                        try await Task.sleep(for: self.configuration.haltProbeBackoff.delay(afterAttempt: probes))
-                    } catch {
-                        return
-                    }
-                } else {
-                    do {
-                        try await self.gate.waitUntilOpen()
-                    } catch {
-                        return
-                    }
-                }
-                action = machine.resumed(nowEpochMilliseconds: self.epochMilliseconds())
-            case .finish(let outcome):
-                if probing {
-                    // Expired while probing: open the gate; the next systemic answer closes it again and
-                    // that sender probes.
-                    self.gate.resume()
-                }
-                // The task ends here; the permit stays taken until Kafka acknowledged the records.
-                self.finishNow(delivery, outcome: outcome)
-                return
-            }
-        }
-    }
-
-    /// Publishes the notification's outcome (and invalid-token record) without waiting; when Kafka
-    /// acknowledged them, counts it and finishes its piece. A record the producer cannot take at once is
-    /// published from a task (see ``Resumption``).
-    ///
-    /// `holdsLine`: whether the notification is its line's item in flight (a notification of an ordered route
-    /// that was sent, or whose turn came); its line then moves on. Its next notification need not wait for Kafka:
-    /// the order is the order of sends.
-    private func finishNow(_ delivery: Delivery, outcome: DeliveryOutcome, holdsLine: Bool = true) {
-        if holdsLine, let key = delivery.lineKey {
-            self.lineFinished(key)
-        }
-        // Fields are read through the delivery, not copied out of it: a copy of the notification retains and
-        // releases each of its strings, and this runs once per notification.
-        let value = OutcomeRecord.encoded(
-            notificationID: delivery.routed.notification.apnsID,
-            route: delivery.route,
-            source: delivery.event.source,
-            deviceToken: delivery.routed.notification.deviceToken,
-            apnsTopic: delivery.routed.notification.topic,
-            pushType: delivery.routed.notification.pushType.rawValue,
-            priority: delivery.routed.notification.priority.rawValue,
-            status: outcome.status,
-            httpStatus: outcome.httpStatus,
-            reason: outcome.reason,
-            apnsUniqueID: outcome.apnsUniqueID,
-            attempts: outcome.attempts,
-            latencyMilliseconds: outcome.firstSentAtEpochMilliseconds.map {
-                Double(outcome.completedAtEpochMilliseconds - $0)
-            },
-            sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
-            completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds,
-            channelID: delivery.routed.notification.channelID,
-            supersededBy: outcome.supersededBy
-        )
-        let headers = self.recordHeaders(delivery.app)
-        let outcomeRecord = OutgoingRecord(
-            topic: self.configuration.outcomesTopic,
-            key: OutcomeRecord.key(
-                deviceToken: delivery.routed.notification.deviceToken,
-                channelID: delivery.routed.notification.channelID),
-            value: value, headers: headers)
-        // A broadcast has no device token to forget, whatever the answer's reason says.
-        let invalidTokenReason = delivery.routed.notification.isBroadcast ? nil : outcome.invalidTokenReason
-        var invalidTokenRecord: OutgoingRecord?
-        if let reason = invalidTokenReason {
-            let invalid = InvalidTokenRecord(
-                deviceToken: delivery.routed.notification.deviceToken,
-                apnsTopic: delivery.routed.notification.topic,
-                reason: reason,
-                invalidSinceEpochMilliseconds: outcome.invalidSinceEpochMilliseconds,
-                notificationID: delivery.routed.notification.apnsID,
-                route: delivery.route,
-                source: delivery.event.source
-            )
-            invalidTokenRecord = OutgoingRecord(
-                topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded(),
-                headers: headers)
-        }
-        self.publishOutcome(
-            outcomeRecord, invalidToken: invalidTokenRecord, of: delivery, status: outcome.status,
-            reason: outcome.reason, invalidTokenReason: invalidTokenReason)
-        if outcome.status != .delivered {
-            self.logger.debug(
-                "Notification not delivered",
-                metadata: [
-                    delivery.routed.notification.isBroadcast ? "apns.channel" : "apns.token":
-                        "\(delivery.routed.notification.destinationForLog)",
-                    "apns.status": "\(outcome.status.rawValue)",
-                    "apns.reason": "\(outcome.reason ?? "")",
-                    "pipeline.route": "\(delivery.route)",
-                ]
-            )
-        }
-    }
-
     private func deadLetter(reason: String, route: String, event: SourceEvent, ticket: Ticket, bytes: Int) async {
         let letter = DeadLetter(
             error: reason, route: route, source: event.source, value: event.value, sourceHeaders: event.headers
@@ -655,19 +333,5 @@ public final class Pipeline: Service, Sendable {
     /// Returns a piece's room once its records are acknowledged.
     func releaseRoom(bytes: Int) {
         self.flow.release(bytes: bytes)
-    }
-}
-
-extension DeliveryStateMachine.Action {
-    fileprivate var isHalt: Bool {
-        if case .halt = self { return true }
-        return false
-    }
-}
-
-extension Timer {
-    /// Records the time since `start`.
-    fileprivate func recordInterval(since start: ContinuousClock.Instant) {
-        self.recordNanoseconds((ContinuousClock.now - start).saturatedNanoseconds)
     }
 }

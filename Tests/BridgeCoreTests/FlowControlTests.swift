@@ -241,7 +241,8 @@ extension FlowControlTests {
         flow.take(bytes: 10)
         #expect(flow.fits(bytes: 10) && !flow.admitsWaiters)
         var oversized = FlowControl(maxCount: 8, maxBytes: 100)
-        #expect(oversized.admitsWaiters && oversized.fits(bytes: 1000), "an oversized piece goes through on an empty line")
+        #expect(
+            oversized.admitsWaiters && oversized.fits(bytes: 1000), "an oversized piece goes through on an empty line")
         oversized.take(bytes: 1000)
         #expect(!oversized.admitsWaiters && !oversized.fits(bytes: 1))
     }
