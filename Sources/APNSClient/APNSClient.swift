@@ -12,14 +12,20 @@ import Synchronization
 /// connection, up to ``APNSClientConfiguration/maxResends`` times. With token authentication one provider token
 /// is shared by every connection and renewed by Apple's rules (see ``ProviderTokenSource``); a 403
 /// `ExpiredProviderToken` renews it at once and the request is sent again.
+///
+/// ``run()`` must run while the client is used: it owns the connections and the sends that need waiting (opening a
+/// connection, resending, renewing the token), each in a task of its task group. ``shutdown()`` ends it.
+/// ``withRunning(_:)`` does both around a body.
 public final class APNSClient: Sendable {
     /// The configuration in force.
     public let configuration: APNSClientConfiguration
     private let pool: ConnectionPool
     private let logger: Logger
     private let bearerCache = Mutex<(compact: String, header: String)?>(nil)
+    /// Sends that need waiting, for ``run()`` to give a task each.
+    private let waitingSends = AsyncStream<@Sendable () async -> Void>.makeStream()
 
-    /// Creates a client. Connections are opened on the first send.
+    /// Creates a client. Connections are opened on the first send; ``run()`` must run meanwhile.
     public init(
         configuration: APNSClientConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
@@ -107,7 +113,9 @@ public final class APNSClient: Sendable {
             return nil
         }
         guard let connection = self.pool.leaseNow() else {
-            Task { completion(await self.finishSending(sending, after: await self.attempt(sending.request))) }
+            self.sendWhenRunning(sending, completion: completion) {
+                await self.finishSending(sending, after: await self.attempt(sending.request))
+            }
             return nil
         }
         return (
@@ -129,7 +137,7 @@ public final class APNSClient: Sendable {
             if case .done(let final) = attempt, !Self.isExpiredProviderToken(final) {
                 return completion(final)
             }
-            Task { completion(await self.finishSending(sending, after: attempt)) }
+            self.sendWhenRunning(sending, completion: completion) { await self.finishSending(sending, after: attempt) }
         }
     }
 
@@ -247,8 +255,48 @@ public final class APNSClient: Sendable {
         }
     }
 
-    /// Closes every connection. Sends after this fail with `unreachable`.
+    /// Hands a send that needs waiting to ``run()``; after ``shutdown()`` it fails at once, as every send then does.
+    private func sendWhenRunning(
+        _ sending: Sending, completion: @escaping @Sendable (APNSResult) -> Void,
+        _ send: @escaping @Sendable () async -> APNSResult
+    ) {
+        if case .terminated = self.waitingSends.continuation.yield({ completion(await send()) }) {
+            self.logger.debug("apns send after shutdown", metadata: self.metadata(sending.notification, "shut down"))
+            completion(.failed(.unreachable("the APNs client is shut down")))
+        }
+    }
+
+    /// Runs the client until ``shutdown()`` (or cancellation): opens connections in the background and runs the
+    /// sends that need waiting. When it ends, every connection is closed and the sends it ran have finished.
+    public func run() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.pool.run() }
+            for await send in self.waitingSends.stream {
+                group.addTask { await send() }
+            }
+            // Shut down (or cancelled): the pool's run ends too.
+            await self.pool.shutdown()
+        }
+    }
+
+    /// Runs the client while `body` runs, then shuts it down (also when `body` throws).
+    public func withRunning<Result: Sendable>(_ body: () async throws -> Result) async rethrows -> Result {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.run() }
+            do {
+                let result = try await body()
+                await self.shutdown()
+                return result
+            } catch {
+                await self.shutdown()
+                throw error
+            }
+        }
+    }
+
+    /// Closes every connection and ends ``run()``. Sends after this fail with `unreachable`.
     public func shutdown() async {
+        self.waitingSends.continuation.finish()
         await self.pool.shutdown()
     }
 

@@ -6,6 +6,10 @@ import Waiting
 /// N HTTP/2 connections to one APNs endpoint: requests go to the least-loaded live connection; a connection
 /// that went away (GOAWAY, loss) is replaced by a fresh one (fresh DNS), and failed connection attempts back
 /// off exponentially with jitter.
+///
+/// ``run()`` owns the connections: it opens those that are replaced or added while requests go on (each in a task
+/// of its task group), and closes every connection when it ends. A lease that finds no connection open opens one
+/// itself, in the leasing task.
 final class ConnectionPool: Sendable {
     private enum Slot {
         case empty
@@ -25,6 +29,8 @@ final class ConnectionPool: Sendable {
         /// Incremented when a connection opens or fails, and at shutdown: what a lease waiting for a connection
         /// waits for.
         var generation = 0
+        /// Slots marked connecting for ``run()`` to open.
+        var connectRequests: [Int] = []
     }
 
     private enum Choice {
@@ -160,7 +166,27 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    /// Closes every connection; later leases fail.
+    /// Opens the connections asked for in the background until ``shutdown()`` or cancellation; then shuts the pool
+    /// down, after the connection attempts under way ended (each within the connect timeout).
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            while true {
+                let requested = await self.state.wait { state -> [Int]? in
+                    if state.isShutDown { return [] }
+                    guard !state.connectRequests.isEmpty else { return nil }
+                    defer { state.connectRequests.removeAll() }
+                    return state.connectRequests
+                }
+                guard let slots = requested.value, !slots.isEmpty else { break }
+                for index in slots {
+                    group.addTask { _ = await self.connect(slot: index) }
+                }
+            }
+        }
+        await self.shutdown()
+    }
+
+    /// Closes every connection; later leases fail, and ``run()`` ends.
     func shutdown() async {
         let connections = self.state.withLock { state in
             state.isShutDown = true
@@ -237,12 +263,11 @@ final class ConnectionPool: Sendable {
         }
     }
 
+    /// Hands slots marked connecting to ``run()``: a replacement connection must not hold up the request that
+    /// noticed the need for it.
     private func connectInBackground(_ slots: [Int]) {
-        for index in slots {
-            // Unstructured on purpose: a replacement connection must not hold up the request that noticed the
-            // need for it. The task ends when the attempt does; shutdown closes what it produced.
-            Task { _ = await self.connect(slot: index) }
-        }
+        guard !slots.isEmpty else { return }
+        self.state.withLock { $0.connectRequests += slots }
     }
 
     private func connect(slot index: Int) async -> HTTP2ClientConnection? {

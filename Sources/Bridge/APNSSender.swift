@@ -201,6 +201,15 @@ public final class APNSSender: ManagedSender {
         }
     }
 
+    /// Runs every HTTP/2 client until ``shutdown()`` (binary clients run on their own channels).
+    public func run() async {
+        await withDiscardingTaskGroup { group in
+            for case .http2(let client) in self.providers {
+                group.addTask { await client.run() }
+            }
+        }
+    }
+
     public func shutdown() async {
         for provider in self.providers {
             switch provider {

@@ -294,7 +294,9 @@ public protocol ManagedSender: NotificationSender {
     /// The provider protocol `app`'s notifications go out on, for the `pushbridge-protocol` header of their
     /// records (senders that are no APNs protocol, like the log sender, answer `.http2`: no header).
     func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol
-    /// Closes connections; called after the pipeline drained.
+    /// Runs the connections and the sends that need waiting until ``shutdown()``.
+    func run() async
+    /// Closes connections and ends ``run()``; called after the pipeline drained.
     func shutdown() async
 }
 
@@ -302,6 +304,7 @@ extension LogSender: ManagedSender {
     public var openConnections: Int { 0 }
     public func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? { nil }
     public func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol { .http2 }
+    public func run() async {}
     public func shutdown() async {}
 }
 
@@ -315,13 +318,16 @@ struct ProducerService: Service {
     }
 }
 
-/// Closes the sender's connections once the pipeline drained.
+/// Runs the sender, and closes its connections once the pipeline drained.
 struct SenderService: Service {
     let sender: any ManagedSender
 
     func run() async throws {
-        try? await gracefulShutdown()
-        await self.sender.shutdown()
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.sender.run() }
+            try? await gracefulShutdown()
+            await self.sender.shutdown()
+        }
     }
 }
 

@@ -219,7 +219,7 @@ struct APNSClientTests {
                 reconnectMaximumDelay: .milliseconds(50),
                 trustSystemRoots: false
             )
-        )
+        ).running()
         let result = await client.send(Fixtures.notification())
         await client.shutdown()
         guard case .failed(.unreachable) = result else {
@@ -400,6 +400,6 @@ struct MalformedResponseTests {
                 additionalTrustRootsPEMFile: tls.caCertificatePath,
                 trustSystemRoots: false
             )
-        )
+        ).running()
     }
 }

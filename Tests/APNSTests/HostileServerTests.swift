@@ -33,7 +33,7 @@ struct HostileServerTests {
                 additionalTrustRootsPEMFile: Self.tls.caCertificatePath,
                 trustSystemRoots: false
             )
-        )
+        ).running()
     }
 
     /// A server answering every request with `status`, `headers` and `body`.

@@ -43,7 +43,7 @@ struct SimulatorCommandTests {
                 additionalTrustRootsPEMFile: (tlsDirectory as NSString).appendingPathComponent("simulator-cert.pem"),
                 trustSystemRoots: false
             )
-        )
+        ).running()
         let result = await client.send(Fixtures.notification())
         await client.shutdown()
         #expect(result.status == 200)

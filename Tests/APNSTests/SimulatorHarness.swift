@@ -55,7 +55,7 @@ struct SimulatorHarness {
                 additionalTrustRootsPEMFile: self.tls.caCertificatePath,
                 trustSystemRoots: false
             )
-        )
+        ).running()
     }
 
     func stop() async {

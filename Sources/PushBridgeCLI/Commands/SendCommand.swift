@@ -123,8 +123,7 @@ struct SendCommand: AsyncParsableCommand {
             let configuration = try Self.usage { try self.makeConfiguration() }
             try Self.refuseLocally(notification, NotificationValidation.validate(notification), rules: "Apple's rules")
             let client = APNSClient(configuration: configuration)
-            result = await client.send(notification)
-            await client.shutdown()
+            result = await client.withRunning { await client.send(notification) }
         case "binary":
             let client = try Self.usage { try self.makeBinaryClient(for: notification) }
             result = await client.send(notification)
