@@ -120,6 +120,8 @@ public final class ChannelManagementClient: Sendable {
         logger: Logger = Logger(label: "pushbridge.apns.channels")
     ) {
         var configuration = configuration
+        // One connection: the request that finds it missing opens it, so the pool never opens one in the
+        // background and needs no `run()`.
         configuration.connectionCount = 1
         self.configuration = configuration
         self.pool = ConnectionPool(
