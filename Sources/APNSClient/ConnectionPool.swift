@@ -29,8 +29,13 @@ final class ConnectionPool: Sendable {
         /// Incremented when a connection opens or fails, and at shutdown: what a lease waiting for a connection
         /// waits for.
         var generation = 0
-        /// Slots marked connecting for ``run()`` to open.
-        var connectRequests: [Int] = []
+    }
+
+    /// Slots marked connecting for ``run()`` to open. Apart from ``state``: ``run()`` always waits, and a waiter on
+    /// ``state`` would make every lease and release check it.
+    private struct ConnectRequests {
+        var slots: [Int] = []
+        var shutDown = false
     }
 
     private enum Choice {
@@ -46,6 +51,7 @@ final class ConnectionPool: Sendable {
     private let eventLoopGroup: any EventLoopGroup
     private let logger: Logger
     private let state: AsyncCondition<State>
+    private let connectRequests = AsyncCondition(ConnectRequests())
 
     init(
         size: Int,
@@ -171,11 +177,11 @@ final class ConnectionPool: Sendable {
     func run() async {
         await withDiscardingTaskGroup { group in
             while true {
-                let requested = await self.state.wait { state -> [Int]? in
-                    if state.isShutDown { return [] }
-                    guard !state.connectRequests.isEmpty else { return nil }
-                    defer { state.connectRequests.removeAll() }
-                    return state.connectRequests
+                let requested = await self.connectRequests.wait { requests -> [Int]? in
+                    if requests.shutDown { return [] }
+                    guard !requests.slots.isEmpty else { return nil }
+                    defer { requests.slots.removeAll() }
+                    return requests.slots
                 }
                 guard let slots = requested.value, !slots.isEmpty else { break }
                 for index in slots {
@@ -188,6 +194,7 @@ final class ConnectionPool: Sendable {
 
     /// Closes every connection; later leases fail, and ``run()`` ends.
     func shutdown() async {
+        self.connectRequests.withLock { $0.shutDown = true }
         let connections = self.state.withLock { state in
             state.isShutDown = true
             let open = state.slots.compactMap { slot -> HTTP2ClientConnection? in
@@ -267,7 +274,7 @@ final class ConnectionPool: Sendable {
     /// noticed the need for it.
     private func connectInBackground(_ slots: [Int]) {
         guard !slots.isEmpty else { return }
-        self.state.withLock { $0.connectRequests += slots }
+        self.connectRequests.withLock { $0.slots += slots }
     }
 
     private func connect(slot index: Int) async -> HTTP2ClientConnection? {

@@ -94,6 +94,8 @@ final class FlowController: Sendable {
     private func takeRoom(_ state: inout State, bytes: Int) -> Bool? {
         if state.stopped { return false }
         let handedOut = state.handingOut || state.flow.inFlight.count == 0
+        // Checked again on every release of a full line: the common answer first, without changing anything.
+        if !handedOut && state.flow.full { return nil }
         let (acquired, effect) = state.flow.acquire(bytes: bytes, queued: !handedOut)
         self.apply(effect)
         guard acquired else {

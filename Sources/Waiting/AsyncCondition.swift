@@ -59,21 +59,22 @@ public final class AsyncCondition<State: Sendable>: Sendable {
         /// resumes them.
         @usableFromInline
         mutating func checkWaiters() -> [@Sendable () -> Void] {
+            // In place, without copying a waiter: this runs after every change while someone waits (a full line
+            // checks its waiting consumer on every release), and usually resumes nobody.
             var resumptions: [@Sendable () -> Void] = []
             var blocked = false
-            var kept = 0
-            for index in self.waiters.indices {
-                let waiter = self.waiters[index]
-                if !(waiter.inTurn && blocked), let resume = waiter.check(&self.state) {
+            var index = 0
+            while index < self.waiters.count {
+                let inTurn = self.waiters[index].inTurn
+                if !(inTurn && blocked), let resume = self.waiters[index].check(&self.state) {
                     resumptions.append(resume)
-                    if waiter.inTurn { self.inTurnCount -= 1 }
+                    if inTurn { self.inTurnCount -= 1 }
+                    self.waiters.remove(at: index)
                     continue
                 }
-                if waiter.inTurn { blocked = true }
-                self.waiters[kept] = waiter
-                kept += 1
+                if inTurn { blocked = true }
+                index += 1
             }
-            self.waiters.removeLast(self.waiters.count - kept)
             return resumptions
         }
 
