@@ -1,11 +1,13 @@
 // Fuzz target: DeliveryStateMachine (Sources/BridgeCore/Delivery+StateMachine.swift), the value that decides the
 // fate of one notification. The input is a notification's setup and then the life the pipeline gives it:
 //   byte 0  max attempts (Int.min, 0, 1 ... 1000, Int.max)
-//   byte 1  the backoff's initial wait and byte 2 its maximum (0, 1 ns ... 1 h, Int64.max seconds)
+//   byte 1  the backoff's initial wait and byte 2 its maximum (0, 1 ns ... 1 h, Int64.max seconds; never negative:
+//           a wait cannot be, and the configuration admits 1 ms to 1 h)
 //   byte 3  the local fault (none, every documented reason, an unknown one)
 //   byte 4  the expiration in epoch seconds (none, 0, -1, Int64.min/max, past the milliseconds' range, or near
 //           the start) and byte 5 how near
-//   byte 6  the clock at the start (0, Int64.min/max, ..., or the next 8 bytes)
+//   byte 6  the clock at the start (a 2027 time, 0, ±1, Int64.min/max, ...); byte 7, when a multiple of 8, has the
+//           next 8 bytes replace it
 // then one step per action, as the pipeline answers it (docs/architecture.md, "Deliver"): `send` is sent (with
 // the clock moved on, then an answer: any status, reason, apns-unique-id and 410 timestamp, or a timeout, a lost
 // connection, an unreachable APNs or a malformed answer), or it waits in its ordering line and its turn comes, or
