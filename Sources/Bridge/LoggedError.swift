@@ -20,9 +20,10 @@ public enum LoggedError {
             name = name[name.index(after: dot)...]
         }
         var result = ""
-        while let start = name.firstRange(of: "(unknown context at ") {
+        while let start = name.firstRange(of: "(unknown context at "),
+            let close = name[start.upperBound...].firstIndex(of: ")")
+        {
             result += name[..<start.lowerBound]
-            guard let close = name[start.upperBound...].firstIndex(of: ")") else { break }
             name = name[name.index(after: close)...]
             if name.first == "." { name = name.dropFirst() }
         }
@@ -30,9 +31,8 @@ public enum LoggedError {
         return result
     }
 
-    /// The error's description, as `"\(error)"` prints it. The errors the project logs describe themselves
-    /// without keys, passwords or device tokens (a `KafkaError` never holds a password, an `HTTP2Error` never a
-    /// request's path), so the message is what the log line has always shown.
+    /// The error's description, as `"\(error)"` prints it: the text the log lines showed before they had these
+    /// fields. The errors the project logs describe themselves without keys, passwords or device tokens.
     public static func message(of error: any Error) -> String {
         "\(error)"
     }

@@ -78,7 +78,11 @@ struct LoggedErrorTests {
     func privateTypeName() {
         #expect(String(reflecting: Hidden.self).contains("unknown context"))
         #expect(LoggedError.typeName(of: Hidden()) == "Hidden")
+        #expect(String(reflecting: NestedHidden.self).contains("unknown context"))
+        #expect(LoggedError.typeName(of: NestedHidden()) == "LoggedErrorTests.NestedHidden")
     }
+
+    private struct NestedHidden: Error {}
 
     @Test("the text format shows the same two fields for an error, and neither without one")
     func textFormat() {
