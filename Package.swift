@@ -476,6 +476,12 @@ package.targets += [
         swiftSettings: strict
     ),
     .executableTarget(
+        name: "FuzzDeliveryStateMachine",
+        dependencies: ["FuzzSupport", "BridgeCore", "APNSCore"],
+        path: "Fuzz/FuzzDeliveryStateMachine",
+        swiftSettings: strict
+    ),
+    .executableTarget(
         name: "FuzzBinaryProtocol",
         dependencies: ["FuzzSupport", "BinaryProvider"],
         path: "Fuzz/FuzzBinaryProtocol",

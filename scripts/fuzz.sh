@@ -8,7 +8,7 @@
 #       each target's stand-alone driver (the normal debug build) over the committed corpus plus MUTATIONS
 #       seeded mutations; a crash writes its input to OUT_DIR/crash-<target>.
 #
-# FUZZ_TARGETS (space-separated) picks targets; all five by default. Exit status 1 when any target failed.
+# FUZZ_TARGETS (space-separated) picks targets; all six by default. Exit status 1 when any target failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +17,7 @@ bin=${2:?binary directory}
 out=${3:?output directory}
 amount=${4:?seconds or mutations}
 shift 4
-targets=${FUZZ_TARGETS:-FuzzEventParser FuzzTemplate FuzzConfiguration FuzzSimulatorRequest FuzzBinaryProtocol}
+targets=${FUZZ_TARGETS:-FuzzEventParser FuzzTemplate FuzzConfiguration FuzzSimulatorRequest FuzzBinaryProtocol FuzzDeliveryStateMachine}
 
 # The Swift runtime's crash handler reads the crashed process's memory from a helper thread, which AddressSanitizer
 # reports as a use-after-free of its own and which hides the real crash: libFuzzer reports crashes instead.

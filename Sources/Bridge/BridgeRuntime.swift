@@ -180,7 +180,7 @@ public struct BridgeRuntime: Sendable {
         )
         try await group.run()
         if let error = fatal.withLock({ $0 }) {
-            self.logger.critical("PushBridge stopped: the Kafka producer failed", metadata: ["kafka.error": "\(error)"])
+            self.logger.critical("PushBridge stopped: the Kafka producer failed", error: error)
             throw Failure(reason: "the Kafka producer failed and cannot recover: \(error)")
         }
         self.logger.info("PushBridge stopped")

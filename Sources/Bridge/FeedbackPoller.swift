@@ -113,7 +113,7 @@ public struct FeedbackPoller: Service {
             self.metrics.feedbackPollFailed(app: self.app)
             self.logger.warning(
                 "Polling the feedback service failed; trying again at the next interval",
-                metadata: ["feedback.endpoint": "\(self.client.endpoint)", "error": "\(error.reason)"])
+                error: error, metadata: ["feedback.endpoint": "\(self.client.endpoint)"])
             return summary
         }
         summary.read = poll.tuples.count
@@ -198,10 +198,10 @@ public struct FeedbackPoller: Service {
             attempt += 1
             self.metrics.feedbackPollFailed(app: self.app)
             self.logger.warning(
-                "Kafka failed feedback records; publishing them again",
+                "Kafka failed feedback records; publishing them again", error: answers.error,
                 metadata: [
                     "kafka.topic": "\(self.invalidTokensTopic)", "feedback.records": "\(answers.failed.count)",
-                    "error": "\(answers.error ?? "")", "pipeline.attempt": "\(attempt)",
+                    "pipeline.attempt": "\(attempt)",
                 ])
             try? await Task.sleep(for: self.publishBackoff.delay(afterAttempt: attempt))
             pending = answers.failed.map { pending[$0] }
@@ -217,8 +217,8 @@ final class Acknowledgements: Sendable {
         var acknowledged = 0
         /// The indices of the records the sink failed.
         var failed: [Int] = []
-        /// The last failure, as text.
-        var error: String?
+        /// The last failure.
+        var error: (any Error)?
     }
 
     private struct State {
@@ -239,7 +239,7 @@ final class Acknowledgements: Sendable {
         let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
             if let error {
                 state.answers.failed.append(index)
-                state.answers.error = "\(error)"
+                state.answers.error = error
             } else {
                 state.answers.acknowledged += 1
             }

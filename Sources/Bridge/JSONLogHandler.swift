@@ -9,7 +9,8 @@ import Synchronization
 #endif
 
 /// `logging.format: json`: one JSON object per line on standard error, with the constant message, the level,
-/// the label, an RFC 3339 timestamp and the metadata as string fields (docs/operations.md).
+/// the label, an RFC 3339 timestamp, the error passed to the log call as `error.type` and `error.message`
+/// (``LoggedError``) and the metadata as string fields (docs/operations.md).
 public struct JSONLogHandler: LogHandler {
     /// The logger's label (`pushbridge.kafka`, ...).
     public let label: String
@@ -36,7 +37,7 @@ public struct JSONLogHandler: LogHandler {
             label: self.label,
             message: "\(event.message)",
             metadata: self.merged(event.metadata),
-            error: event.error.map { "\($0)" }
+            error: event.error
         )
         line.append(UInt8(ascii: "\n"))
         line.withUnsafeBytes { bytes in
@@ -51,10 +52,11 @@ public struct JSONLogHandler: LogHandler {
         return all
     }
 
-    /// One log line as UTF-8 JSON (without the newline); keys in a fixed order, metadata keys sorted.
+    /// One log line as UTF-8 JSON (without the newline); keys in a fixed order, metadata keys sorted. The error's
+    /// two fields come before the metadata and replace metadata of the same names.
     static func line(
         epochMilliseconds: Int64, level: Logger.Level, label: String, message: String, metadata: Logger.Metadata,
-        error: String? = nil
+        error: (any Error)? = nil
     ) -> [UInt8] {
         var json = JSONWriter(reservingCapacity: 256)
         json.beginObject()
@@ -66,9 +68,14 @@ public struct JSONLogHandler: LogHandler {
         json.string(label)
         json.key("message")
         json.string(message)
+        var metadata = metadata
         if let error {
-            json.key("error")
-            json.string(error)
+            json.key(escaping: LoggedError.typeKey)
+            json.string(LoggedError.typeName(of: error))
+            json.key(escaping: LoggedError.messageKey)
+            json.string(LoggedError.message(of: error))
+            metadata[LoggedError.typeKey] = nil
+            metadata[LoggedError.messageKey] = nil
         }
         for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
             json.key(escaping: key)

@@ -64,7 +64,7 @@ public final class KafkaEventSource: EventSource {
         } catch {
             // A partition was revoked meanwhile (the others are stored): its new owner processes these events
             // again.
-            self.logger.debug("Offset not stored", metadata: ["error": "\(error)"])
+            self.logger.debug("Offset not stored", error: error)
         }
     }
 
@@ -72,7 +72,7 @@ public final class KafkaEventSource: EventSource {
         do {
             try self.consumer.withLock { $0 }?.pause(partitions.map(KafkaPartition.init))
         } catch {
-            self.logger.warning("Pausing partitions failed", metadata: ["error": "\(error)"])
+            self.logger.warning("Pausing partitions failed", error: error)
         }
     }
 
@@ -80,7 +80,7 @@ public final class KafkaEventSource: EventSource {
         do {
             try self.consumer.withLock { $0 }?.resume(partitions.map(KafkaPartition.init))
         } catch {
-            self.logger.warning("Resuming partitions failed", metadata: ["error": "\(error)"])
+            self.logger.warning("Resuming partitions failed", error: error)
         }
     }
 
@@ -102,7 +102,7 @@ public final class KafkaEventSource: EventSource {
         } catch {
             // The next commit (periodic, on revocation or on close) carries the same offsets; a crash before
             // it means the events are processed again, never lost.
-            self.logger.warning("Committing offsets failed", metadata: ["error": "\(error)"])
+            self.logger.warning("Committing offsets failed", error: error)
         }
     }
 
@@ -129,7 +129,7 @@ public final class KafkaEventSource: EventSource {
                 return lag
             }
         } catch {
-            self.logger.debug("Consumer lag not read", metadata: ["error": "\(error)"])
+            self.logger.debug("Consumer lag not read", error: error)
             return []
         }
     }

@@ -26,8 +26,9 @@ public struct DeliveryOutcome: Sendable, Hashable {
 
 /// Decides, answer by answer, what happens to one notification: send, wait and retry, halt the line, or
 /// finish with an outcome (docs/data-contract.md, docs/operations.md "Guarantees"). A value type without I/O, so every path is tested as plain values.
-struct DeliveryStateMachine: Sendable {
-    enum Action: Sendable, Hashable {
+/// `package` for its fuzz target, `Fuzz/FuzzDeliveryStateMachine` (docs/fuzzing.md).
+package struct DeliveryStateMachine: Sendable {
+    package enum Action: Sendable, Hashable {
         /// Send (again) now.
         case send
         /// Wait, then call ``retryDue(nowEpochMilliseconds:)``.
@@ -40,14 +41,14 @@ struct DeliveryStateMachine: Sendable {
 
     let expirationEpochSeconds: Int64?
     let localFault: Reason?
-    let maxAttempts: Int
+    package let maxAttempts: Int
     let backoff: Backoff
-    private(set) var attempts = 0
+    package private(set) var attempts = 0
     private(set) var firstSentAtEpochMilliseconds: Int64?
     /// Consecutive `ExpiredProviderToken` answers; the client already renewed the token once.
     private var renewals = 0
 
-    init(expirationEpochSeconds: Int64?, localFault: Reason?, maxAttempts: Int, backoff: Backoff) {
+    package init(expirationEpochSeconds: Int64?, localFault: Reason?, maxAttempts: Int, backoff: Backoff) {
         self.expirationEpochSeconds = expirationEpochSeconds
         self.localFault = localFault
         self.maxAttempts = max(1, maxAttempts)
@@ -55,7 +56,7 @@ struct DeliveryStateMachine: Sendable {
     }
 
     /// The first decision, before anything is sent.
-    mutating func start(nowEpochMilliseconds now: Int64) -> Action {
+    package mutating func start(nowEpochMilliseconds now: Int64) -> Action {
         if let fault = self.localFault {
             return .finish(
                 self.outcome(
@@ -68,37 +69,37 @@ struct DeliveryStateMachine: Sendable {
     }
 
     /// A wait asked for by ``Action/wait(_:)`` is over.
-    mutating func retryDue(nowEpochMilliseconds now: Int64) -> Action {
+    package mutating func retryDue(nowEpochMilliseconds now: Int64) -> Action {
         self.sendUnlessExpired(now: now)
     }
 
     /// The line was halted and has resumed (or the probe is due): send again, unless expired meanwhile.
-    mutating func resumed(nowEpochMilliseconds now: Int64) -> Action {
+    package mutating func resumed(nowEpochMilliseconds now: Int64) -> Action {
         self.sendUnlessExpired(now: now)
     }
 
     /// Its turn came after it waited behind an earlier notification of its ordering key: send, unless it
     /// expired meanwhile.
-    mutating func turnCame(nowEpochMilliseconds now: Int64) -> Action {
+    package mutating func turnCame(nowEpochMilliseconds now: Int64) -> Action {
         self.sendUnlessExpired(now: now)
     }
 
     /// The outcome of a notification that a newer one of its ordering key replaced while it waited (a route with
     /// `coalesce: true`). It was never sent: no status, no reason, no attempts.
-    func superseded(by notificationID: String, nowEpochMilliseconds now: Int64) -> DeliveryOutcome {
+    package func superseded(by notificationID: String, nowEpochMilliseconds now: Int64) -> DeliveryOutcome {
         var outcome = self.outcome(.superseded, http: nil, reason: nil, uniqueID: nil, now: now)
         outcome.supersededBy = notificationID
         return outcome
     }
 
     /// Record that the request is going out now.
-    mutating func sending(nowEpochMilliseconds now: Int64) {
+    package mutating func sending(nowEpochMilliseconds now: Int64) {
         self.attempts += 1
         if self.firstSentAtEpochMilliseconds == nil { self.firstSentAtEpochMilliseconds = now }
     }
 
     /// APNs' answer (or its absence) to the last send.
-    mutating func received(_ result: APNSResult, nowEpochMilliseconds now: Int64) -> Action {
+    package mutating func received(_ result: APNSResult, nowEpochMilliseconds now: Int64) -> Action {
         switch result {
         case .answered(let response):
             let status = response.status

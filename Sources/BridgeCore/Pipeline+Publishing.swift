@@ -116,8 +116,8 @@ extension Pipeline {
                 ?? self.unpublished.add(error: "\(error)")
             self.metrics.unpublishedRecords.record(self.unpublished.count)
             self.logger.warning(
-                "Publishing a record failed; retrying",
-                metadata: ["kafka.topic": "\(record.topic)", "error": "\(error)", "pipeline.attempt": "\(attempt)"]
+                "Publishing a record failed; retrying", error: error,
+                metadata: ["kafka.topic": "\(record.topic)", "pipeline.attempt": "\(attempt)"]
             )
             let retry = PublishRetry(
                 record: record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged)

@@ -205,7 +205,7 @@ public final class Pipeline: Service, Sendable {
             } catch {
                 failure = error
                 self.sourceFailure.withLock { $0 = "\(error)" }
-                self.logger.error("Event source failed", metadata: ["error": "\(error)"])
+                self.logger.error("Event source failed", error: error)
             }
             self.flow.stopWaiting()
             let drained = await self.flow.waitUntilEmpty(timeout: self.configuration.drainTimeout)
@@ -223,7 +223,7 @@ public final class Pipeline: Service, Sendable {
         do {
             try await self.sink.flush(timeout: self.configuration.drainTimeout)
         } catch {
-            self.logger.error("Flushing records failed", metadata: ["error": "\(error)"])
+            self.logger.error("Flushing records failed", error: error)
         }
         await self.source.close()
         if let failure { throw failure }

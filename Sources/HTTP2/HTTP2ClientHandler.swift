@@ -94,7 +94,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         let failure = session.receive(self.unwrapInboundIn(data))
         self.inCallbacks = false
         if let failure {
-            self.shared.logger.warning("HTTP/2 protocol error from the server", metadata: ["http2.error": "\(failure)"])
+            self.shared.logger.warning("HTTP/2 protocol error from the server", error: failure)
             self.flush()
             self.closeNow(.connectionLost("HTTP/2 protocol error: \(failure)"))
             return
@@ -126,7 +126,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.shared.logger.debug("HTTP/2 connection error", metadata: ["http2.error": "\(error)"])
+        self.shared.logger.debug("HTTP/2 connection error", error: error)
         if self.state == .handshaking || self.state == .waitingForSettings {
             self.shared.ready.fail(HTTP2Error(.connectFailed, "TLS or HTTP/2 setup failed", cause: error))
         }

@@ -109,7 +109,7 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         let failure = session.receive(self.unwrapInboundIn(data))
         self.inCallbacks = false
         if let failure {
-            self.shared.logger.info("HTTP/2 protocol error from a client", metadata: ["http2.error": "\(failure)"])
+            self.shared.logger.info("HTTP/2 protocol error from a client", error: failure)
             self.flush()
             context.close(promise: nil)
         }
@@ -121,7 +121,7 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        self.shared.logger.debug("HTTP/2 server connection error", metadata: ["http2.error": "\(error)"])
+        self.shared.logger.debug("HTTP/2 server connection error", error: error)
         context.close(promise: nil)
     }
 
@@ -176,7 +176,7 @@ final class HTTP2ServerConnectionHandler: ChannelInboundHandler {
         }
         if result != 0 {
             self.shared.logger.debug(
-                "response not submitted", metadata: ["http2.error": "\(NGHTTP2Session.errorText(result))"]
+                "response not submitted", error: NGHTTP2Failure(code: result)
             )
         }
         self.scheduleFlush()

@@ -202,12 +202,12 @@ final class NGHTTP2Session {
         )
     }
 
-    /// Feeds inbound bytes; returns nil or nghttp2's error text when the peer broke the protocol.
-    func receive(_ buffer: ByteBuffer) -> String? {
+    /// Feeds inbound bytes; returns nil, or nghttp2's error when the peer broke the protocol.
+    func receive(_ buffer: ByteBuffer) -> NGHTTP2Failure? {
         let result = buffer.withUnsafeReadableBytes { raw in
             nghttp2_session_mem_recv(self.pointer, raw.bindMemory(to: UInt8.self).baseAddress, raw.count)
         }
-        return result < 0 ? Self.errorText(Int32(result)) : nil
+        return result < 0 ? NGHTTP2Failure(code: Int32(result)) : nil
     }
 
     /// Everything nghttp2 wants to send, as one buffer, or nil when there is nothing. `error` is set when
@@ -252,6 +252,15 @@ final class NGHTTP2Session {
     static func errorText(_ code: Int32) -> String {
         String(cString: nghttp2_strerror(code))
     }
+}
+
+/// An error code nghttp2 returned, as an `Error` for the log calls' `error:` parameter; it describes itself in
+/// nghttp2's words (`nghttp2_strerror`).
+struct NGHTTP2Failure: Error, CustomStringConvertible {
+    /// nghttp2's (negative) error code, `NGHTTP2_ERR_*`.
+    var code: Int32
+
+    var description: String { NGHTTP2Session.errorText(self.code) }
 }
 
 /// The name and value of one header callback, decoded.

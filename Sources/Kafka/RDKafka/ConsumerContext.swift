@@ -228,13 +228,13 @@ final class ConsumerContext: Sendable {
                     // At-least-once still holds: the next owner re-reads from the last successful commit.
                     self.logger.warning(
                         "Could not commit offsets of revoked partitions",
-                        metadata: ["kafka.error": "\(KafkaError(error))"]
+                        error: KafkaError(error)
                     )
                 }
             }
             self.complete(handle, list, assign: false, cooperative: cooperative)
         default:
-            self.logger.error("Rebalance failed", metadata: ["kafka.error": "\(KafkaError(event))"])
+            self.logger.error("Rebalance failed", error: KafkaError(event))
             self.complete(handle, nil, assign: false, cooperative: false)
         }
     }
@@ -252,7 +252,7 @@ final class ConsumerContext: Sendable {
         if let failure {
             self.logger.error(
                 assign ? "Could not assign partitions" : "Could not release partitions",
-                metadata: ["kafka.error": "\(failure)"]
+                error: failure
             )
         }
     }

@@ -71,9 +71,7 @@ struct PollLoop: Sendable {
         if closeError != RD_KAFKA_RESP_ERR_NO_ERROR {
             self.context.logger.warning(
                 "Consumer close reported an error",
-                metadata: [
-                    "kafka.error": "\(KafkaError(closeError))"
-                ])
+                error: KafkaError(closeError))
         }
         self.client.destroy()
         self.context.buffer.finish(failure.map(BatchBuffer.End.failed) ?? .closed)
@@ -136,13 +134,13 @@ struct PollLoop: Sendable {
         }
         if code == RD_KAFKA_RESP_ERR__FATAL {
             let error = self.client.fatalError() ?? KafkaError(code)
-            self.context.logger.error("Consumer failed", metadata: ["kafka.error": "\(error)"])
+            self.context.logger.error("Consumer failed", error: error)
             return error
         }
         let text = rd_kafka_message_errstr(message).map { String(cString: $0) } ?? ""
         self.context.logger.warning(
             "Consumer error",
-            metadata: ["kafka.error": "\(KafkaError.Code(code).name)", "kafka.reason": "\(text)"]
+            error: KafkaError(code: KafkaError.Code(code), message: text)
         )
         return nil
     }

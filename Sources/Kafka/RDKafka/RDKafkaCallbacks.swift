@@ -103,7 +103,7 @@ private func errorCallback(
         var text = [CChar](repeating: 0, count: 512)
         let underlying = rd_kafka_fatal_error(handle, &text, text.count)
         let error = KafkaError(code: KafkaError.Code(underlying), message: String(cText: text), isFatal: true)
-        callbacks.logger.critical("Kafka client fatal error", metadata: ["kafka.error": "\(error)"])
+        callbacks.logger.critical("Kafka client fatal error", error: error)
         callbacks.fatal?(error)
         return
     }
@@ -113,10 +113,7 @@ private func errorCallback(
     }
     callbacks.logger.warning(
         "Kafka client error",
-        metadata: [
-            "kafka.error": "\(KafkaError.Code(rawValue: code).name)",
-            "kafka.reason": "\(text)",
-        ]
+        error: KafkaError(code: KafkaError.Code(rawValue: code), message: text)
     )
 }
 

@@ -41,7 +41,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             try await runtime.run(sender: sender)
         } catch {
-            logger.critical("PushBridge failed", metadata: ["error": "\(error)"])
+            logger.critical("PushBridge failed", error: error)
             throw ExitCode(1)
         }
     }
@@ -53,11 +53,7 @@ enum LoggingBootstrap {
         let level = settings.level.swiftLogLevel
         switch settings.format {
         case .text:
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
-            }
+            LoggingSystem.bootstrap { label in TextLogHandler(label: label, level: level) }
         case .json:
             LoggingSystem.bootstrap { label in JSONLogHandler(label: label, level: level) }
         }
