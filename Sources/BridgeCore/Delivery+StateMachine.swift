@@ -100,6 +100,9 @@ package struct DeliveryStateMachine: Sendable {
 
     /// APNs' answer (or its absence) to the last send.
     package mutating func received(_ result: APNSResult, nowEpochMilliseconds now: Int64) -> Action {
+        // Only `ExpiredProviderToken` answers in a row count: any other answer starts the count again.
+        let renewalsInARow = self.renewals
+        self.renewals = 0
         switch result {
         case .answered(let response):
             let status = response.status
@@ -129,7 +132,7 @@ package struct DeliveryStateMachine: Sendable {
                 // The client renews and retries once itself; a second expiry in a row means the key or
                 // the clock is wrong, which no retry fixes.
                 self.attempts -= 1
-                self.renewals += 1
+                self.renewals = renewalsInARow + 1
                 return self.renewals > 1 ? .halt(reason: reason.rawValue) : .send
             }
         case .failed(let failure):

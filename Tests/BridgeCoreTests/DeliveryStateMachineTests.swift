@@ -195,6 +195,29 @@ struct DeliveryStateMachineTests {
         )
     }
 
+    @Test("ExpiredProviderToken answers that are not in a row do not halt (fuzz finding 7)")
+    func expiredProviderTokenNotInARow() {
+        var machine = self.machine()
+        _ = machine.start(nowEpochMilliseconds: self.now)
+        machine.sending(nowEpochMilliseconds: self.now)
+        #expect(machine.received(self.answer(403, .expiredProviderToken), nowEpochMilliseconds: self.now) == .send)
+        machine.sending(nowEpochMilliseconds: self.now)
+        guard case .wait = machine.received(self.answer(503, .serviceUnavailable), nowEpochMilliseconds: self.now)
+        else {
+            Issue.record("a 503 is retried after a wait")
+            return
+        }
+        #expect(machine.retryDue(nowEpochMilliseconds: self.now + 60_000) == .send)
+        machine.sending(nowEpochMilliseconds: self.now + 60_000)
+        #expect(
+            machine.received(self.answer(403, .expiredProviderToken), nowEpochMilliseconds: self.now + 60_000) == .send,
+            "the answer before it was a 503: renewed and sent again, not halted")
+        machine.sending(nowEpochMilliseconds: self.now + 60_000)
+        #expect(
+            machine.received(self.answer(403, .expiredProviderToken), nowEpochMilliseconds: self.now + 60_000)
+                == .halt(reason: "ExpiredProviderToken"))
+    }
+
     @Test("a notification that expires while halted ends as expired")
     func expiresWhileHalted() {
         var machine = self.machine(expiration: self.now / 1000 + 60)
