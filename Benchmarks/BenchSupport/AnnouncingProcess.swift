@@ -6,15 +6,15 @@ import Foundation
 
 /// A child process that announces where it listens on its standard output (`pushbridge simulator` prints
 /// "APNs simulator listening on 127.0.0.1:PORT …" and, with `--binary-port`, "binary gateway listening on …").
-public struct AnnouncingProcess {
+package struct AnnouncingProcess {
     /// The process, for its pid and to stop it.
-    public let process: Process
+    package let process: Process
     /// The port of each announced prefix, in the order asked for.
-    public let ports: [Int]
+    package let ports: [Int]
 
     /// Starts `executable` with `arguments` and reads its output until a line starting with each of `prefixes`
     /// gave a `host:PORT` after the prefix. Standard error goes to this process's.
-    public static func start(_ executable: String, _ arguments: [String], announcing prefixes: [String])
+    package static func start(_ executable: String, _ arguments: [String], announcing prefixes: [String])
         throws(BenchSupportError) -> AnnouncingProcess
     {
         let process = Process()
@@ -48,11 +48,11 @@ public struct AnnouncingProcess {
     }
 
     /// The process id.
-    public var pid: pid_t { self.process.processIdentifier }
+    package var pid: pid_t { self.process.processIdentifier }
 
     /// Sends SIGTERM and waits up to `timeout` for the process to end, then sends SIGKILL and waits for that: a
     /// child that missed or ignored the SIGTERM must not outlive the benchmark or keep a test run waiting.
-    public func stop(timeout: Duration = .seconds(5)) {
+    package func stop(timeout: Duration = .seconds(5)) {
         guard self.process.isRunning else { return }
         self.process.terminate()
         let deadline = ContinuousClock.now + timeout

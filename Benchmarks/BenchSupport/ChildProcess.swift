@@ -6,18 +6,18 @@ import Foundation
 
 /// A child process started with `posix_spawn`, measured alone: CPU time from `/proc` and `wait4`, peak RSS from
 /// `/proc/PID/status` (`VmHWM`). Standard output and error go to a file.
-public struct ChildProcess: Sendable {
+package struct ChildProcess: Sendable {
     /// The process id.
-    public let pid: pid_t
+    package let pid: pid_t
     /// The executable's file name, for messages.
-    public let name: String
+    package let name: String
 
     /// CPU time and peak memory of a process.
-    public struct Usage: Sendable {
+    package struct Usage: Sendable {
         /// User + system CPU seconds.
-        public var cpuSeconds: Double
+        package var cpuSeconds: Double
         /// Peak resident set size, in MiB.
-        public var peakRSSMebibytes: Double
+        package var peakRSSMebibytes: Double
     }
 
     /// Starts `executable` (a path) with `arguments`, its standard output and error appended to `logFile`.
@@ -29,7 +29,7 @@ public struct ChildProcess: Sendable {
     /// It also inherits no file descriptor but 0, 1 and 2. Sockets without close-on-exec would otherwise stay open
     /// in the child: a listening socket its owner closed would go on accepting connections, and a test that
     /// connects to a port it just closed got a connection, reset when the child exited.
-    public static func spawn(
+    package static func spawn(
         _ executable: String, _ arguments: [String], logFile: String
     ) throws(BenchSupportError) -> ChildProcess {
         var actions = posix_spawn_file_actions_t()
@@ -76,14 +76,14 @@ public struct ChildProcess: Sendable {
     }
 
     /// The exit status when the process has exited (it is reaped then), `nil` while it runs.
-    public func exitStatusIfExited() -> Int32? {
+    package func exitStatusIfExited() -> Int32? {
         var status: Int32 = 0
         guard waitpid(self.pid, &status, WNOHANG) == self.pid else { return nil }
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
     /// CPU seconds (user + system) used so far, from `/proc/PID/stat`.
-    public func cpuSecondsSoFar() -> Double {
+    package func cpuSecondsSoFar() -> Double {
         ProcessCPU.seconds(pid: self.pid)
     }
 
@@ -91,7 +91,7 @@ public struct ChildProcess: Sendable {
     ///
     /// Not `wait4`'s `ru_maxrss`: Linux carries that across `execve`, and `posix_spawn` starts the child in the
     /// parent's memory, so it would report the benchmark's own peak (which holds the whole Kafka backlog).
-    public func peakRSSMebibytesSoFar() -> Double? {
+    package func peakRSSMebibytesSoFar() -> Double? {
         guard let text = try? String(contentsOfFile: "/proc/\(self.pid)/status", encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
             let kibibytes = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
@@ -100,12 +100,12 @@ public struct ChildProcess: Sendable {
     }
 
     /// Sends signal `number` to the process.
-    public func signal(_ number: Int32) {
+    package func signal(_ number: Int32) {
         kill(self.pid, number)
     }
 
     /// Waits for the process to exit (polling, so no thread blocks), then returns its exit status and usage.
-    public func wait(timeout: Duration) async throws(BenchSupportError) -> (exitStatus: Int32, usage: Usage) {
+    package func wait(timeout: Duration) async throws(BenchSupportError) -> (exitStatus: Int32, usage: Usage) {
         let deadline = ContinuousClock.now + timeout
         var status: Int32 = 0
         var usage = rusage()

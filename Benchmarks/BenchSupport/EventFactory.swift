@@ -7,28 +7,28 @@ import Foundation
 /// outcome records spread over the outcome topic's partitions, and librdkafka's mock cluster keeps only about 5 MiB
 /// per partition (it drops the oldest records beyond that; ``MockClusterSizing``). And nghttpd answers 200 only for a
 /// path it has a file for, so its document root holds one empty file per token.
-public struct EventFactory: Sendable {
+package struct EventFactory: Sendable {
     /// How many distinct device tokens the events cycle through: enough to spread the outcome records of a
     /// 1M-event run evenly over its partitions (one token for every event put all outcomes in one partition, the
     /// mock dropped all but the newest ~8 500, and the benchmark waited for the rest until it timed out), few
     /// enough that nghttpd's document root stays small (one empty file each).
-    public static let distinctTokenCount = 65_536
+    package static let distinctTokenCount = 65_536
 
     /// `expires_at`: a day after the run starts, so nothing expires.
-    public let expiresAtEpochSeconds = Int64(Date().timeIntervalSince1970) + 86_400
+    package let expiresAtEpochSeconds = Int64(Date().timeIntervalSince1970) + 86_400
 
     /// With more than 0: every event also carries `"activity":{"id":"act-<index % activityCount>"}`, and its device
     /// token is the activity's (one device per activity, as for Live Activity updates), so a route with
     /// `ordering_key: "{{activity.id}}"` has `activityCount` lines (`BridgeBench --ordering-keys`).
-    public let activityCount: Int
+    package let activityCount: Int
 
     /// The factory for a run starting now; `activityCount` as above (0: no activities, a token per event).
-    public init(activityCount: Int = 0) {
+    package init(activityCount: Int = 0) {
         self.activityCount = max(0, activityCount)
     }
 
     /// Event `index`: its Kafka key (distinct per event) and value.
-    public func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
+    package func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
         let activity = self.activityCount > 0 ? #""activity":{"id":"act-\#(index % self.activityCount)"},"# : ""
         let token = Self.deviceToken(self.activityCount > 0 ? index % self.activityCount : index)
         let value =
@@ -40,15 +40,15 @@ public struct EventFactory: Sendable {
     }
 
     /// The size of an event's value, in bytes.
-    public var sampleByteCount: Int { self.event(0).value.count }
+    package var sampleByteCount: Int { self.event(0).value.count }
 
     /// The device token of event `index`.
-    public static func deviceToken(_ index: Int) -> String {
+    package static func deviceToken(_ index: Int) -> String {
         self.token(index % self.distinctTokenCount)
     }
 
     /// The distinct device tokens of the first `eventCount` events.
-    public static func deviceTokens(eventCount: Int) -> [String] {
+    package static func deviceTokens(eventCount: Int) -> [String] {
         (0..<min(eventCount, self.distinctTokenCount)).map(self.token)
     }
 
@@ -67,18 +67,18 @@ public struct EventFactory: Sendable {
 
 /// Topic sizes for librdkafka's mock cluster, which keeps about 5 MiB per partition (`max_size` in librdkafka
 /// 2.0.2's `rdkafka_mock.c`, not configurable) and silently drops the oldest records beyond that.
-public enum MockClusterSizing {
+package enum MockClusterSizing {
     /// What the mock keeps of one partition before it drops the oldest records.
-    public static let retainedBytesPerPartition = 5 << 20
+    package static let retainedBytesPerPartition = 5 << 20
 
     /// A generous estimate of one input event with its Kafka overhead, in bytes.
-    public static let eventRecordBytes = 400
+    package static let eventRecordBytes = 400
     /// A generous estimate of one outcome record with its Kafka overhead, in bytes (they are about 620).
-    public static let outcomeRecordBytes = 900
+    package static let outcomeRecordBytes = 900
 
     /// Partitions so that each keeps at most ~4 MiB of `records` records of `bytesEach` bytes, when their keys
     /// spread them evenly; at least 4.
-    public static func partitionCount(records: Int, bytesEach: Int) -> Int32 {
+    package static func partitionCount(records: Int, bytesEach: Int) -> Int32 {
         Int32(max(4, (records * bytesEach + (4 << 20) - 1) / (4 << 20)))
     }
 }

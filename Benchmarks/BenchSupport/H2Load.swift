@@ -2,21 +2,21 @@ import Foundation
 
 /// h2load, nghttp2's load client (C): the reference client of the benchmarks. One run sends `requests` requests
 /// over ONE connection (`-c 1`) with `streams` concurrent streams (`-m`), the same body and headers each time.
-public enum H2Load {
+package enum H2Load {
     /// What one run measured.
-    public struct Result: Sendable {
+    package struct Result: Sendable {
         /// Requests per second, from h2load's `finished in …, N req/s` line.
-        public var rate: Double
+        package var rate: Double
         /// Responses with a 2xx status.
-        public var succeeded: Int
+        package var succeeded: Int
         /// h2load's own CPU seconds (user + system), from `getrusage(RUSAGE_CHILDREN)` around the run.
-        public var cpuSeconds: Double
+        package var cpuSeconds: Double
         /// h2load's CPU per request, in µs.
-        public var cpuMicrosecondsPerRequest: Double
+        package var cpuMicrosecondsPerRequest: Double
     }
 
     /// Where the requests go.
-    public enum Target: Sendable {
+    package enum Target: Sendable {
         /// Every request to one URL.
         case url(String)
         /// The URLs listed in a file, one a line, in turn (`-i FILE`); they must share scheme, host and port.
@@ -25,7 +25,7 @@ public enum H2Load {
 
     /// Runs h2load to completion. `redacting` is replaced by `<redacted>` in the printed command line (a bearer
     /// token). Throws when h2load fails or prints no summary.
-    public static func run(
+    package static func run(
         requests: Int, streams: Int = 100, bodyFile: String, headers: [(name: String, value: String)],
         target: Target, printCommand: Bool = false, redacting secret: String? = nil
     ) throws(BenchSupportError) -> Result {

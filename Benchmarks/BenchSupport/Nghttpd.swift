@@ -15,16 +15,16 @@ import Foundation
 /// APNs-shaped `POST /3/device/<token>` gets 200 with an empty body when the root holds an empty file at that path
 /// (``createEmptyFile(at:)``). It keeps up to 2048 open files cached, so up to that many distinct paths cost no
 /// file system call per request.
-public struct NghttpdServer: Sendable {
+package struct NghttpdServer: Sendable {
     /// The child process.
-    public let process: ChildProcess
+    package let process: ChildProcess
     /// The port it listens on, on 127.0.0.1.
-    public let port: Int
+    package let port: Int
     /// What it was started with, for the report.
-    public let commandLine: String
+    package let commandLine: String
 
     /// The process id.
-    public var pid: pid_t { self.process.pid }
+    package var pid: pid_t { self.process.pid }
 
     /// Starts nghttpd with `-a 127.0.0.1 -d documentRoot -m maxConcurrentStreams` (one worker thread, its
     /// default), its output to `logFile`, and returns once it accepts TCP connections.
@@ -32,7 +32,7 @@ public struct NghttpdServer: Sendable {
     /// - Parameter requestedPort: the port, or `nil` for a free one (nghttpd cannot report a port the kernel
     ///   chose, so a free one is found first; several developers' benchmarks share the build machine, so a fixed
     ///   port may be taken).
-    public static func start(
+    package static func start(
         documentRoot: String, certificatePath: String, privateKeyPath: String, logFile: String,
         maxConcurrentStreams: Int = 100, port requestedPort: Int? = nil
     ) async throws(BenchSupportError) -> NghttpdServer {
@@ -57,11 +57,11 @@ public struct NghttpdServer: Sendable {
     }
 
     /// CPU seconds (user + system) nghttpd used so far.
-    public var cpuSeconds: Double { self.process.cpuSecondsSoFar() }
+    package var cpuSeconds: Double { self.process.cpuSecondsSoFar() }
 
     /// Stops nghttpd: SIGTERM, then SIGKILL if it is still there after 2 s; reaps it. Does nothing once it was
     /// reaped (a second call).
-    public func stop() {
+    package func stop() {
         // waitpid answers 0 while the child runs, its pid once it exited (reaping it), -1 when it is reaped already.
         guard waitpid(self.pid, nil, WNOHANG) == 0 else { return }
         self.process.signal(SIGTERM)
@@ -75,7 +75,7 @@ public struct NghttpdServer: Sendable {
 
     /// Creates `directory` (and its parents) and an empty file named by each of `names` in it, keeping files that
     /// exist: paths nghttpd then answers with 200.
-    public static func createEmptyFiles(in directory: String, names: [String]) throws(BenchSupportError) {
+    package static func createEmptyFiles(in directory: String, names: [String]) throws(BenchSupportError) {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -140,12 +140,12 @@ public struct NghttpdServer: Sendable {
 }
 
 /// Why a benchmark helper failed.
-public struct BenchSupportError: Error, CustomStringConvertible {
+package struct BenchSupportError: Error, CustomStringConvertible {
     /// What went wrong.
-    public var description: String
+    package var description: String
 
     /// An error with its text.
-    public init(_ description: String) {
+    package init(_ description: String) {
         self.description = description
     }
 }

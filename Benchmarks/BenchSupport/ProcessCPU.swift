@@ -5,27 +5,27 @@ import Foundation
 #endif
 
 /// CPU time of processes, for the benchmarks' "CPU per request" figures.
-public enum ProcessCPU {
+package enum ProcessCPU {
     /// CPU seconds (user + system) process `pid` used so far, from `/proc/PID/stat`; 0 when it is gone.
-    public static func seconds(pid: pid_t) -> Double {
+    package static func seconds(pid: pid_t) -> Double {
         Self.seconds(statFile: "/proc/\(pid)/stat")
     }
 
     /// One thread's CPU time and context switches so far.
-    public struct ThreadUsage: Sendable {
+    package struct ThreadUsage: Sendable {
         /// The thread's name (`/proc/PID/task/TID/comm`: at most 15 bytes, so Swift's concurrency threads show
         /// as `oot.default-qos`).
-        public var name: String
+        package var name: String
         /// CPU seconds, user + system.
-        public var seconds: Double
+        package var seconds: Double
         /// Times it gave up the CPU to wait (`voluntary_ctxt_switches`).
-        public var voluntarySwitches: Int
+        package var voluntarySwitches: Int
         /// Times it was preempted (`nonvoluntary_ctxt_switches`).
-        public var involuntarySwitches: Int
+        package var involuntarySwitches: Int
     }
 
     /// Every thread of process `pid` by thread ID, from `/proc/PID/task/*`; empty when the process is gone.
-    public static func threads(pid: pid_t) -> [Int: ThreadUsage] {
+    package static func threads(pid: pid_t) -> [Int: ThreadUsage] {
         let directory = "/proc/\(pid)/task"
         guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [:] }
         var result: [Int: ThreadUsage] = [:]
@@ -60,7 +60,7 @@ public enum ProcessCPU {
 
     /// CPU seconds (user + system) of this process (`RUSAGE_SELF`) or of its children that were waited for
     /// (`RUSAGE_CHILDREN`), from `getrusage`.
-    public static func seconds(_ who: __rusage_who_t) -> Double {
+    package static func seconds(_ who: __rusage_who_t) -> Double {
         var usage = rusage()
         getrusage(who, &usage)
         func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1_000_000 }
@@ -68,7 +68,7 @@ public enum ProcessCPU {
     }
 
     /// `RUSAGE_SELF`.
-    public static let ownProcess = __rusage_who_t(RUSAGE_SELF.rawValue)
+    package static let ownProcess = __rusage_who_t(RUSAGE_SELF.rawValue)
     /// `RUSAGE_CHILDREN`.
-    public static let waitedChildren = __rusage_who_t(RUSAGE_CHILDREN.rawValue)
+    package static let waitedChildren = __rusage_who_t(RUSAGE_CHILDREN.rawValue)
 }

@@ -15,9 +15,9 @@
 /// search is `make fuzz`, where the same `fuzzOne` function is libFuzzer's `LLVMFuzzerTestOneInput`.
 ///
 /// Usage: `TARGET [--mutations N] [--seed S] [--max-len BYTES] [--dict FILE] [--crash-dir DIR] PATH...`
-public enum FuzzDriver {
+package enum FuzzDriver {
     /// Runs the driver with the process's arguments and exits: 0 when no input crashed.
-    public static func main(target: String, _ fuzzOne: ([UInt8]) -> Void) -> Never {
+    package static func main(target: String, _ fuzzOne: ([UInt8]) -> Void) -> Never {
         var options = Options()
         do {
             options = try Options(parsing: Array(CommandLine.arguments.dropFirst()))
@@ -343,16 +343,16 @@ enum CrashCapture {
 /// Named checks of the harnesses that a run may skip: `FUZZ_SKIP_CHECKS` lists them, separated by commas or
 /// spaces. The checks of behaviour an open issue asks for but that is not built yet are skipped by
 /// `make fuzz-smoke` (so that `make test` stays green meanwhile) and never by `make fuzz` (mk/fuzz.mk).
-public enum FuzzChecks {
+package enum FuzzChecks {
     /// The names listed in `FUZZ_SKIP_CHECKS`, read once.
-    public static let skipped: Set<String> = {
+    package static let skipped: Set<String> = {
         guard let value = getenv("FUZZ_SKIP_CHECKS") else { return [] }
         let text = String(cString: value)
         return Set(text.split(whereSeparator: { $0 == "," || $0 == " " }).map(String.init))
     }()
 
     /// Whether the check `name` runs.
-    public static func enabled(_ name: String) -> Bool {
+    package static func enabled(_ name: String) -> Bool {
         !self.skipped.contains(name)
     }
 }

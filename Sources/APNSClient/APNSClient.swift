@@ -16,9 +16,9 @@ import Synchronization
 /// ``run()`` must run while the client is used: it owns the connections and the sends that need waiting (opening a
 /// connection, resending, renewing the token), each in a task of its task group. ``shutdown()`` ends it.
 /// ``withRunning(_:)`` does both around a body.
-public final class APNSClient: Sendable {
+package final class APNSClient: Sendable {
     /// The configuration in force.
-    public let configuration: APNSClientConfiguration
+    package let configuration: APNSClientConfiguration
     private let pool: ConnectionPool
     private let logger: Logger
     private let bearerCache = Mutex<(compact: String, header: String)?>(nil)
@@ -26,7 +26,7 @@ public final class APNSClient: Sendable {
     private let waitingSends = AsyncStream<@Sendable () async -> Void>.makeStream()
 
     /// Creates a client. Connections are opened on the first send; ``run()`` must run meanwhile.
-    public init(
+    package init(
         configuration: APNSClientConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "pushbridge.apns")
@@ -44,13 +44,13 @@ public final class APNSClient: Sendable {
     }
 
     /// Connections open and accepting requests now (`pushbridge_apns_connections`).
-    public var openConnections: Int { self.pool.openConnections }
+    package var openConnections: Int { self.pool.openConnections }
 
     /// Sends `notification` and returns APNs' answer or why there was none.
     ///
     /// A notification that breaks Apple's rules is answered locally with the reason APNs would give
     /// (when ``APNSClientConfiguration/validatesLocally``), without a request.
-    public func send(_ notification: Notification) async -> APNSResult {
+    package func send(_ notification: Notification) async -> APNSResult {
         let sending: Sending
         switch self.prepare(notification) {
         case .success(let prepared): sending = prepared
@@ -64,14 +64,14 @@ public final class APNSClient: Sendable {
     /// When a connection is open, the request goes out without a task, and a final answer comes back on the
     /// connection's event loop; what needs waiting (opening a connection, resending, renewing the provider
     /// token) continues in a task, with the same rules as ``send(_:)``.
-    public func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
+    package func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
         guard let (connection, request) = self.dispatch(notification, completion: completion) else { return }
         connection.send(request.request, completion: request.completion)
     }
 
     /// ``send(_:completion:)`` for several notifications at once: those going to the same connection are
     /// handed to it together, so a burst wakes the connection's event loop once rather than per notification.
-    public func send(contentsOf submissions: [Submission]) {
+    package func send(contentsOf submissions: [Submission]) {
         var batches = IdentityGroups<HTTP2ClientConnection, Request>(expecting: submissions.count)
         for index in submissions.indices {
             guard
@@ -87,14 +87,14 @@ public final class APNSClient: Sendable {
 
     /// A notification and what to call with its result, for ``send(contentsOf:)``. (A struct rather than a
     /// tuple: an array of tuples stores its closures in the generic representation, one thunk per element.)
-    public struct Submission: Sendable {
+    package struct Submission: Sendable {
         /// The notification.
-        public var notification: Notification
+        package var notification: Notification
         /// Called once with the result, from any thread.
-        public var completion: @Sendable (APNSResult) -> Void
+        package var completion: @Sendable (APNSResult) -> Void
 
         /// Creates a submission.
-        public init(notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
+        package init(notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
             self.notification = notification
             self.completion = completion
         }
@@ -268,7 +268,7 @@ public final class APNSClient: Sendable {
 
     /// Runs the client until ``shutdown()`` (or cancellation): opens connections in the background and runs the
     /// sends that need waiting. When it ends, every connection is closed and the sends it ran have finished.
-    public func run() async {
+    package func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.pool.run() }
             for await send in self.waitingSends.stream {
@@ -280,7 +280,7 @@ public final class APNSClient: Sendable {
     }
 
     /// Runs the client while `body` runs, then shuts it down (also when `body` throws).
-    public func withRunning<Result: Sendable>(_ body: () async throws -> Result) async rethrows -> Result {
+    package func withRunning<Result: Sendable>(_ body: () async throws -> Result) async rethrows -> Result {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.run() }
             do {
@@ -295,7 +295,7 @@ public final class APNSClient: Sendable {
     }
 
     /// Closes every connection and ends ``run()``. Sends after this fail with `unreachable`.
-    public func shutdown() async {
+    package func shutdown() async {
         self.waitingSends.continuation.finish()
         await self.pool.shutdown()
     }

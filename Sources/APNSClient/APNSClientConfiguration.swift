@@ -1,25 +1,25 @@
 /// Where an ``APNSClient`` connects and how it behaves.
-public struct APNSClientConfiguration: Sendable {
+package struct APNSClientConfiguration: Sendable {
     /// An APNs server: host and port.
-    public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
+    package struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         /// The host name or address.
-        public var host: String
+        package var host: String
         /// The TCP port.
-        public var port: Int
+        package var port: Int
 
         /// An endpoint.
-        public init(host: String, port: Int = 443) {
+        package init(host: String, port: Int = 443) {
             self.host = host
             self.port = port
         }
 
         /// `api.push.apple.com:443`.
-        public static let production = Endpoint(host: "api.push.apple.com")
+        package static let production = Endpoint(host: "api.push.apple.com")
         /// `api.sandbox.push.apple.com:443`.
-        public static let sandbox = Endpoint(host: "api.sandbox.push.apple.com")
+        package static let sandbox = Endpoint(host: "api.sandbox.push.apple.com")
 
         /// Parses `https://host[:port]` or `host[:port]`; `nil` when it is neither.
-        public init?(url: String) {
+        package init?(url: String) {
             var rest = Substring(url)
             if rest.hasPrefix("https://") { rest = rest.dropFirst("https://".count) }
             if rest.hasSuffix("/") { rest = rest.dropLast() }
@@ -35,38 +35,38 @@ public struct APNSClientConfiguration: Sendable {
         }
 
         /// `host:port`.
-        public var description: String { "\(self.host):\(self.port)" }
+        package var description: String { "\(self.host):\(self.port)" }
     }
 
     /// The server.
-    public var endpoint: Endpoint
+    package var endpoint: Endpoint
     /// How the client authenticates.
-    public var authentication: APNSAuthentication
+    package var authentication: APNSAuthentication
     /// How many HTTP/2 connections the pool keeps open.
-    public var connectionCount: Int
+    package var connectionCount: Int
     /// A local cap on concurrent streams per connection (the server's SETTINGS may lower it further).
-    public var maxConcurrentStreamsPerConnection: Int
+    package var maxConcurrentStreamsPerConnection: Int
     /// How long one attempt of a request may take, waiting for a stream included.
-    public var requestTimeout: Duration
+    package var requestTimeout: Duration
     /// How long connecting (TCP, TLS, first SETTINGS) may take.
-    public var connectTimeout: Duration
+    package var connectTimeout: Duration
     /// How many times a request lost with its connection (which the server may have processed) is sent again.
     /// Requests the server refused unprocessed (above a GOAWAY's last stream) are always sent again.
-    public var maxResends: Int
+    package var maxResends: Int
     /// First delay before reconnecting a slot whose connection attempt failed; doubles per failure, with jitter.
-    public var reconnectInitialDelay: Duration
+    package var reconnectInitialDelay: Duration
     /// The longest delay between reconnection attempts.
-    public var reconnectMaximumDelay: Duration
+    package var reconnectMaximumDelay: Duration
     /// A PEM file of extra CA certificates to trust (the simulator's, a private CA).
-    public var additionalTrustRootsPEMFile: String?
+    package var additionalTrustRootsPEMFile: String?
     /// Whether the system's roots are trusted as well.
-    public var trustSystemRoots: Bool
+    package var trustSystemRoots: Bool
     /// Whether notifications are checked against Apple's rules before sending (see ``NotificationValidation``).
-    public var validatesLocally: Bool
+    package var validatesLocally: Bool
 
     /// A configuration with production-minded defaults: 2 connections, 30 s request timeout, 10 s connect
     /// timeout, 3 resends, reconnect delays from 100 ms to 30 s.
-    public init(
+    package init(
         endpoint: Endpoint,
         authentication: APNSAuthentication,
         connectionCount: Int = 2,

@@ -8,32 +8,32 @@ import NIOTLS
 import Synchronization
 
 /// How a ``BinaryClient`` reaches its gateway and confirms what it wrote.
-public struct BinaryClientConfiguration: Sendable {
+package struct BinaryClientConfiguration: Sendable {
     /// The gateway's host (`gateway.push.apple.com` historically).
-    public var host: String
+    package var host: String
     /// The gateway's port (2195 historically).
-    public var port: Int
+    package var port: Int
     /// The client certificate: the binary protocol has no token authentication.
-    public var credentials: CertificateCredentials
+    package var credentials: CertificateCredentials
     /// A PEM file of extra CA certificates to trust besides the system's (a test or in-house gateway's own CA),
     /// like ``APNSClientConfiguration/additionalTrustRootsPEMFile``.
-    public var additionalTrustRootsPEMFile: String?
+    package var additionalTrustRootsPEMFile: String?
     /// The format written.
-    public var format: BinaryFormat = .framed
+    package var format: BinaryFormat = .framed
     /// The payload limit checked before writing.
-    public var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
+    package var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
     /// How long a written notification waits for an error packet before it counts as delivered.
-    public var quietWindow: Duration = .seconds(1)
+    package var quietWindow: Duration = .seconds(1)
     /// The most notifications written and not yet confirmed on the connection.
-    public var maxUnconfirmed = 10_000
+    package var maxUnconfirmed = 10_000
     /// How many closes without an error packet one notification may be in doubt through before it fails
     /// with `ConnectionLost`.
-    public var maxResendsWithoutError = 3
+    package var maxResendsWithoutError = 3
     /// The longest a connection attempt may take.
-    public var connectTimeout: Duration = .seconds(10)
+    package var connectTimeout: Duration = .seconds(10)
 
     /// Creates a configuration with the defaults above.
-    public init(host: String, port: Int, credentials: CertificateCredentials) {
+    package init(host: String, port: Int, credentials: CertificateCredentials) {
         self.host = host
         self.port = port
         self.credentials = credentials
@@ -47,7 +47,7 @@ public struct BinaryClientConfiguration: Sendable {
 /// All state lives on one event loop; ``send(_:completion:)`` may be called from any thread and `completion`
 /// runs on the event loop. A gateway that cannot be reached fails what waits with
 /// ``APNSFailure/unreachable(_:)`` (systemic: the bridge halts and probes, as with HTTP/2).
-public final class BinaryClient: @unchecked Sendable {
+package final class BinaryClient: @unchecked Sendable {
     // @unchecked: every mutable property below is touched only on `eventLoop` (each entry point hops there).
 
     private struct Item: Sendable {
@@ -71,7 +71,7 @@ public final class BinaryClient: @unchecked Sendable {
 
     /// Creates a client; it connects when the first notification arrives. Throws a ``CredentialError`` naming the
     /// file when the extra CA file does not load.
-    public init(
+    package init(
         configuration: BinaryClientConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws {
@@ -91,12 +91,12 @@ public final class BinaryClient: @unchecked Sendable {
 
     /// Sends `notification`; `completion` gets its result once: delivered (status 200) once confirmed, a
     /// refusal with the gateway's reason, a local refusal without writing, or a failure.
-    public func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
+    package func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
         self.send(contentsOf: [APNSClient.Submission(notification: notification, completion: completion)])
     }
 
     /// ``send(_:completion:)`` for several notifications: one hand-over to the event loop for all of them.
-    public func send(contentsOf submissions: [APNSClient.Submission]) {
+    package func send(contentsOf submissions: [APNSClient.Submission]) {
         guard !submissions.isEmpty else { return }
         self.eventLoop.execute {
             guard !self.closed else {
@@ -113,19 +113,19 @@ public final class BinaryClient: @unchecked Sendable {
     }
 
     /// Sends `notification` and waits for its result (``send(_:completion:)`` in a task).
-    public func send(_ notification: Notification) async -> APNSResult {
+    package func send(_ notification: Notification) async -> APNSResult {
         await withCheckedContinuation { continuation in
             self.send(notification) { continuation.resume(returning: $0) }
         }
     }
 
     /// Open connections: 1 while connected, else 0.
-    public var openConnections: Int { self.connected.load(ordering: .relaxed) }
+    package var openConnections: Int { self.connected.load(ordering: .relaxed) }
 
     /// Closes the connection after waiting (at most `timeout`) until everything written is confirmed and
     /// nothing waits; what still waits then fails with ``APNSFailure/connectionLost``, and what is still
     /// unconfirmed settles as in doubt when the connection closes (resent nowhere: it fails the same way).
-    public func close(timeout: Duration = .seconds(5)) async {
+    package func close(timeout: Duration = .seconds(5)) async {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let idle = try? await self.eventLoop.submit { self.window.count == 0 && self.waiting.isEmpty }.get()

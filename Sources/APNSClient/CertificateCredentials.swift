@@ -2,20 +2,20 @@ import Foundation
 import NIOSSL
 
 /// A client certificate and its private key for certificate-based APNs authentication (mutual TLS).
-public struct CertificateCredentials: Sendable {
+package struct CertificateCredentials: Sendable {
     /// The certificate chain, leaf first.
-    public var certificateChain: [NIOSSLCertificate]
+    package var certificateChain: [NIOSSLCertificate]
     /// The leaf's private key.
-    public var privateKey: NIOSSLPrivateKey
+    package var privateKey: NIOSSLPrivateKey
 
     /// Creates credentials from their parts.
-    public init(certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey) {
+    package init(certificateChain: [NIOSSLCertificate], privateKey: NIOSSLPrivateKey) {
         self.certificateChain = certificateChain
         self.privateKey = privateKey
     }
 
     /// Opens a `.p12` bundle. A wrong password gives a ``CredentialError`` naming the file, not the password.
-    public static func load(p12Path path: String, password: String) throws(CredentialError) -> CertificateCredentials {
+    package static func load(p12Path path: String, password: String) throws(CredentialError) -> CertificateCredentials {
         guard let contents = FileManager.default.contents(atPath: path) else {
             throw CredentialError(code: .unreadable, file: path, cause: "cannot read the certificate bundle")
         }
@@ -36,7 +36,7 @@ public struct CertificateCredentials: Sendable {
     }
 
     /// Reads a PEM certificate (chain) and a PEM private key.
-    public static func load(certificatePEMPath: String, keyPEMPath: String) throws(CredentialError)
+    package static func load(certificatePEMPath: String, keyPEMPath: String) throws(CredentialError)
         -> CertificateCredentials
     {
         let chain: [NIOSSLCertificate]
@@ -67,7 +67,7 @@ public struct CertificateCredentials: Sendable {
 }
 
 /// How a client proves who it is to APNs.
-public enum APNSAuthentication: Sendable {
+package enum APNSAuthentication: Sendable {
     /// Token-based: an ES256 provider token in `authorization` on every request.
     case token(ProviderTokenSource)
     /// Certificate-based: a client certificate in the TLS handshake.

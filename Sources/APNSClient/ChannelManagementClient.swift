@@ -7,7 +7,7 @@ import NIOPosix
 
 /// A broadcast channel's message storage policy, fixed when the channel is created (Apple: *Sending channel
 /// management requests to APNs*).
-public enum MessageStoragePolicy: Int, Sendable, Hashable, CaseIterable {
+package enum MessageStoragePolicy: Int, Sendable, Hashable, CaseIterable {
     /// `0`, No Message Stored: APNs delivers only to devices online now; the higher publishing budget.
     case noMessageStored = 0
     /// `1`, Most Recent Message Stored: APNs keeps the newest message for devices that come online later.
@@ -15,34 +15,34 @@ public enum MessageStoragePolicy: Int, Sendable, Hashable, CaseIterable {
 }
 
 /// A channel's configuration as APNs reports it (a read).
-public struct ChannelConfiguration: Sendable, Hashable {
+package struct ChannelConfiguration: Sendable, Hashable {
     /// `message-storage-policy`.
-    public var storagePolicy: MessageStoragePolicy
+    package var storagePolicy: MessageStoragePolicy
     /// `push-type`; Apple's only value is `LiveActivity`.
-    public var pushType: String
+    package var pushType: String
 
     /// Creates a configuration.
-    public init(storagePolicy: MessageStoragePolicy, pushType: String) {
+    package init(storagePolicy: MessageStoragePolicy, pushType: String) {
         self.storagePolicy = storagePolicy
         self.pushType = pushType
     }
 }
 
 /// What a successful channel management request returned, and APNs' `apns-request-id` for it.
-public struct ChannelAnswer<Value: Sendable>: Sendable {
+package struct ChannelAnswer<Value: Sendable>: Sendable {
     /// The typed result: a channel ID, a list of them, a configuration, or nothing for a delete.
-    public var value: Value
+    package var value: Value
     /// `apns-request-id` of the response: the request's own, or the one APNs generated (`nil` when absent or
     /// not a short visible-ASCII value).
-    public var requestID: String?
+    package var requestID: String?
 }
 
 extension ChannelAnswer: Equatable where Value: Equatable {}
 
 /// Why a channel management request failed: APNs' answer with its reason, or no usable answer at all.
-public struct ChannelManagementError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct ChannelManagementError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of failure.
-    public enum Code: String, Sendable, Hashable {
+    package enum Code: String, Sendable, Hashable {
         /// APNs answered with an error status and reason (``reason``).
         case rejected
         /// The answer broke the API's contract: a success without the channel ID header, a body that is not the
@@ -59,18 +59,18 @@ public struct ChannelManagementError: Error, Sendable, Hashable, CustomStringCon
     }
 
     /// What kind of failure.
-    public var code: Code
+    package var code: Code
     /// The HTTP status, when APNs answered.
-    public var status: Int?
+    package var status: Int?
     /// APNs' reason, when it answered with one (bounded and escaped if it is not one Apple documents).
-    public var reason: Reason?
+    package var reason: Reason?
     /// `apns-request-id` of the answer, when there was one.
-    public var requestID: String?
+    package var requestID: String?
     /// A sentence for people; never holds credentials.
-    public var message: String
+    package var message: String
 
     /// Creates an error.
-    public init(_ code: Code, status: Int? = nil, reason: Reason? = nil, requestID: String? = nil, message: String) {
+    package init(_ code: Code, status: Int? = nil, reason: Reason? = nil, requestID: String? = nil, message: String) {
         self.code = code
         self.status = status
         self.reason = reason
@@ -79,7 +79,7 @@ public struct ChannelManagementError: Error, Sendable, Hashable, CustomStringCon
     }
 
     /// `message`, with status, reason and request ID when known.
-    public var description: String {
+    package var description: String {
         var text = self.message
         if let status = self.status {
             text += " (status \(status)" + (self.reason.map { ", \($0.rawValue)" } ?? "") + ")"
@@ -100,21 +100,21 @@ public struct ChannelManagementError: Error, Sendable, Hashable, CustomStringCon
 /// a request refused unprocessed (GOAWAY) is sent once more. Answers are bounded (``maximumResponseBodyBytes``, ``maximumChannelIDBytes``) and anything else than the documented
 /// answer is a ``ChannelManagementError``, never a crash or a hang. One HTTP/2 connection (the device client's
 /// pool and connection) is opened on the first request.
-public final class ChannelManagementClient: Sendable {
+package final class ChannelManagementClient: Sendable {
     /// The configuration in force; ``APNSClientConfiguration/endpoint`` is the management endpoint.
-    public let configuration: APNSClientConfiguration
+    package let configuration: APNSClientConfiguration
     private let pool: ConnectionPool
 
     /// The largest answer body read: a list of 10 000 channel IDs (Apple's per-app limit) is about 300 KB.
-    public static let maximumResponseBodyBytes = 1 << 20
+    package static let maximumResponseBodyBytes = 1 << 20
     /// The longest channel ID accepted, from APNs or from a caller (Apple: don't assume their size; they are
     /// base64, about 24 characters today).
-    public static let maximumChannelIDBytes = 256
+    package static let maximumChannelIDBytes = 256
     /// The most IDs a list answer may hold (far above Apple's per-app limit of 10 000).
-    public static let maximumListedChannels = 100_000
+    package static let maximumListedChannels = 100_000
 
     /// Creates a client; the connection is opened on the first request.
-    public init(
+    package init(
         configuration: APNSClientConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "pushbridge.apns.channels")
@@ -134,7 +134,7 @@ public final class ChannelManagementClient: Sendable {
     }
 
     /// Creates a channel for the app `bundleID` and returns its ID (`POST /1/apps/<bundleID>/channels`, 201).
-    public func create(
+    package func create(
         bundleID: String, storagePolicy: MessageStoragePolicy, requestID: UUID? = nil
     ) async throws(ChannelManagementError) -> ChannelAnswer<String> {
         let body = #"{"message-storage-policy":\#(storagePolicy.rawValue),"push-type":"LiveActivity"}"#
@@ -151,7 +151,7 @@ public final class ChannelManagementClient: Sendable {
     }
 
     /// Reads a channel's storage policy and push type (`GET /1/apps/<bundleID>/channels`, 200).
-    public func read(
+    package func read(
         bundleID: String, channelID: String, requestID: UUID? = nil
     ) async throws(ChannelManagementError) -> ChannelAnswer<ChannelConfiguration> {
         let response = try await self.perform(
@@ -171,7 +171,7 @@ public final class ChannelManagementClient: Sendable {
 
     /// Deletes a channel (`DELETE /1/apps/<bundleID>/channels`, 204). Messages already sent on it may still be
     /// delivered (Apple).
-    public func delete(
+    package func delete(
         bundleID: String, channelID: String, requestID: UUID? = nil
     ) async throws(ChannelManagementError) -> ChannelAnswer<Void> {
         let response = try await self.perform(
@@ -181,7 +181,7 @@ public final class ChannelManagementClient: Sendable {
     }
 
     /// Lists the IDs of every channel of the app (`GET /1/apps/<bundleID>/all-channels`, 200).
-    public func list(
+    package func list(
         bundleID: String, requestID: UUID? = nil
     ) async throws(ChannelManagementError) -> ChannelAnswer<[String]> {
         let response = try await self.perform(
@@ -199,7 +199,7 @@ public final class ChannelManagementClient: Sendable {
     }
 
     /// Closes the connection. Requests after this fail with `unreachable`.
-    public func shutdown() async {
+    package func shutdown() async {
         await self.pool.shutdown()
     }
 
@@ -391,7 +391,7 @@ public final class ChannelManagementClient: Sendable {
 extension APNSClientConfiguration.Endpoint {
     /// `api-manage-broadcast.push.apple.com:2196`: production channel management (Apple: *Sending channel
     /// management requests to APNs*).
-    public static let managementProduction = Self(host: "api-manage-broadcast.push.apple.com", port: 2196)
+    package static let managementProduction = Self(host: "api-manage-broadcast.push.apple.com", port: 2196)
     /// `api-manage-broadcast.sandbox.push.apple.com:2195`: development channel management.
-    public static let managementSandbox = Self(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
+    package static let managementSandbox = Self(host: "api-manage-broadcast.sandbox.push.apple.com", port: 2195)
 }

@@ -1,9 +1,9 @@
 /// A credential (a `.p8` key, a `.p12` bundle, a PEM certificate or key) that could not be used.
 ///
 /// It names the file and the cause, never a key, a password or a token.
-public struct CredentialError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct CredentialError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong.
-    public enum Code: String, Sendable, Hashable {
+    package enum Code: String, Sendable, Hashable {
         /// The file could not be read.
         case unreadable
         /// The file is not a PKCS#8 P-256 private key in PEM form.
@@ -21,19 +21,19 @@ public struct CredentialError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 
     /// What went wrong.
-    public var code: Code
+    package var code: Code
     /// The file (or setting) concerned.
-    public var file: String
+    package var file: String
     /// Why, in words; never contains secret material.
-    public var cause: String
+    package var cause: String
 
     /// Creates an error.
-    public init(code: Code, file: String, cause: String) {
+    package init(code: Code, file: String, cause: String) {
         self.code = code
         self.file = file
         self.cause = cause
     }
 
     /// `file: cause (code)`.
-    public var description: String { "\(self.file): \(self.cause) (\(self.code.rawValue))" }
+    package var description: String { "\(self.file): \(self.cause) (\(self.code.rawValue))" }
 }

@@ -5,26 +5,26 @@ import NIOSSL
 import NIOTLS
 
 /// How a ``FeedbackClient`` reaches the feedback service, and how much one poll may take.
-public struct FeedbackClientConfiguration: Sendable {
+package struct FeedbackClientConfiguration: Sendable {
     /// The service's host (`feedback.push.apple.com` historically).
-    public var host: String
+    package var host: String
     /// The service's port (2196 historically).
-    public var port: Int
+    package var port: Int
     /// The client certificate, the same as the gateway's.
-    public var credentials: CertificateCredentials
+    package var credentials: CertificateCredentials
     /// A PEM file of extra CA certificates to trust besides the system's (a test or in-house service's own CA).
-    public var additionalTrustRootsPEMFile: String?
+    package var additionalTrustRootsPEMFile: String?
     /// The longest one poll may take, connecting and reading included: a service that never closes cannot hold
     /// the poller.
-    public var timeout: Duration = .seconds(30)
+    package var timeout: Duration = .seconds(30)
     /// The most tuples one poll reads; the connection is closed once they arrived.
-    public var maxTuples = 100_000
+    package var maxTuples = 100_000
     /// The most bytes one poll reads (a valid tuple is 38 bytes): what a poll holds stays bounded whatever the
     /// service sends.
-    public var maxBytes = 100_000 * 38
+    package var maxBytes = 100_000 * 38
 
     /// Creates a configuration with the defaults above.
-    public init(host: String, port: Int, credentials: CertificateCredentials) {
+    package init(host: String, port: Int, credentials: CertificateCredentials) {
         self.host = host
         self.port = port
         self.credentials = credentials
@@ -32,9 +32,9 @@ public struct FeedbackClientConfiguration: Sendable {
 }
 
 /// What one poll of the feedback service read.
-public struct FeedbackPoll: Sendable, Hashable {
+package struct FeedbackPoll: Sendable, Hashable {
     /// How reading ended.
-    public enum End: Sendable, Hashable {
+    package enum End: Sendable, Hashable {
         /// The service closed the connection after whole tuples: the protocol's normal end.
         case closed
         /// The service closed the connection in the middle of a tuple (that tuple is lost).
@@ -52,14 +52,14 @@ public struct FeedbackPoll: Sendable, Hashable {
     }
 
     /// The complete tuples read, in order.
-    public var tuples: [FeedbackTuple]
+    package var tuples: [FeedbackTuple]
     /// The bytes read.
-    public var bytesRead: Int
+    package var bytesRead: Int
     /// How reading ended.
-    public var end: End
+    package var end: End
 
     /// Creates a poll's result.
-    public init(tuples: [FeedbackTuple], bytesRead: Int, end: End) {
+    package init(tuples: [FeedbackTuple], bytesRead: Int, end: End) {
         self.tuples = tuples
         self.bytesRead = bytesRead
         self.end = end
@@ -67,16 +67,16 @@ public struct FeedbackPoll: Sendable, Hashable {
 }
 
 /// The feedback service could not be polled: no connection, no TLS, or a failure before it sent anything.
-public struct FeedbackFailure: Error, Sendable, Hashable, CustomStringConvertible {
+package struct FeedbackFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong, naming the service.
-    public var reason: String
+    package var reason: String
 
     /// Creates a failure.
-    public init(reason: String) {
+    package init(reason: String) {
         self.reason = reason
     }
 
-    public var description: String { self.reason }
+    package var description: String { self.reason }
 }
 
 /// A client of the legacy binary protocol's feedback service: each ``poll()`` opens a TLS connection with the
@@ -84,14 +84,14 @@ public struct FeedbackFailure: Error, Sendable, Hashable, CustomStringConvertibl
 /// the connection, and returns them. Bounded: a poll ends after ``FeedbackClientConfiguration/timeout``, and
 /// after ``FeedbackClientConfiguration/maxTuples`` tuples or ``FeedbackClientConfiguration/maxBytes`` bytes,
 /// whatever the service does.
-public final class FeedbackClient: Sendable {
+package final class FeedbackClient: Sendable {
     private let configuration: FeedbackClientConfiguration
     private let eventLoopGroup: any EventLoopGroup
     private let sslContext: NIOSSLContext
 
     /// Creates a client; nothing connects until ``poll()``. Throws a ``CredentialError`` naming the file when the
     /// extra CA file does not load.
-    public init(
+    package init(
         configuration: FeedbackClientConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws {
@@ -105,13 +105,13 @@ public final class FeedbackClient: Sendable {
     }
 
     /// The service as `host:port`, for messages.
-    public var endpoint: String { "\(self.configuration.host):\(self.configuration.port)" }
+    package var endpoint: String { "\(self.configuration.host):\(self.configuration.port)" }
 
     /// Connects, reads until the service closes (or a bound is reached), and returns what was read. Throws when
     /// no TLS connection could be made, or when the connection failed before the service sent anything (a
     /// refused client certificate shows this way with TLS 1.3). Cancelling the task closes the connection and
     /// returns what was read whole (``FeedbackPoll/End-swift.enum/cancelled``).
-    public func poll() async throws(FeedbackFailure) -> FeedbackPoll {
+    package func poll() async throws(FeedbackFailure) -> FeedbackPoll {
         let eventLoop = self.eventLoopGroup.next()
         let state = PollState(
             eventLoop: eventLoop, endpoint: self.endpoint, maxTuples: self.configuration.maxTuples,

@@ -8,23 +8,23 @@ import Synchronization
 /// `@unchecked Sendable`: swift-crypto's P-256 keys are not `Sendable` on Linux because they wrap a BoringSSL
 /// key object. That object is never mutated after creation and BoringSSL signs with one key from several
 /// threads safely; the other fields are strings.
-public struct SigningKey: @unchecked Sendable {
+package struct SigningKey: @unchecked Sendable {
     /// The 10-character key ID (`kid`).
-    public var keyID: String
+    package var keyID: String
     /// The 10-character team ID (`iss`).
-    public var teamID: String
+    package var teamID: String
     /// The P-256 private key.
-    public var privateKey: P256.Signing.PrivateKey
+    package var privateKey: P256.Signing.PrivateKey
 
     /// Creates a key from its parts.
-    public init(keyID: String, teamID: String, privateKey: P256.Signing.PrivateKey) {
+    package init(keyID: String, teamID: String, privateKey: P256.Signing.PrivateKey) {
         self.keyID = keyID
         self.teamID = teamID
         self.privateKey = privateKey
     }
 
     /// Loads a PKCS#8 PEM (`.p8`) key from `path`. Errors name the file, never its contents.
-    public static func load(p8Path path: String, keyID: String, teamID: String) throws(CredentialError) -> SigningKey {
+    package static func load(p8Path path: String, keyID: String, teamID: String) throws(CredentialError) -> SigningKey {
         for (name, value) in [("key ID", keyID), ("team ID", teamID)]
         where value.isEmpty || !value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) {
             throw CredentialError(
@@ -59,11 +59,11 @@ public struct SigningKey: @unchecked Sendable {
 /// - Renewed at once when APNs answers `ExpiredProviderToken` for it, within the same 20-minute floor.
 ///
 /// Thread-safe; the clock is injected so tests check the rules without waiting.
-public final class ProviderTokenSource: Sendable {
+package final class ProviderTokenSource: Sendable {
     /// How old a token gets before it is renewed.
-    public static let renewalAge: Duration = .seconds(50 * 60)
+    package static let renewalAge: Duration = .seconds(50 * 60)
     /// The least time between two tokens.
-    public static let minimumRenewalInterval: Duration = .seconds(20 * 60)
+    package static let minimumRenewalInterval: Duration = .seconds(20 * 60)
 
     private struct State {
         var token: ProviderTokenJWT?
@@ -76,16 +76,16 @@ public final class ProviderTokenSource: Sendable {
     private let state = Mutex(State())
 
     /// Creates a source that signs with `key` and reads the time from `clock`.
-    public init(key: SigningKey, clock: any WallClock = SystemWallClock()) {
+    package init(key: SigningKey, clock: any WallClock = SystemWallClock()) {
         self.key = key
         self.clock = clock
     }
 
     /// How many tokens have been signed so far.
-    public var tokensIssued: Int { self.state.withLock { $0.renewals } }
+    package var tokensIssued: Int { self.state.withLock { $0.renewals } }
 
     /// The token to send now: the current one, or a new one when the current one is due for renewal.
-    public func currentToken() throws -> ProviderTokenJWT {
+    package func currentToken() throws -> ProviderTokenJWT {
         let now = self.clock.now()
         return try self.state.withLock { state in
             if let token = state.token, Self.age(since: state.issuedAt, now: now) < Self.renewalAge {
@@ -100,7 +100,7 @@ public final class ProviderTokenSource: Sendable {
     /// When another request already renewed it, that newer token is returned. Otherwise a new token is signed,
     /// unless the 20-minute floor forbids it, in which case `nil` is returned (the clock is likely skewed and
     /// a new token would fare no better).
-    public func tokenAfterExpiry(of rejected: ProviderTokenJWT) throws -> ProviderTokenJWT? {
+    package func tokenAfterExpiry(of rejected: ProviderTokenJWT) throws -> ProviderTokenJWT? {
         let now = self.clock.now()
         return try self.state.withLock { state in
             if let token = state.token, token != rejected {

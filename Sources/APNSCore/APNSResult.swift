@@ -1,21 +1,21 @@
 import Foundation
 
 /// An answer APNs gave to one request (Apple: *Handling notification responses from APNs*).
-public struct APNSResponse: Sendable, Hashable {
+package struct APNSResponse: Sendable, Hashable {
     /// The HTTP `:status`.
-    public var status: Int
+    package var status: Int
     /// The `apns-id` response header: the request's own, or the one APNs generated.
-    public var apnsID: String?
+    package var apnsID: String?
     /// The `apns-unique-id` response header (development environment only).
-    public var apnsUniqueID: String?
+    package var apnsUniqueID: String?
     /// The reason of a non-200 answer. A body that is not Apple's JSON becomes
     /// ``Reason/unknown(_:)`` with a description of what arrived, so it is still classified by status.
-    public var reason: Reason?
+    package var reason: Reason?
     /// For 410: when APNs confirmed the token was no longer valid, in milliseconds since the epoch.
-    public var invalidSinceEpochMilliseconds: Int64?
+    package var invalidSinceEpochMilliseconds: Int64?
 
     /// Creates a response from its parts.
-    public init(
+    package init(
         status: Int,
         apnsID: String? = nil,
         apnsUniqueID: String? = nil,
@@ -34,7 +34,7 @@ public struct APNSResponse: Sendable, Hashable {
     /// A 200 ignores its body. Any other status reads `{"reason": ..., "timestamp": <ms>}`; a missing,
     /// non-JSON or reason-less body yields ``Reason/unknown(_:)`` (`"MalformedResponseBody"`), which
     /// ``Reason/disposition(status:)`` still classifies by status.
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+    package init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
         self.status = status
         self.apnsID = headers.first { $0.name == "apns-id" }?.value
         self.apnsUniqueID = headers.first { $0.name == "apns-unique-id" }?.value
@@ -45,34 +45,34 @@ public struct APNSResponse: Sendable, Hashable {
     }
 
     /// What this answer means for the notification and the bridge.
-    public var disposition: Disposition {
+    package var disposition: Disposition {
         if self.status == 200 { return .delivered }
         return (self.reason ?? .unknown(ErrorBody.malformedReason)).disposition(status: self.status)
     }
 }
 
 /// The JSON body of an APNs error answer, `{"reason": "...", "timestamp": <ms>}`.
-public struct ErrorBody: Sendable, Hashable {
+package struct ErrorBody: Sendable, Hashable {
     /// The reason an unparseable error body is reported with.
-    public static let malformedReason = "MalformedResponseBody"
+    package static let malformedReason = "MalformedResponseBody"
     /// The latest 410 timestamp accepted, 9999-12-31T23:59:59.999Z in milliseconds; a later (or negative,
     /// or non-integer-sized) one is dropped as if absent.
-    public static let latestTimestampMilliseconds: Int64 = 253_402_300_799_999
+    package static let latestTimestampMilliseconds: Int64 = 253_402_300_799_999
 
     /// The reason string, parsed.
-    public var reason: Reason
+    package var reason: Reason
     /// The 410 timestamp in milliseconds since the epoch.
-    public var timestampMilliseconds: Int64?
+    package var timestampMilliseconds: Int64?
 
     /// Creates a body.
-    public init(reason: Reason, timestampMilliseconds: Int64? = nil) {
+    package init(reason: Reason, timestampMilliseconds: Int64? = nil) {
         self.reason = reason
         self.timestampMilliseconds = timestampMilliseconds
     }
 
     /// Parses a body; `nil` when it is not a JSON object with a string `reason`. A `timestamp` outside
     /// 0...``latestTimestampMilliseconds`` is left out.
-    public static func parse(_ body: [UInt8]) -> ErrorBody? {
+    package static func parse(_ body: [UInt8]) -> ErrorBody? {
         guard !body.isEmpty,
             let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
             let reason = object["reason"] as? String
@@ -90,7 +90,7 @@ public struct ErrorBody: Sendable, Hashable {
     }
 
     /// The body as APNs writes it.
-    public var jsonBytes: [UInt8] {
+    package var jsonBytes: [UInt8] {
         var text = "{\"reason\":\"\(JSONText.escaped(self.reason.rawValue))\""
         if let timestamp = self.timestampMilliseconds {
             text += ",\"timestamp\":\(timestamp)"
@@ -101,7 +101,7 @@ public struct ErrorBody: Sendable, Hashable {
 }
 
 /// Why a request got no answer from APNs.
-public enum APNSFailure: Sendable, Hashable {
+package enum APNSFailure: Sendable, Hashable {
     /// The request timed out; APNs may or may not have received it.
     case timeout
     /// The connection broke before the answer and the request could not be re-sent in time.
@@ -113,7 +113,7 @@ public enum APNSFailure: Sendable, Hashable {
     case malformedResponse(String)
 
     /// The reason written into outcomes and metrics.
-    public var reason: String {
+    package var reason: String {
         switch self {
         case .timeout: "RequestTimeout"
         case .connectionLost: "ConnectionLost"
@@ -123,7 +123,7 @@ public enum APNSFailure: Sendable, Hashable {
     }
 
     /// Unreachable APNs is systemic (docs/operations.md, "Guarantees"); everything else is worth sending again.
-    public var disposition: Disposition {
+    package var disposition: Disposition {
         switch self {
         case .unreachable: .systemic
         case .timeout, .connectionLost, .malformedResponse: .retryable
@@ -132,14 +132,14 @@ public enum APNSFailure: Sendable, Hashable {
 }
 
 /// The result of sending one notification: an answer or a transport failure. Never an error thrown.
-public enum APNSResult: Sendable, Hashable {
+package enum APNSResult: Sendable, Hashable {
     /// APNs answered (any status), or a local check answered for it (see ``NotificationValidation``).
     case answered(APNSResponse)
     /// No answer.
     case failed(APNSFailure)
 
     /// What this result means for the notification and the bridge.
-    public var disposition: Disposition {
+    package var disposition: Disposition {
         switch self {
         case .answered(let response): response.disposition
         case .failed(let failure): failure.disposition

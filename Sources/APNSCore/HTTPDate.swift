@@ -2,7 +2,7 @@ import Foundation
 
 /// The HTTP `date` header's format (RFC 9110 §5.6.7, IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`), written and
 /// read without a `DateFormatter` (not thread-safe to share, slow to create per response).
-public enum HTTPDate {
+package enum HTTPDate {
     private static let weekdays = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]  // 1970-01-01 was a Thursday
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
@@ -11,7 +11,7 @@ public enum HTTPDate {
 
     /// `date` as IMF-fixdate, whole seconds (rounded down). A date outside years 1-9999 (or not finite) is
     /// written as the nearest end of that range instead of trapping on the conversion to whole seconds.
-    public static func format(_ date: Date) -> String {
+    package static func format(_ date: Date) -> String {
         let interval = date.timeIntervalSince1970
         let range = Self.formattableSeconds
         let clamped = interval.isNaN ? 0 : min(max(interval, range.lowerBound), range.upperBound)
@@ -27,7 +27,7 @@ public enum HTTPDate {
     }
 
     /// Parses an IMF-fixdate; `nil` for anything else (the obsolete RFC 850 and asctime forms are not accepted).
-    public static func parse(_ text: String) -> Date? {
+    package static func parse(_ text: String) -> Date? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
             let day = Int64(parts[1]), (1...31).contains(day),

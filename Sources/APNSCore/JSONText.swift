@@ -1,18 +1,18 @@
 /// JSON text written straight into bytes, with no intermediate tree or `String`: the one escaper, number and
 /// timestamp writer shared by the mapper (payloads), the records (outcomes, invalid tokens, logs) and the provider
 /// token (its header and claims).
-public enum JSONText {
+package enum JSONText {
     /// Appends `text` with JSON string escaping, without the surrounding quotes.
     ///
     /// `"` and `\` are escaped, control characters (U+0000–U+001F) become `\n`, `\r`, `\t`, `\b`, `\f` or
     /// `\u00XX`, DEL (U+007F) `\u007f` (valid JSON either way; escaped so no record carries a raw control
     /// byte), and everything else, non-ASCII included, is kept as UTF-8.
-    public static func appendEscaped(_ text: String, to bytes: inout [UInt8]) {
+    package static func appendEscaped(_ text: String, to bytes: inout [UInt8]) {
         text.withUTF8InPlace { Self.appendEscaped(utf8: $0, to: &bytes) }
     }
 
     /// ``appendEscaped(_:to:)`` for UTF-8 bytes.
-    public static func appendEscaped(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
+    package static func appendEscaped(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
         // Most values need no escape at all: find that out without an early exit (so that the compiler can check
         // many bytes at once) and copy them in one go.
         var needsEscape: UInt8 = 0
@@ -59,19 +59,19 @@ public enum JSONText {
     }
 
     /// Appends `text` as a JSON string literal: quotes around ``appendEscaped(_:to:)``.
-    public static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
+    package static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
         text.withUTF8InPlace { Self.appendQuoted(utf8: $0, to: &bytes) }
     }
 
     /// ``appendQuoted(_:to:)`` for UTF-8 bytes.
-    public static func appendQuoted(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
+    package static func appendQuoted(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         Self.appendEscaped(utf8: utf8, to: &bytes)
         bytes.append(UInt8(ascii: "\""))
     }
 
     /// `text` escaped for use between JSON quotes.
-    public static func escaped(_ text: String) -> String {
+    package static func escaped(_ text: String) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count)
         Self.appendEscaped(text, to: &bytes)
@@ -79,7 +79,7 @@ public enum JSONText {
     }
 
     /// Appends `value` in decimal.
-    public static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+    package static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
         if value >= 0, value < 10 {
             bytes.append(UInt8(ascii: "0") + UInt8(value))
             return
@@ -96,7 +96,7 @@ public enum JSONText {
     }
 
     /// Appends the lowest `width` (at most 20) decimal digits of `value`, zero-padded.
-    public static func appendDigits<T: BinaryInteger>(_ value: T, width: Int, to bytes: inout [UInt8]) {
+    package static func appendDigits<T: BinaryInteger>(_ value: T, width: Int, to bytes: inout [UInt8]) {
         let value = UInt64(truncatingIfNeeded: value)
         // Digits are written from the right into a fixed buffer, then appended in one go.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
@@ -113,7 +113,7 @@ public enum JSONText {
 
     /// Appends `value` in its shortest exact form, or `null` when it is not finite (JSON has no NaN or
     /// infinity).
-    public static func appendDouble(_ value: Double, to bytes: inout [UInt8]) {
+    package static func appendDouble(_ value: Double, to bytes: inout [UInt8]) {
         guard value.isFinite else {
             bytes.append(contentsOf: "null".utf8)
             return
@@ -125,7 +125,7 @@ public enum JSONText {
 
     /// An RFC 3339 timestamp in UTC with milliseconds (`2026-11-22T10:00:00.123Z`) for milliseconds since the
     /// UNIX epoch, computed without Foundation's formatters, which are slow and not thread-safe to share.
-    public static func timestamp(epochMilliseconds: Int64) -> String {
+    package static func timestamp(epochMilliseconds: Int64) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(24)
         Self.appendTimestamp(epochMilliseconds: epochMilliseconds, to: &bytes)
@@ -135,7 +135,7 @@ public enum JSONText {
     /// Appends ``timestamp(epochMilliseconds:)``'s UTF-8 to `bytes`, without quotes. A year outside 0...9999
     /// (RFC 3339 has none) is written in full, with its sign: records never carry one, since the APNs client drops
     /// timestamps outside those years.
-    public static func appendTimestamp(epochMilliseconds: Int64, to bytes: inout [UInt8]) {
+    package static func appendTimestamp(epochMilliseconds: Int64, to bytes: inout [UInt8]) {
         let millisecondsPerDay: Int64 = 86_400_000
         var days = epochMilliseconds / millisecondsPerDay
         var rest = epochMilliseconds % millisecondsPerDay

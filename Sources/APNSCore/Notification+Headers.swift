@@ -3,7 +3,7 @@
 extension Notification {
     /// `:path`: `/3/device/<token>` (Apple: *Sending notification requests to APNs*), or for a broadcast
     /// `/4/broadcasts/apps/<bundle ID>` (Apple: *Sending broadcast push notification requests to APNs*).
-    public var path: String {
+    package var path: String {
         if self.channelID != nil { return "/4/broadcasts/apps/\(self.bundleID)" }
         return "/3/device/\(self.deviceToken)"
     }
@@ -11,7 +11,7 @@ extension Notification {
     /// The `apns-*` request headers; optional ones are left out when their value is `nil`.
     ///
     /// `authorization` is not among them: it belongs to the connection's credentials, not the notification.
-    public var apnsHeaders: [(name: String, value: String)] {
+    package var apnsHeaders: [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = []
         headers.reserveCapacity(6)
         self.forEachAPNSHeader { headers.append((name: $0, value: $1)) }
@@ -19,7 +19,7 @@ extension Notification {
     }
 
     /// Calls `body` with each header of ``apnsHeaders``, in order, without making the array.
-    public func forEachAPNSHeader(_ body: (_ name: String, _ value: String) -> Void) {
+    package func forEachAPNSHeader(_ body: (_ name: String, _ value: String) -> Void) {
         self.forEachAPNSField { name, value, _ in body(name.description, value) }
     }
 
@@ -33,7 +33,7 @@ extension Notification {
     /// this header for broadcasts, and echoes it in the answer), `apns-expiration` (required there: `0` when the
     /// notification has none) and `apns-channel-id`. No `apns-topic` (the bundle ID is in the path; Apple's table
     /// and examples have none) and no `apns-collapse-id` (not in Apple's table; routes refuse it).
-    public func forEachAPNSField(_ body: (_ name: StaticString, _ value: String, _ variesPerRequest: Bool) -> Void) {
+    package func forEachAPNSField(_ body: (_ name: StaticString, _ value: String, _ variesPerRequest: Bool) -> Void) {
         if let channelID = self.channelID {
             body("apns-push-type", self.pushType.rawValue, false)
             body("apns-priority", String(self.priority.rawValue), false)

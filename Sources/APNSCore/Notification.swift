@@ -5,37 +5,37 @@ import Foundation
 /// Values are taken as given; ``NotificationValidation`` (in this module) checks them against Apple's rules
 /// and answers with the reason APNs itself would give, so a local fault and a remote one look the same
 /// downstream.
-public struct Notification: Sendable, Hashable {
+package struct Notification: Sendable, Hashable {
     /// The device token, hex, as it goes into `/3/device/<token>`; empty for a broadcast (see ``channelID``).
-    public var deviceToken: String
+    package var deviceToken: String
     /// The broadcast channel (iOS 18 Live Activities), base64, as it goes into `apns-channel-id`; `nil` for a
     /// device notification. When set, the notification is Apple's broadcast request
     /// (`POST /4/broadcasts/apps/<bundle ID>`, see ``path``) and ``deviceToken`` is empty.
-    public var channelID: String?
+    package var channelID: String?
     /// The full `apns-topic`, push-type suffix included (see ``PushType/topic(for:)``).
-    public var topic: String
+    package var topic: String
     /// `apns-push-type`.
-    public var pushType: PushType
+    package var pushType: PushType
     /// `apns-priority`.
-    public var priority: Priority
+    package var priority: Priority
     /// `apns-expiration` in UNIX epoch seconds; `nil` leaves the header out (APNs' storage policy applies),
     /// `0` asks APNs to try once and not store.
-    public var expirationEpochSeconds: Int64?
+    package var expirationEpochSeconds: Int64?
     /// `apns-collapse-id`, at most 64 bytes; `nil` leaves the header out.
-    public var collapseID: String?
+    package var collapseID: String?
     /// `apns-id`: sent so that an outcome and Apple's logs name the same notification.
-    public var id: UUID {
+    package var id: UUID {
         didSet { self.apnsID = self.id.lowercasedString }
     }
     /// `apns-id` as APNs wants it: the canonical UUID form, lowercase. Kept with ``id``: the request and the
     /// outcome both need it, and writing it each time made a string per use.
-    public private(set) var apnsID: String
+    package private(set) var apnsID: String
     /// The payload: the UTF-8 bytes of one JSON object.
-    public var payload: [UInt8]
+    package var payload: [UInt8]
 
     /// Creates a notification; `priority` defaults to the push type's default. With `channelID` it is a broadcast
     /// to that channel (`deviceToken` is then ignored: pass `""`).
-    public init(
+    package init(
         deviceToken: String,
         topic: String,
         pushType: PushType,
@@ -62,7 +62,7 @@ public struct Notification: Sendable, Hashable {
 extension UUID {
     /// The canonical form in lowercase hex (`8b4c2a1e-…`), written directly: `uuidString` formats through
     /// `sprintf` and `lowercased()` copies it again, on every notification.
-    public var lowercasedString: String {
+    package var lowercasedString: String {
         withUnsafeBytes(of: self.uuid) { bytes in
             String(unsafeUninitializedCapacity: 36) { buffer in
                 let digits: StaticString = "0123456789abcdef"
@@ -85,17 +85,17 @@ extension UUID {
 extension Notification {
     /// The largest payload APNs accepts for this notification, in bytes: the push type's
     /// (``PushType/maxPayloadBytes``), or for a broadcast ``NotificationValidation/maximumBroadcastPayloadBytes``.
-    public var maxPayloadBytes: Int {
+    package var maxPayloadBytes: Int {
         self.channelID == nil ? self.pushType.maxPayloadBytes : NotificationValidation.maximumBroadcastPayloadBytes
     }
 
     /// Whether this is a broadcast to ``channelID`` rather than a push to one device.
     @inlinable
-    public var isBroadcast: Bool { self.channelID != nil }
+    package var isBroadcast: Bool { self.channelID != nil }
 
     /// The bundle ID of the app: ``topic`` without its push type's suffix. A broadcast names the app by it in
     /// its path (`/4/broadcasts/apps/<bundle ID>`).
-    public var bundleID: Substring {
+    package var bundleID: Substring {
         let suffix = self.pushType.topicSuffix
         guard !suffix.isEmpty, self.topic.hasSuffix(suffix) else { return self.topic[...] }
         return self.topic.dropLast(suffix.count)
@@ -104,7 +104,7 @@ extension Notification {
     /// What the notification is sent to, for logs: the first 8 characters of the device token (docs/operations.md, "Guarantees"), or the
     /// whole channel ID of a broadcast (a channel is not personal data, and its whole ID is what
     /// `pushbridge channels` and Apple's tools name).
-    public var destinationForLog: String {
+    package var destinationForLog: String {
         if let channelID = self.channelID { return channelID }
         return String(self.deviceToken.prefix(8))
     }

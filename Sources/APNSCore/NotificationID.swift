@@ -10,14 +10,14 @@ import Foundation
 /// only the route (last but one) may, so no two coordinate sets share a name. The route is part of the name
 /// because two routes that match the same event both fan out from token index 0; without it their
 /// notifications would share an id.
-public enum NotificationID {
+package enum NotificationID {
     /// The namespace of PushBridge notification ids (itself a fixed random UUID).
-    public static let namespace = UUID(
+    package static let namespace = UUID(
         uuid: (0x6f, 0x1d, 0x4e, 0x52, 0x8a, 0x3b, 0x4c, 0x0e, 0x9d, 0x27, 0x5b, 0xe1, 0x40, 0x8c, 0x72, 0xa9))
 
     /// The id of the notification for token `tokenIndex` that `route` made of the event at
     /// `topic`/`partition`/`offset`.
-    public static func make(topic: String, partition: Int32, offset: Int64, route: String, tokenIndex: Int) -> UUID {
+    package static func make(topic: String, partition: Int32, offset: Int64, route: String, tokenIndex: Int) -> UUID {
         // This runs once per notification: the name is written into a stack buffer and hashed there.
         let capacity = 16 + topic.utf8.count + route.utf8.count + 3 * 20 + 4
         let words = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in

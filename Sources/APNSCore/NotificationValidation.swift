@@ -5,14 +5,14 @@ import Foundation
 /// The client runs ``validate(_:)`` before sending, so a fault it can see costs no request and looks the
 /// same downstream as APNs' own answer; the simulator runs the per-field checks on the raw header values it
 /// receives (Apple: *Sending notification requests to APNs*).
-public enum NotificationValidation {
+package enum NotificationValidation {
     /// The shortest device token accepted, in hex characters (32 bytes, today's token size).
-    public static let minimumDeviceTokenCharacters = 64
+    package static let minimumDeviceTokenCharacters = 64
     /// The longest device token accepted, in hex characters. Apple warns not to assume a token size, so
     /// this leaves room for growth while still catching garbage.
-    public static let maximumDeviceTokenCharacters = 200
+    package static let maximumDeviceTokenCharacters = 200
     /// The longest `apns-collapse-id`, in bytes.
-    public static let maximumCollapseIDBytes = 64
+    package static let maximumCollapseIDBytes = 64
 
     /// Checks every field of `notification`; `nil` when APNs would accept it.
     ///
@@ -23,7 +23,7 @@ public enum NotificationValidation {
     /// A broadcast (``Notification/channelID`` set) is checked for its channel ID (``validateChannelID(_:)``)
     /// instead of a device token, must be a `liveactivity` push (else `InvalidPushType`: Apple broadcasts Live
     /// Activity updates only), and may carry up to ``maximumBroadcastPayloadBytes``.
-    public static func validate(_ notification: Notification, payloadIsJSONObject: Bool = false) -> Reason? {
+    package static func validate(_ notification: Notification, payloadIsJSONObject: Bool = false) -> Reason? {
         if let channelID = notification.channelID {
             if let reason = self.validateChannelID(channelID) { return reason }
             if notification.pushType != .liveactivity { return .invalidPushType }
@@ -37,16 +37,16 @@ public enum NotificationValidation {
 
     /// The largest broadcast payload, in bytes: "the payload is limited to a maximum size of 5 KB (5,120 bytes)"
     /// (Apple: *Sending broadcast push notification requests to APNs*).
-    public static let maximumBroadcastPayloadBytes = 5120
+    package static let maximumBroadcastPayloadBytes = 5120
     /// The longest channel ID accepted, in bytes. Apple says not to assume their size (they are 16 random bytes
     /// in base64 today, 24 characters); this leaves room for growth while catching garbage, and is the bound
     /// the channel management client applies to the IDs APNs hands out.
-    public static let maximumChannelIDBytes = 256
+    package static let maximumChannelIDBytes = 256
 
     /// A channel ID for `apns-channel-id`: `MissingChannelId` when empty; `BadChannelId` when longer than
     /// ``maximumChannelIDBytes`` or not base64 (Apple: "a base64-encoded string"; padded, standard alphabet),
     /// which also keeps control characters, spaces and non-ASCII out of the header.
-    public static func validateChannelID(_ channelID: String) -> Reason? {
+    package static func validateChannelID(_ channelID: String) -> Reason? {
         return channelID.withUTF8InPlace { bytes in
             if bytes.isEmpty { return .missingChannelId }
             guard bytes.count <= self.maximumChannelIDBytes, bytes.count % 4 == 0 else { return .badChannelId }
@@ -92,7 +92,7 @@ public enum NotificationValidation {
     /// - Returns: `BadDeviceToken` for a token with a character outside visible ASCII or longer than
     ///   ``maximumDeviceTokenCharacters``, then what ``validateTopic(_:pushType:)``, the priority and
     ///   expiration rules and ``validateCollapseID(_:)`` answer, in that order; `nil` when none applies.
-    public static func validateHeaderValues(_ notification: Notification) -> Reason? {
+    package static func validateHeaderValues(_ notification: Notification) -> Reason? {
         if let channelID = notification.channelID {
             if let reason = self.validateChannelID(channelID) { return reason }
         } else if let reason = self.validateDeviceTokenCharacters(notification.deviceToken) {
@@ -109,14 +109,14 @@ public enum NotificationValidation {
     /// trailing spaces are refused too: RFC 9113 §8.2.1 forbids them in field values and nghttp2 servers
     /// reset such streams in the same way. Bytes above 0x7E (UTF-8) are refused because Apple documents none
     /// of its header values as anything but ASCII. The empty string passes.
-    public static func isHeaderValue(_ value: some StringProtocol) -> Bool {
+    package static func isHeaderValue(_ value: some StringProtocol) -> Bool {
         if let answer = value.utf8.withContiguousStorageIfAvailable(Self.isHeaderValue(utf8:)) { return answer }
         return Array(value.utf8).withUnsafeBufferPointer(Self.isHeaderValue(utf8:))
     }
 
     /// ``isHeaderValue(_:)-(StringProtocol)`` for a `String`, reading its UTF-8 in place: this runs on every
     /// notification the mapper makes.
-    public static func isHeaderValue(_ value: String) -> Bool {
+    package static func isHeaderValue(_ value: String) -> Bool {
         return value.withUTF8InPlace(Self.isHeaderValue(utf8:))
     }
 
@@ -146,12 +146,12 @@ public enum NotificationValidation {
     /// What of a device token can be checked without knowing its format: that it can go into `:path` (see
     /// ``isHeaderValue(_:)-(String)``) and is at most ``maximumDeviceTokenCharacters`` long; else
     /// `BadDeviceToken`.
-    public static func validateDeviceTokenCharacters(_ token: String) -> Reason? {
+    package static func validateDeviceTokenCharacters(_ token: String) -> Reason? {
         token.utf8.count > self.maximumDeviceTokenCharacters || !self.isHeaderValue(token) ? .badDeviceToken : nil
     }
 
     /// The device token in `/3/device/<token>`: hex digits, an even count, 64 to 200 of them.
-    public static func validateDeviceToken(_ token: some StringProtocol) -> Reason? {
+    package static func validateDeviceToken(_ token: some StringProtocol) -> Reason? {
         // The bytes in place: a generic walk over `utf8` from another module was a tenth of the simulator's time.
         if let answer = token.utf8.withContiguousStorageIfAvailable(Self.validateDeviceToken(utf8:)) { return answer }
         return Array(token.utf8).withUnsafeBufferPointer(Self.validateDeviceToken(utf8:))
@@ -176,7 +176,7 @@ public enum NotificationValidation {
     /// `apns-topic` against the push type: present, and carrying the suffix the push type requires after a
     /// non-empty bundle ID (`com.example.app.voip` for `voip`).
     /// A topic with a character outside visible ASCII (see ``isHeaderValue(_:)``) is `BadTopic`.
-    public static func validateTopic(_ topic: String, pushType: PushType) -> Reason? {
+    package static func validateTopic(_ topic: String, pushType: PushType) -> Reason? {
         if topic.isEmpty { return .missingTopic }
         if !self.isHeaderValue(topic) { return .badTopic }
         let suffix = pushType.topicSuffix
@@ -187,12 +187,12 @@ public enum NotificationValidation {
     }
 
     /// A raw `apns-push-type` header value: one of the known push types.
-    public static func validatePushType(_ value: String) -> Reason? {
+    package static func validatePushType(_ value: String) -> Reason? {
         PushType(rawValue: value) == nil ? .invalidPushType : nil
     }
 
     /// A raw `apns-priority` header value: `1`, `5` or `10` exactly, and allowed for the push type.
-    public static func validatePriority(_ value: String, pushType: PushType) -> Reason? {
+    package static func validatePriority(_ value: String, pushType: PushType) -> Reason? {
         guard value.utf8.count <= 2, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
             let number = Int(value), let priority = Priority(rawValue: number), pushType.allows(priority)
         else {
@@ -203,7 +203,7 @@ public enum NotificationValidation {
 
     /// A raw `apns-expiration` header value: UNIX epoch seconds, `0` or more, as decimal digits only (no
     /// sign, no spaces) that fit in 64 bits.
-    public static func validateExpiration(_ value: String) -> Reason? {
+    package static func validateExpiration(_ value: String) -> Reason? {
         guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
             Int64(value) != nil
         else { return .badExpirationDate }
@@ -211,7 +211,7 @@ public enum NotificationValidation {
     }
 
     /// A raw `apns-id` header value: a canonical UUID, 8-4-4-4-12 hex digits, lowercase.
-    public static func validateMessageID(_ value: String) -> Reason? {
+    package static func validateMessageID(_ value: String) -> Reason? {
         return value.withUTF8InPlace(Self.validateMessageID(utf8:))
     }
 
@@ -232,7 +232,7 @@ public enum NotificationValidation {
     }
 
     /// A raw `apns-collapse-id`: at most 64 bytes, visible ASCII and spaces only (see ``isHeaderValue(_:)``).
-    public static func validateCollapseID(_ value: String) -> Reason? {
+    package static func validateCollapseID(_ value: String) -> Reason? {
         value.utf8.count > self.maximumCollapseIDBytes || !self.isHeaderValue(value) ? .badCollapseId : nil
     }
 
@@ -241,13 +241,13 @@ public enum NotificationValidation {
     /// Apple documents no reason for a body that is not a JSON object; it carries no notification, so it is
     /// answered like an empty one (`PayloadEmpty`). With `isJSONObject` the caller wrote the payload as an
     /// object itself, and only emptiness and size are checked.
-    public static func validatePayload(_ payload: [UInt8], pushType: PushType, isJSONObject: Bool = false) -> Reason? {
+    package static func validatePayload(_ payload: [UInt8], pushType: PushType, isJSONObject: Bool = false) -> Reason? {
         self.validatePayload(payload, limit: pushType.maxPayloadBytes, isJSONObject: isJSONObject)
     }
 
     /// ``validatePayload(_:pushType:isJSONObject:)`` with the size limit given in bytes (a broadcast's is
     /// ``maximumBroadcastPayloadBytes``, see ``Notification/maxPayloadBytes``).
-    public static func validatePayload(_ payload: [UInt8], limit: Int, isJSONObject: Bool = false) -> Reason? {
+    package static func validatePayload(_ payload: [UInt8], limit: Int, isJSONObject: Bool = false) -> Reason? {
         if payload.isEmpty { return .payloadEmpty }
         if payload.count > limit { return .payloadTooLarge }
         if isJSONObject { return nil }

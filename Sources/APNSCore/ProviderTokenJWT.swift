@@ -3,34 +3,34 @@ import Foundation
 
 /// Where wall-clock time comes from. JWT `iat` and token ages are wall-clock rules, so the client and the
 /// simulator take the time from here and tests inject a clock they move by hand.
-public protocol WallClock: Sendable {
+package protocol WallClock: Sendable {
     /// The current time.
     func now() -> Date
 }
 
 /// The system's wall clock.
-public struct SystemWallClock: WallClock {
+package struct SystemWallClock: WallClock {
     /// Creates the system clock.
-    public init() {}
+    package init() {}
 
     /// The current time.
-    public func now() -> Date { Date() }
+    package func now() -> Date { Date() }
 }
 
 /// An APNs provider token: an ES256 JWT with header `{alg, kid}` and claims `{iss, iat}`, `iat` an integer
 /// number of seconds (Apple: *Establishing a token-based connection to APNs*).
-public struct ProviderTokenJWT: Sendable, Hashable {
+package struct ProviderTokenJWT: Sendable, Hashable {
     /// The key ID (`kid`).
-    public var keyID: String
+    package var keyID: String
     /// The team ID (`iss`).
-    public var teamID: String
+    package var teamID: String
     /// When the token was issued (`iat`), in UNIX epoch seconds.
-    public var issuedAtEpochSeconds: Int64
+    package var issuedAtEpochSeconds: Int64
     /// The compact serialisation, `header.claims.signature`, base64url; what follows `bearer `.
-    public var compact: String
+    package var compact: String
 
     /// Signs a new token with `privateKey`.
-    public static func sign(
+    package static func sign(
         keyID: String,
         teamID: String,
         issuedAtEpochSeconds: Int64,
@@ -50,7 +50,7 @@ public struct ProviderTokenJWT: Sendable, Hashable {
 
     /// Parses a compact token without checking its signature; `nil` when it is not an ES256 JWT with a
     /// string `kid`, a string `iss` and an integer `iat`.
-    public static func parse(_ compact: String) -> ProviderTokenJWT? {
+    package static func parse(_ compact: String) -> ProviderTokenJWT? {
         let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
             let headerBytes = Base64URL.decode(parts[0]),
@@ -80,7 +80,7 @@ public struct ProviderTokenJWT: Sendable, Hashable {
     }
 
     /// Whether the signature is `publicKey`'s ES256 signature of the header and claims.
-    public func hasValidSignature(publicKey: P256.Signing.PublicKey) -> Bool {
+    package func hasValidSignature(publicKey: P256.Signing.PublicKey) -> Bool {
         guard let lastDot = self.compact.lastIndex(of: ".") else { return false }
         let signingInput = self.compact[..<lastDot]
         guard let signatureBytes = Base64URL.decode(self.compact[self.compact.index(after: lastDot)...]),
@@ -91,9 +91,9 @@ public struct ProviderTokenJWT: Sendable, Hashable {
 }
 
 /// Base64url without padding (RFC 7515 §2), as JWTs use it.
-public enum Base64URL {
+package enum Base64URL {
     /// Encodes `bytes`.
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var text = Data(bytes).base64EncodedString()
         text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         while text.last == "=" { text.removeLast() }
@@ -101,7 +101,7 @@ public enum Base64URL {
     }
 
     /// Decodes `text`; `nil` when it is not base64url.
-    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    package static func decode(_ text: some StringProtocol) -> [UInt8]? {
         var base64 = String(text).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.utf8.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64) else { return nil }

@@ -2,7 +2,7 @@
 ///
 /// Each push type fixes the suffix its `apns-topic` must carry, which priorities it allows, and how large
 /// its payload may be (Apple: *Sending notification requests to APNs*).
-public enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
+package enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
     case alert
     case background
     case voip
@@ -18,7 +18,7 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
     /// The suffix Apple requires on the bundle ID in `apns-topic`, or `""` when the bare bundle ID is used.
     ///
     /// `mdm` topics are the UID of the MDM push certificate, so no suffix is ever added to them.
-    public var topicSuffix: String {
+    package var topicSuffix: String {
         switch self {
         case .alert, .background, .mdm: ""
         case .voip: ".voip"
@@ -33,7 +33,7 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
     }
 
     /// Returns `topic` with this push type's suffix, adding it only when it is missing.
-    public func topic(for topic: String) -> String {
+    package func topic(for topic: String) -> String {
         let suffix = self.topicSuffix
         if suffix.isEmpty || topic.hasSuffix(suffix) {
             return topic
@@ -44,7 +44,7 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
     /// The priority used when a route or request names none.
     ///
     /// Apple's default is 10, except for background pushes, which must be sent with 5.
-    public var defaultPriority: Priority {
+    package var defaultPriority: Priority {
         switch self {
         case .background: .powerConsiderate
         default: .immediate
@@ -52,7 +52,7 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
     }
 
     /// Whether Apple accepts `priority` for this push type. Background pushes must use 5.
-    public func allows(_ priority: Priority) -> Bool {
+    package func allows(_ priority: Priority) -> Bool {
         switch self {
         case .background: priority != .immediate
         default: true
@@ -60,7 +60,7 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
     }
 
     /// The largest payload, in bytes, that APNs accepts for this push type.
-    public var maxPayloadBytes: Int {
+    package var maxPayloadBytes: Int {
         switch self {
         case .voip: 5120
         default: 4096
@@ -69,7 +69,7 @@ public enum PushType: String, Sendable, Hashable, CaseIterable, Codable {
 }
 
 /// The value of the `apns-priority` header.
-public enum Priority: Int, Sendable, Hashable, CaseIterable, Codable {
+package enum Priority: Int, Sendable, Hashable, CaseIterable, Codable {
     /// `1`: prioritise the device's power over everything, never wake it.
     case powerSaving = 1
     /// `5`: deliver in a power-aware way; may be grouped or delayed.

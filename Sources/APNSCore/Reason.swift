@@ -3,7 +3,7 @@
 /// Every reason Apple documents is a case; anything else round-trips through ``unknown(_:)``, so a reason
 /// Apple adds tomorrow is reported verbatim instead of being lost (Apple: *Handling notification responses
 /// from APNs*).
-public enum Reason: Sendable, Hashable {
+package enum Reason: Sendable, Hashable {
     // 400
     case badCollapseId
     case badDeviceToken
@@ -61,7 +61,7 @@ public enum Reason: Sendable, Hashable {
     case unknown(String)
 
     /// Every reason Apple documents (everything but ``unknown(_:)``).
-    public static let documented: [Reason] = [
+    package static let documented: [Reason] = [
         .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
         .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
         .missingTopic, .payloadEmpty, .topicDisallowed,
@@ -82,12 +82,12 @@ public enum Reason: Sendable, Hashable {
     )
 
     /// Parses Apple's reason string; unknown strings become ``unknown(_:)``.
-    public init(rawValue: String) {
+    package init(rawValue: String) {
         self = Self.byString[rawValue] ?? .unknown(rawValue)
     }
 
     /// Apple's reason string, exactly as it appears in a response body.
-    public var rawValue: String {
+    package var rawValue: String {
         switch self {
         case .badCollapseId: "BadCollapseId"
         case .badDeviceToken: "BadDeviceToken"
@@ -136,7 +136,7 @@ public enum Reason: Sendable, Hashable {
     }
 
     /// The HTTP status APNs answers with this reason; `nil` for an unknown reason.
-    public var status: Int? {
+    package var status: Int? {
         switch self {
         case .badCollapseId, .badDeviceToken, .badExpirationDate, .badMessageId, .badPriority, .badTopic,
             .deviceTokenNotForTopic, .duplicateHeaders, .idleTimeout, .invalidPushType, .missingDeviceToken,
@@ -160,7 +160,7 @@ public enum Reason: Sendable, Hashable {
 
     /// Whether this reason says the device token is dead or wrong for good, so it should be published as an
     /// invalid-token record (docs/data-contract.md).
-    public var invalidatesToken: Bool {
+    package var invalidatesToken: Bool {
         switch self {
         case .unregistered, .expiredToken, .badDeviceToken, .deviceTokenNotForTopic: true
         default: false
@@ -169,12 +169,12 @@ public enum Reason: Sendable, Hashable {
 }
 
 extension Reason: CustomStringConvertible {
-    public var description: String { self.rawValue }
+    package var description: String { self.rawValue }
 }
 
 /// What an APNs answer means for the notification and for the bridge. One classification drives retries,
 /// outcomes and halting, so no caller re-derives it from status codes.
-public enum Disposition: Sendable, Hashable {
+package enum Disposition: Sendable, Hashable {
     /// 200: APNs accepted the notification.
     case delivered
     /// A fault of this notification that sending it again cannot fix: the outcome is `rejected`.
@@ -193,7 +193,7 @@ extension Reason {
     ///
     /// `status` matters only for ``unknown(_:)`` reasons: an unknown 5xx is retryable, an unknown 403 is
     /// systemic, any other unknown 4xx is a rejection.
-    public func disposition(status: Int) -> Disposition {
+    package func disposition(status: Int) -> Disposition {
         switch self {
         case .expiredProviderToken:
             return .renewToken

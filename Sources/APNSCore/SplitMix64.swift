@@ -1,13 +1,13 @@
 /// A small, seedable generator (SplitMix64): the same seed and request order give the same faults. Public so
 /// that sample data (the demo's events, tests' random orders) is reproducible the same way.
-public struct SplitMix64: RandomNumberGenerator, Sendable {
+package struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
     /// A generator whose sequence is fixed by `seed`.
-    public init(seed: UInt64) { self.state = seed }
+    package init(seed: UInt64) { self.state = seed }
 
     /// The next 64 random bits.
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         self.state &+= 0x9E37_79B9_7F4A_7C15
         var z = self.state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -16,7 +16,7 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
     }
 
     /// A value in 0..<1.
-    public mutating func nextUnitInterval() -> Double {
+    package mutating func nextUnitInterval() -> Double {
         Double(self.next() >> 11) / Double(UInt64(1) << 53)
     }
 }

@@ -9,12 +9,12 @@ import Synchronization
 /// The APNs simulator on the network: an HTTP/2-over-TLS server (the HTTP2 module's) whose every request is
 /// decided by a ``SimulatorEngine``, and whose connections misbehave as the scenario says (GOAWAY after N
 /// streams, stream-limit changes, drops). `GET /_simulator/stats` answers the counts as JSON.
-public final class APNSSimulatorServer: Sendable {
+package final class APNSSimulatorServer: Sendable {
     /// The path that answers the statistics.
-    public static let statisticsPath = "/_simulator/stats"
+    package static let statisticsPath = "/_simulator/stats"
 
     /// The engine that decides and counts.
-    public let engine: SimulatorEngine
+    package let engine: SimulatorEngine
     private let server: HTTP2Server
 
     private init(engine: SimulatorEngine, server: HTTP2Server) {
@@ -25,7 +25,7 @@ public final class APNSSimulatorServer: Sendable {
     /// Starts a simulator for `scenario` on `host:port` (0: an ephemeral port) with the given server
     /// certificate. When the scenario names a client CA, clients must present a certificate it signed and are
     /// then authenticated by it (certificate-based authentication).
-    public static func start(
+    package static func start(
         scenario: SimulatorScenario,
         certificateChain: [NIOSSLCertificate],
         privateKey: NIOSSLPrivateKey,
@@ -66,7 +66,7 @@ public final class APNSSimulatorServer: Sendable {
     }
 
     /// Starts a simulator with the server certificate and key read from PEM files.
-    public static func start(
+    package static func start(
         scenario: SimulatorScenario,
         certificatePEMPath: String,
         privateKeyPEMPath: String,
@@ -89,34 +89,34 @@ public final class APNSSimulatorServer: Sendable {
     }
 
     /// The bound port.
-    public var port: Int { self.server.port }
+    package var port: Int { self.server.port }
 
     /// What the simulator received and answered so far.
-    public var statistics: SimulatorStatistics { self.engine.statistics }
+    package var statistics: SimulatorStatistics { self.engine.statistics }
 
     /// The first requests received, in order, when the scenario asks for them (`receive_log`).
-    public var receivedRequests: [ReceivedRequest] { self.engine.receivedRequests }
+    package var receivedRequests: [ReceivedRequest] { self.engine.receivedRequests }
 
     /// The transport's counters (connections, streams, PINGs).
-    public var transportStatistics: HTTP2ServerStatistics { self.server.statistics }
+    package var transportStatistics: HTTP2ServerStatistics { self.server.statistics }
 
     /// Sends GOAWAY on every live connection (as APNs does when it shuts down).
-    public func sendGoAwayToAll(reason: Reason = .shutdown) {
+    package func sendGoAwayToAll(reason: Reason = .shutdown) {
         self.server.sendGoAway(debugData: ErrorBody(reason: reason).jsonBytes)
     }
 
     /// Announces a new stream limit on every live connection and on later ones.
-    public func setMaxConcurrentStreams(_ streams: Int) {
+    package func setMaxConcurrentStreams(_ streams: Int) {
         self.server.setMaxConcurrentStreams(streams)
     }
 
     /// Drops every live connection abruptly.
-    public func dropAllConnections() {
+    package func dropAllConnections() {
         self.server.dropConnections()
     }
 
     /// Stops listening and closes every connection.
-    public func shutdown() async {
+    package func shutdown() async {
         await self.server.shutdown()
     }
 

@@ -10,13 +10,13 @@ import Synchronization
 /// tuple per entry of ``BinaryGateway/takeFeedback()`` (the tokens the gateway refused with status 8 since the
 /// last read, at the time it refused them) and closes the connection. Reading drains the list, as Apple's
 /// service did: each entry is reported to one reader once.
-public final class BinaryFeedbackService: Sendable {
+package final class BinaryFeedbackService: Sendable {
     /// What the service did, for tests and the summary printed at shutdown.
-    public struct Statistics: Sendable, Hashable {
+    package struct Statistics: Sendable, Hashable {
         /// Connections whose TLS handshake completed.
-        public var connections = 0
+        package var connections = 0
         /// Tuples written.
-        public var tuplesSent = 0
+        package var tuplesSent = 0
     }
 
     private let gateway: BinaryGateway
@@ -29,7 +29,7 @@ public final class BinaryFeedbackService: Sendable {
 
     /// Starts a feedback service on `host:port` (0: ephemeral) that reports `gateway`'s entries; clients must
     /// present a certificate signed by one of `clientCertificateTrustRoots`.
-    public static func start(
+    package static func start(
         gateway: BinaryGateway,
         certificateChain: [NIOSSLCertificate],
         privateKey: NIOSSLPrivateKey,
@@ -49,13 +49,13 @@ public final class BinaryFeedbackService: Sendable {
     }
 
     /// The bound port.
-    public var port: Int { self.listener.withLock { $0?.localAddress?.port } ?? 0 }
+    package var port: Int { self.listener.withLock { $0?.localAddress?.port } ?? 0 }
 
     /// The counts so far.
-    public var statistics: Statistics { self.counts.withLock { $0 } }
+    package var statistics: Statistics { self.counts.withLock { $0 } }
 
     /// Stops listening.
-    public func close() async {
+    package func close() async {
         guard let listener = self.listener.withLock({ $0 }) else { return }
         try? await listener.close()
     }

@@ -6,44 +6,44 @@ import NIOSSL
 import Synchronization
 
 /// How the simulated binary gateway misbehaves, counted over all its connections.
-public struct BinaryGatewayBehaviour: Sendable {
+package struct BinaryGatewayBehaviour: Sendable {
     /// Tokens (lowercase hex) answered with status 8 (invalid token); the feedback service then reports them.
-    public var unregisteredTokens: Set<String> = []
+    package var unregisteredTokens: Set<String> = []
     /// The notification (1-based, over all connections) answered with status 1 (processing error).
-    public var processingErrorAt: Int?
+    package var processingErrorAt: Int?
     /// After this many notifications (over all connections) the gateway answers status 10 (shutdown) naming the
     /// last one it processed, once.
-    public var shutdownAfter: Int?
+    package var shutdownAfter: Int?
     /// After this many notifications (over all connections) the gateway drops the connection without a packet,
     /// once.
-    public var dropAfter: Int?
+    package var dropAfter: Int?
     /// The payload limit (status 7 above it).
-    public var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
+    package var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
     /// Entries the feedback service reports on its first read besides the tokens the gateway refuses
     /// (`binary_gateway.feedback_tokens`): tokens known only to the feedback service.
-    public var feedbackTokens: [FeedbackTuple] = []
+    package var feedbackTokens: [FeedbackTuple] = []
 
     /// A gateway that accepts everything well-formed.
-    public init() {}
+    package init() {}
 }
 
 /// The simulator's binary provider gateway: TLS with a client certificate signed by the given CA, Apple's
 /// framing read by ``BinaryFrameDecoder``, error packets for bad notifications and for the behaviour's knobs,
 /// and the connection closed after every packet, as Apple's gateways did.
-public final class BinaryGateway: Sendable {
+package final class BinaryGateway: Sendable {
     /// What the gateway accepted and answered, for tests and the statistics.
-    public struct Statistics: Sendable, Hashable {
+    package struct Statistics: Sendable, Hashable {
         /// The device tokens (hex) of the notifications the gateway processed, in order: a token sent twice
         /// appears twice.
-        public var processed: [String] = []
+        package var processed: [String] = []
         /// Error packets written.
-        public var errorPackets: [BinaryErrorResponse] = []
+        package var errorPackets: [BinaryErrorResponse] = []
         /// Connections accepted.
-        public var connections = 0
+        package var connections = 0
         /// Connections dropped without a packet by ``BinaryGatewayBehaviour/dropAfter``.
-        public var drops = 0
+        package var drops = 0
         /// Feedback entries handed to the feedback service's readers (``takeFeedback()``).
-        public var feedbackReported = 0
+        package var feedbackReported = 0
     }
 
     private struct State {
@@ -76,7 +76,7 @@ public final class BinaryGateway: Sendable {
     /// Takes what the feedback service reports: every token refused with status 8 since the last call (with the
     /// time it was refused), and the scenario's feedback-only tokens on the first call. Reading drains the list,
     /// as Apple's service did.
-    public func takeFeedback() -> [FeedbackTuple] {
+    package func takeFeedback() -> [FeedbackTuple] {
         self.state.withLock { state in
             let taken = state.feedback
             state.feedback = []
@@ -114,7 +114,7 @@ public final class BinaryGateway: Sendable {
 
     /// Starts a gateway on `host:port` (0: ephemeral) with the server's TLS material; clients must present a
     /// certificate signed by one of `clientCertificateTrustRoots`.
-    public static func start(
+    package static func start(
         behaviour: BinaryGatewayBehaviour,
         certificateChain: [NIOSSLCertificate],
         privateKey: NIOSSLPrivateKey,
@@ -137,13 +137,13 @@ public final class BinaryGateway: Sendable {
     }
 
     /// The bound port.
-    public var port: Int { self.listener.withLock { $0?.localAddress?.port } ?? 0 }
+    package var port: Int { self.listener.withLock { $0?.localAddress?.port } ?? 0 }
 
     /// The counts so far.
-    public var statistics: Statistics { self.state.withLock { $0.statistics } }
+    package var statistics: Statistics { self.state.withLock { $0.statistics } }
 
     /// Stops listening (open connections end with their clients).
-    public func close() async {
+    package func close() async {
         guard let listener = self.listener.withLock({ $0 }) else { return }
         try? await listener.close()
     }

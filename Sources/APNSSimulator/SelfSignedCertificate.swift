@@ -7,14 +7,14 @@ import X509
 ///
 /// It is its own CA, so a client trusts it by adding the certificate file as a trust root (for example
 /// `pushbridge send --ca-file <certificate>`).
-public struct SelfSignedCertificate: Sendable {
+package struct SelfSignedCertificate: Sendable {
     /// The PEM certificate file.
-    public var certificatePath: String
+    package var certificatePath: String
     /// The PEM (PKCS#8) private key file.
-    public var privateKeyPath: String
+    package var privateKeyPath: String
 
     /// Generates a P-256 key and a certificate valid for 30 days, and writes both into `directory`.
-    public static func generate(in directory: String) throws -> SelfSignedCertificate {
+    package static func generate(in directory: String) throws -> SelfSignedCertificate {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let key = P256.Signing.PrivateKey()
         let name = try DistinguishedName { CommonName("PushBridge APNs simulator") }

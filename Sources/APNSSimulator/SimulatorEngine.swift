@@ -3,24 +3,24 @@ import Foundation
 import Synchronization
 
 /// One request as the simulator sees it, independent of the transport.
-public struct SimulatorRequest: Sendable {
+package struct SimulatorRequest: Sendable {
     /// `:method`.
-    public var method: String
+    package var method: String
     /// `:path`.
-    public var path: String
+    package var path: String
     /// Regular headers in the order received (names lower-case).
-    public var headers: [(name: String, value: String)]
+    package var headers: [(name: String, value: String)]
     /// The body.
-    public var body: [UInt8]
+    package var body: [UInt8]
     /// The connection it arrived on.
-    public var connectionID: Int
+    package var connectionID: Int
     /// The number of streams opened on that connection so far, this one included.
-    public var streamNumber: Int
+    package var streamNumber: Int
     /// Whether the connection presented a trusted client certificate (certificate-based authentication).
-    public var certificateAuthenticated: Bool
+    package var certificateAuthenticated: Bool
 
     /// Creates a request.
-    public init(
+    package init(
         method: String,
         path: String,
         headers: [(name: String, value: String)],
@@ -40,28 +40,28 @@ public struct SimulatorRequest: Sendable {
 }
 
 /// An answer the simulator gives.
-public struct SimulatorAnswer: Sendable, Hashable {
+package struct SimulatorAnswer: Sendable, Hashable {
     /// `:status`.
-    public var status: Int
+    package var status: Int
     /// Response headers (`apns-id`, `apns-unique-id`, `content-type`).
-    public var headers: [HTTPField]
+    package var headers: [HTTPField]
     /// The body: empty for 200, Apple's error JSON otherwise.
-    public var body: [UInt8]
+    package var body: [UInt8]
 
     /// A response header.
-    public struct HTTPField: Sendable, Hashable {
+    package struct HTTPField: Sendable, Hashable {
         /// The name, lower-case.
-        public var name: String
+        package var name: String
         /// The value.
-        public var value: String
+        package var value: String
     }
 
     /// The reason of a non-200 answer, parsed back from the body.
-    public var reason: Reason? { ErrorBody.parse(self.body)?.reason }
+    package var reason: Reason? { ErrorBody.parse(self.body)?.reason }
 }
 
 /// What to do with one request.
-public enum SimulatorDecision: Sendable, Hashable {
+package enum SimulatorDecision: Sendable, Hashable {
     /// Answer after `delay`.
     case respond(SimulatorAnswer, delay: Duration)
     /// Leave the request unanswered: its connection is being dropped.
@@ -72,7 +72,7 @@ public enum SimulatorDecision: Sendable, Hashable {
 }
 
 /// A connection-level action the transport carries out after a request.
-public enum SimulatorConnectionAction: Sendable, Hashable {
+package enum SimulatorConnectionAction: Sendable, Hashable {
     /// Announce a new `SETTINGS_MAX_CONCURRENT_STREAMS` on the request's connection.
     case setMaxConcurrentStreams(Int)
 }
@@ -80,9 +80,9 @@ public enum SimulatorConnectionAction: Sendable, Hashable {
 /// The simulator's brain: validates a request exactly as APNs does and decides the answer, injects the
 /// scenario's faults, and counts everything. Pure logic (no I/O), so it is tested without a network; the
 /// HTTP/2 server (``APNSSimulatorServer``) feeds it.
-public final class SimulatorEngine: Sendable {
+package final class SimulatorEngine: Sendable {
     /// How long a dropped connection's earlier answers get to reach the client before the drop.
-    public static let dropGracePeriod: Duration = .milliseconds(50)
+    package static let dropGracePeriod: Duration = .milliseconds(50)
 
     struct ConnectionState {
         /// The `authorization` value taken into use, and its key: later tokens must use the same key.
@@ -113,7 +113,7 @@ public final class SimulatorEngine: Sendable {
     }
 
     /// The scenario in force.
-    public let scenario: SimulatorScenario
+    package let scenario: SimulatorScenario
     private let clock: any WallClock
     let keysByID: [String: SimulatorScenario.JWTKey]
     let maximumTokenAgeSeconds: Double
@@ -121,7 +121,7 @@ public final class SimulatorEngine: Sendable {
     let state: Mutex<State>
 
     /// Creates an engine for `scenario`, reading the time from `clock`.
-    public init(scenario: SimulatorScenario, clock: any WallClock = SystemWallClock()) {
+    package init(scenario: SimulatorScenario, clock: any WallClock = SystemWallClock()) {
         self.scenario = scenario
         self.clock = clock
         self.keysByID = Dictionary(scenario.jwtKeys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })
@@ -138,14 +138,14 @@ public final class SimulatorEngine: Sendable {
     }
 
     /// A snapshot of the counts so far.
-    public var statistics: SimulatorStatistics { self.state.withLock { $0.statistics } }
+    package var statistics: SimulatorStatistics { self.state.withLock { $0.statistics } }
 
     /// The upper bound of the answers' random extra delay, in whole milliseconds (0: none).
     let jitterMilliseconds: UInt64
 
     /// The first ``SimulatorScenario/receiveLogLimit`` requests received, in the order the simulator received
     /// them: what a test compares with the order it produced notifications in.
-    public var receivedRequests: [ReceivedRequest] { self.state.withLock { $0.receiveLog } }
+    package var receivedRequests: [ReceivedRequest] { self.state.withLock { $0.receiveLog } }
 
     /// The delay before an answer: the scenario's latency plus its random jitter.
     func answerDelay(_ state: inout State) -> Duration {
@@ -155,14 +155,14 @@ public final class SimulatorEngine: Sendable {
     }
 
     /// Forgets a closed connection's token state.
-    public func connectionClosed(_ connectionID: Int) {
+    package func connectionClosed(_ connectionID: Int) {
         _ = self.state.withLock { $0.connections.removeValue(forKey: connectionID) }
     }
 
     /// Connection actions due now that `streamCount` streams arrived on connection `connectionID` (the
     /// stream-limit schedule). The transport reports counts when requests complete, so counts may skip values:
     /// every step passed since the previous call is due.
-    public func connectionActions(connectionID: Int, streamCount: Int) -> [SimulatorConnectionAction] {
+    package func connectionActions(connectionID: Int, streamCount: Int) -> [SimulatorConnectionAction] {
         guard !self.scenario.streamLimitSchedule.isEmpty else { return [] }
         let due = self.state.withLock { state in
             let previous = state.connections[connectionID]?.scheduledUpToStream ?? 0
@@ -179,7 +179,7 @@ public final class SimulatorEngine: Sendable {
     }
 
     /// Decides what to do with `request` and counts it.
-    public func handle(_ request: SimulatorRequest) -> SimulatorDecision {
+    package func handle(_ request: SimulatorRequest) -> SimulatorDecision {
         let token = Self.deviceToken(inPath: request.path)
         let fields = SimulatorRequestFields(request.headers)
         let now = self.clock.now()
@@ -387,13 +387,13 @@ public final class SimulatorEngine: Sendable {
 }
 
 /// One request as the simulator received it (`receive_log`).
-public struct ReceivedRequest: Sendable, Hashable {
+package struct ReceivedRequest: Sendable, Hashable {
     /// The request's `:path`.
-    public var path: String
+    package var path: String
     /// The device token in the path, for a device send.
-    public var deviceToken: String?
+    package var deviceToken: String?
     /// The request's `apns-id`, when it sent one.
-    public var apnsID: String?
+    package var apnsID: String?
     /// The status it was answered with; `nil` when it was left unanswered (a dropped connection).
-    public var status: Int?
+    package var status: Int?
 }

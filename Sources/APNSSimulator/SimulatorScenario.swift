@@ -5,22 +5,22 @@ import Yams
 
 /// What the simulator does: which apps and keys it knows, which tokens are dead, which faults it injects and
 /// how its connections misbehave. Read from a YAML scenario file (docs/simulator.md) or built in code.
-public struct SimulatorScenario: Sendable {
+package struct SimulatorScenario: Sendable {
     /// A provider-token key the simulator accepts.
     ///
     /// `@unchecked Sendable`: swift-crypto's P-256 keys are not `Sendable` on Linux because they wrap a
     /// BoringSSL key object. That object is never mutated after creation and BoringSSL verifies with one key
     /// from several threads safely; every other field is a `let`-like value.
-    public struct JWTKey: @unchecked Sendable {
+    package struct JWTKey: @unchecked Sendable {
         /// The key ID (`kid`).
-        public var keyID: String
+        package var keyID: String
         /// The team the key belongs to (`iss`); `nil` accepts any team.
-        public var teamID: String?
-        /// The public key that verifies the token's signature.
-        public var publicKey: P256.Signing.PublicKey
+        package var teamID: String?
+        /// The package key that verifies the token's signature.
+        package var publicKey: P256.Signing.PublicKey
 
         /// Creates a key.
-        public init(keyID: String, teamID: String?, publicKey: P256.Signing.PublicKey) {
+        package init(keyID: String, teamID: String?, publicKey: P256.Signing.PublicKey) {
             self.keyID = keyID
             self.teamID = teamID
             self.publicKey = publicKey
@@ -28,14 +28,14 @@ public struct SimulatorScenario: Sendable {
     }
 
     /// A change of a connection's `SETTINGS_MAX_CONCURRENT_STREAMS` once it has received some streams.
-    public struct StreamLimitStep: Sendable, Hashable {
+    package struct StreamLimitStep: Sendable, Hashable {
         /// After this many streams on the connection...
-        public var afterStreams: Int
+        package var afterStreams: Int
         /// ...announce this limit.
-        public var maxConcurrentStreams: Int
+        package var maxConcurrentStreams: Int
 
         /// Creates a step.
-        public init(afterStreams: Int, maxConcurrentStreams: Int) {
+        package init(afterStreams: Int, maxConcurrentStreams: Int) {
             self.afterStreams = afterStreams
             self.maxConcurrentStreams = maxConcurrentStreams
         }
@@ -43,60 +43,60 @@ public struct SimulatorScenario: Sendable {
 
     /// Bundle IDs (and MDM topics) the simulator accepts; the push-type suffixes are implied.
     /// Other topics are answered `TopicDisallowed`. Empty accepts every topic.
-    public var topics: Set<String> = []
+    package var topics: Set<String> = []
     /// Keys for token-based connections.
-    public var jwtKeys: [JWTKey] = []
+    package var jwtKeys: [JWTKey] = []
     /// PEM file of the CA whose client certificates are accepted for certificate-based connections;
     /// `nil` turns certificate authentication off (every request then needs a provider token).
-    public var clientCAFile: String?
+    package var clientCAFile: String?
     /// Device tokens answered `410 Unregistered`, with the timestamp (ms since the epoch) reported.
-    public var unregisteredTokens: [String: Int64] = [:]
+    package var unregisteredTokens: [String: Int64] = [:]
     /// Device tokens answered `400 BadDeviceToken` although well formed (wrong environment, say).
-    public var badTokens: Set<String> = []
+    package var badTokens: Set<String> = []
     /// Seed of the generator that picks which requests get an injected fault.
-    public var seed: UInt64 = 1
+    package var seed: UInt64 = 1
     /// Share of requests answered `429 TooManyRequests`, 0...1.
-    public var tooManyRequestsRate: Double = 0
+    package var tooManyRequestsRate: Double = 0
     /// Share of requests answered `500 InternalServerError`, 0...1.
-    public var internalServerErrorRate: Double = 0
+    package var internalServerErrorRate: Double = 0
     /// Share of requests answered `503 ServiceUnavailable`, 0...1.
-    public var serviceUnavailableRate: Double = 0
+    package var serviceUnavailableRate: Double = 0
     /// Delay before each answer.
-    public var latency: Duration = .zero
+    package var latency: Duration = .zero
     /// Random extra delay per answer: each answer waits ``latency`` plus a whole number of milliseconds drawn
     /// uniformly from 0 to this, from a generator seeded by ``seed`` (apart from the faults' generator, so
     /// adding jitter leaves the same requests faulty). Answers then arrive out of order, as from a loaded APNs.
-    public var latencyJitter: Duration = .zero
+    package var latencyJitter: Duration = .zero
     /// How many requests to remember in ``SimulatorEngine/receivedRequests``, in the order they were received
     /// (device token, `apns-id`, status): the first this many; later ones are counted only. 0: none.
-    public var receiveLogLimit = 0
+    package var receiveLogLimit = 0
     /// The most ``receiveLogLimit`` may be: each entry holds a token and an id (about 200 bytes).
-    public static let maximumReceiveLogLimit = 1_000_000
+    package static let maximumReceiveLogLimit = 1_000_000
     /// The `SETTINGS_MAX_CONCURRENT_STREAMS` announced when a connection opens.
-    public var maxConcurrentStreams: Int = 1000
+    package var maxConcurrentStreams: Int = 1000
     /// Per connection: limits announced after some streams.
-    public var streamLimitSchedule: [StreamLimitStep] = []
+    package var streamLimitSchedule: [StreamLimitStep] = []
     /// Per connection: send GOAWAY after this many streams (the later ones are refused as not processed).
-    public var goawayAfterStreams: Int?
+    package var goawayAfterStreams: Int?
     /// Per connection: close the connection without answering when its stream number reaches this count
     /// (its unanswered requests are lost to the client, which must send them again).
-    public var dropAfterStreams: Int?
+    package var dropAfterStreams: Int?
     /// The largest age of a provider token's `iat` before `ExpiredProviderToken`.
-    public var maximumTokenAge: Duration = .seconds(3600)
+    package var maximumTokenAge: Duration = .seconds(3600)
     /// The least time between two different tokens on one connection before `TooManyProviderTokenUpdates`.
-    public var minimumTokenUpdateInterval: Duration = .seconds(20 * 60)
+    package var minimumTokenUpdateInterval: Duration = .seconds(20 * 60)
 
     /// A broadcast channel that exists when the simulator starts (`channels.existing`).
-    public struct Channel: Sendable, Hashable {
+    package struct Channel: Sendable, Hashable {
         /// The app it belongs to.
-        public var bundleID: String
+        package var bundleID: String
         /// Its ID, as `apns-channel-id` carries it (base64).
-        public var channelID: String
+        package var channelID: String
         /// Its message storage policy: 0 (No Message Stored) or 1 (Most Recent Message Stored).
-        public var storagePolicy: Int
+        package var storagePolicy: Int
 
         /// Creates a channel.
-        public init(bundleID: String, channelID: String, storagePolicy: Int = 0) {
+        package init(bundleID: String, channelID: String, storagePolicy: Int = 0) {
             self.bundleID = bundleID
             self.channelID = channelID
             self.storagePolicy = storagePolicy
@@ -104,32 +104,32 @@ public struct SimulatorScenario: Sendable {
     }
 
     /// Apple's channel limit per app (10 000); creating one more is answered `400 CannotCreateChannelConfig`.
-    public static let appleChannelLimitPerApp = 10_000
+    package static let appleChannelLimitPerApp = 10_000
     /// Channels one app may hold at once (`channels.limit_per_app`, default Apple's 10 000).
-    public var channelLimitPerApp = SimulatorScenario.appleChannelLimitPerApp
+    package var channelLimitPerApp = SimulatorScenario.appleChannelLimitPerApp
     /// Broadcast channels that exist from the start (`channels.existing`).
-    public var channels: [Channel] = []
+    package var channels: [Channel] = []
 
     /// The binary gateway's faults (`binary_gateway:`; used with `pushbridge simulator --binary-port`).
-    public var binaryGateway = BinaryGatewayBehaviour()
+    package var binaryGateway = BinaryGatewayBehaviour()
 
     /// A scenario that accepts everything well formed from any topic, without keys.
-    public init() {}
+    package init() {}
 }
 
 /// A scenario file that could not be used; names the file, the key path, the line where known, and the fix.
-public struct ScenarioError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct ScenarioError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The file.
-    public var file: String
+    package var file: String
     /// The key path, e.g. `jwt_keys[0].kid`.
-    public var keyPath: String
+    package var keyPath: String
     /// The 1-based line, when known.
-    public var line: Int?
+    package var line: Int?
     /// What is wrong and how to fix it.
-    public var message: String
+    package var message: String
 
     /// Creates an error.
-    public init(file: String, keyPath: String, line: Int?, message: String) {
+    package init(file: String, keyPath: String, line: Int?, message: String) {
         self.file = file
         self.keyPath = keyPath
         self.line = line
@@ -137,7 +137,7 @@ public struct ScenarioError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     /// `file:line: key.path: message`.
-    public var description: String {
+    package var description: String {
         let location = self.line.map { "\(self.file):\($0)" } ?? self.file
         return "\(location): \(self.keyPath.isEmpty ? "" : "\(self.keyPath): ")\(self.message)"
     }
@@ -145,7 +145,7 @@ public struct ScenarioError: Error, Sendable, Hashable, CustomStringConvertible 
 
 extension SimulatorScenario {
     /// Reads a scenario file; relative paths in it are resolved against the file's directory.
-    public static func load(file: String) throws(ScenarioError) -> SimulatorScenario {
+    package static func load(file: String) throws(ScenarioError) -> SimulatorScenario {
         guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
             throw ScenarioError(file: file, keyPath: "", line: nil, message: "cannot read the scenario file")
         }
@@ -154,7 +154,7 @@ extension SimulatorScenario {
     }
 
     /// Parses scenario YAML; `file` is only used in errors.
-    public static func parse(yaml: String, file: String, baseDirectory: String = ".") throws(ScenarioError)
+    package static func parse(yaml: String, file: String, baseDirectory: String = ".") throws(ScenarioError)
         -> SimulatorScenario
     {
         let root: Node?
@@ -283,7 +283,7 @@ private struct ScenarioReader {
             let text = try self.string(pem.node, path: "\(path).public_key")
             guard let key = try? P256.Signing.PublicKey(pemRepresentation: text) else {
                 throw self.error(
-                    pem.node, "\(path).public_key", "not a PEM P-256 public key (-----BEGIN PUBLIC KEY-----)")
+                    pem.node, "\(path).public_key", "not a PEM P-256 package key (-----BEGIN PUBLIC KEY-----)")
             }
             publicKey = key
         } else if let file = map["public_key_file"] ?? map["p8_file"] {
@@ -299,7 +299,7 @@ private struct ScenarioReader {
                 publicKey = key
             } else {
                 throw self.error(
-                    file.node, keyPath, "\(filePath) is not a PEM P-256 \(isPrivate ? "private" : "public") key")
+                    file.node, keyPath, "\(filePath) is not a PEM P-256 \(isPrivate ? "private" : "package") key")
             }
         } else {
             throw self.error(node, path, "give the key as 'public_key' (PEM), 'public_key_file' or 'p8_file'")
@@ -525,8 +525,8 @@ private struct ScenarioReader {
 
 extension SimulatorScenario.JWTKey {
     /// A key from a command-line argument: `KID=FILE`, or `FILE` named `AuthKey_<KID>.p8` (Apple's naming).
-    /// `FILE` is a PKCS#8 PEM private key (`.p8`) or a PEM public key; any team is accepted.
-    public static func commandLineArgument(_ argument: String) throws(ScenarioError) -> SimulatorScenario.JWTKey {
+    /// `FILE` is a PKCS#8 PEM private key (`.p8`) or a PEM package key; any team is accepted.
+    package static func commandLineArgument(_ argument: String) throws(ScenarioError) -> SimulatorScenario.JWTKey {
         var keyID: String
         var path = argument
         if let equals = argument.firstIndex(of: "=") {
@@ -554,7 +554,7 @@ extension SimulatorScenario.JWTKey {
             return SimulatorScenario.JWTKey(keyID: keyID, teamID: nil, publicKey: key)
         }
         throw ScenarioError(
-            file: path, keyPath: "--jwt-key", line: nil, message: "not a PEM P-256 private (.p8) or public key"
+            file: path, keyPath: "--jwt-key", line: nil, message: "not a PEM P-256 private (.p8) or package key"
         )
     }
 }

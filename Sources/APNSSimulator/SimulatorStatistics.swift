@@ -1,18 +1,18 @@
 import APNSCore
 
 /// What the simulator received and how it answered, for tests, benchmarks and the standalone command.
-public struct SimulatorStatistics: Sendable, Hashable {
+package struct SimulatorStatistics: Sendable, Hashable {
     /// Counts for one device token.
-    public struct TokenCounts: Sendable, Hashable {
+    package struct TokenCounts: Sendable, Hashable {
         /// Requests received for the token.
-        public var received = 0
+        package var received = 0
         /// Requests answered (any status).
-        public var answered = 0
+        package var answered = 0
         /// Requests answered 200.
-        public var delivered = 0
+        package var delivered = 0
 
         /// Zero counts.
-        public init() {}
+        package init() {}
 
         /// Counts one request received, answered with `status` (`nil`: left unanswered).
         mutating func count(answeredWith status: Int?) {
@@ -25,60 +25,60 @@ public struct SimulatorStatistics: Sendable, Hashable {
 
     /// One broadcast send as it arrived: its path and the headers Apple's broadcast request consists of
     /// (`nil`: absent), and the status it was answered with.
-    public struct BroadcastRequest: Sendable, Hashable {
-        public var path: String
-        public var channelID: String?
-        public var pushType: String?
-        public var topic: String?
-        public var priority: String?
-        public var expiration: String?
-        public var requestID: String?
+    package struct BroadcastRequest: Sendable, Hashable {
+        package var path: String
+        package var channelID: String?
+        package var pushType: String?
+        package var topic: String?
+        package var priority: String?
+        package var expiration: String?
+        package var requestID: String?
         /// `apns-id`, which Apple's broadcast table does not list (the request id is `apns-request-id`).
-        public var messageID: String?
-        public var collapseID: String?
-        public var status: Int
+        package var messageID: String?
+        package var collapseID: String?
+        package var status: Int
     }
 
     /// The most broadcast sends ``recentBroadcasts`` keeps.
-    public static let recentBroadcastLimit = 256
+    package static let recentBroadcastLimit = 256
 
     /// The latest broadcast sends (at most ``recentBroadcastLimit``, oldest first), for tests and for checking
     /// what a client really sends.
-    public var recentBroadcasts: [BroadcastRequest] = []
+    package var recentBroadcasts: [BroadcastRequest] = []
 
     /// Requests received (including those never answered).
-    public var requestsReceived = 0
+    package var requestsReceived = 0
     /// Requests answered.
-    public var requestsAnswered = 0
+    package var requestsAnswered = 0
     /// Requests left unanswered because their connection was being dropped.
-    public var requestsUnanswered = 0
+    package var requestsUnanswered = 0
     /// Answers by HTTP status.
-    public var byStatus: [Int: Int] = [:]
+    package var byStatus: [Int: Int] = [:]
     /// Non-200 answers by reason string.
-    public var byReason: [String: Int] = [:]
+    package var byReason: [String: Int] = [:]
     /// Counts by device token (as in the path).
-    public var byToken: [String: TokenCounts] = [:]
+    package var byToken: [String: TokenCounts] = [:]
     /// Broadcast sends by channel ID (only channels that exist; a send to an unknown one counts in the totals).
-    public var byChannel: [String: TokenCounts] = [:]
+    package var byChannel: [String: TokenCounts] = [:]
     /// Channels created through the management API.
-    public var channelsCreated = 0
+    package var channelsCreated = 0
     /// Channels deleted through the management API.
-    public var channelsDeleted = 0
+    package var channelsDeleted = 0
     /// Connections dropped on purpose (`drop_after_streams`).
-    public var connectionsDropped = 0
+    package var connectionsDropped = 0
     /// Stream-limit changes announced (`stream_limit_schedule`).
-    public var streamLimitChanges = 0
+    package var streamLimitChanges = 0
     /// Times a connection took a provider token into use (its first, or a renewal).
-    public var providerTokenAdoptions = 0
+    package var providerTokenAdoptions = 0
     /// Different provider tokens taken into use, over all connections.
-    public var distinctProviderTokens = 0
+    package var distinctProviderTokens = 0
     /// Provider-token signatures checked. A connection checks each token once and then trusts the same token
     /// string while it is young enough, so this grows with tokens and connections, not with requests; forged
     /// tokens are checked (and refused) every time.
-    public var providerTokenVerifications = 0
+    package var providerTokenVerifications = 0
 
     /// Empty statistics.
-    public init() {}
+    package init() {}
 
     /// Counts one answer with `status` and, for an error, its reason.
     mutating func countAnswer(status: Int, reason: Reason?) {
@@ -94,12 +94,12 @@ public struct SimulatorStatistics: Sendable, Hashable {
     }
 
     /// Tokens answered 200 more than once: what a client must never cause by re-sending answered requests.
-    public var tokensDeliveredMoreThanOnce: [String] {
+    package var tokensDeliveredMoreThanOnce: [String] {
         self.byToken.filter { $0.value.delivered > 1 }.map(\.key).sorted()
     }
 
     /// A multi-line summary: totals, then answers by status and by reason.
-    public var summary: String {
+    package var summary: String {
         var lines = [
             "requests received: \(self.requestsReceived), answered: \(self.requestsAnswered), "
                 + "unanswered (dropped connections): \(self.requestsUnanswered)",
@@ -120,7 +120,7 @@ public struct SimulatorStatistics: Sendable, Hashable {
     }
 
     /// The statistics as a JSON object (for `GET /_simulator/stats`).
-    public var json: String {
+    package var json: String {
         let statuses = self.byStatus.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }
         let reasons = self.byReason.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }
         let broadcasts = self.byChannel.values.reduce(0) { $0 + $1.received }

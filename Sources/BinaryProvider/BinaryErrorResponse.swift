@@ -2,27 +2,27 @@ import APNSCore
 
 /// The 6-byte packet a binary gateway writes before it closes the connection: `08 | status (1) |
 /// identifier (4)`. Everything written after the named notification was discarded by the gateway.
-public struct BinaryErrorResponse: Sendable, Hashable {
+package struct BinaryErrorResponse: Sendable, Hashable {
     /// The packet's length.
-    public static let byteCount = 6
+    package static let byteCount = 6
     /// The command byte of an error response.
-    public static let command: UInt8 = 8
+    package static let command: UInt8 = 8
 
     /// The status byte.
-    public var status: BinaryStatus
+    package var status: BinaryStatus
     /// The identifier of the notification the status is about (for ``BinaryStatus/shutdown``: the last one
     /// the gateway processed).
-    public var identifier: UInt32
+    package var identifier: UInt32
 
     /// Creates a packet's contents.
-    public init(status: BinaryStatus, identifier: UInt32) {
+    package init(status: BinaryStatus, identifier: UInt32) {
         self.status = status
         self.identifier = identifier
     }
 
     /// Reads a packet from the first ``byteCount`` bytes; `nil` when fewer arrived or the command is not 8
     /// (a gateway that writes anything else is not speaking the protocol).
-    public init?(_ bytes: some Collection<UInt8>) {
+    package init?(_ bytes: some Collection<UInt8>) {
         guard bytes.count >= Self.byteCount else { return nil }
         var index = bytes.startIndex
         func next() -> UInt8 {
@@ -35,7 +35,7 @@ public struct BinaryErrorResponse: Sendable, Hashable {
     }
 
     /// The packet's bytes.
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         var bytes: [UInt8] = [Self.command, self.status.rawValue]
         BinaryFrame.append(self.identifier, to: &bytes)
         return bytes
@@ -43,7 +43,7 @@ public struct BinaryErrorResponse: Sendable, Hashable {
 }
 
 /// The status of an error response, as Apple listed them; any other byte is kept in ``other(_:)``.
-public enum BinaryStatus: Sendable, Hashable {
+package enum BinaryStatus: Sendable, Hashable {
     case noErrors
     case processingError
     case missingDeviceToken
@@ -63,7 +63,7 @@ public enum BinaryStatus: Sendable, Hashable {
     case other(UInt8)
 
     /// Reads a status byte.
-    public init(rawValue: UInt8) {
+    package init(rawValue: UInt8) {
         switch rawValue {
         case 0: self = .noErrors
         case 1: self = .processingError
@@ -82,7 +82,7 @@ public enum BinaryStatus: Sendable, Hashable {
     }
 
     /// The status byte.
-    public var rawValue: UInt8 {
+    package var rawValue: UInt8 {
         switch self {
         case .noErrors: 0
         case .processingError: 1
@@ -101,7 +101,7 @@ public enum BinaryStatus: Sendable, Hashable {
     }
 
     /// What the status means for the notification it names.
-    public var verdict: BinaryVerdict {
+    package var verdict: BinaryVerdict {
         switch self {
         case .noErrors, .shutdown: .notFailed
         case .missingDeviceToken: .refused(.missingDeviceToken)
@@ -117,7 +117,7 @@ public enum BinaryStatus: Sendable, Hashable {
     }
 
     /// The name outcomes and logs use for a status that is not a rejection reason.
-    public var reasonText: String {
+    package var reasonText: String {
         switch self {
         case .noErrors: "NoErrors"
         case .processingError: "ProcessingError"
@@ -137,7 +137,7 @@ public enum BinaryStatus: Sendable, Hashable {
 }
 
 /// What an error response means for the notification it names.
-public enum BinaryVerdict: Sendable, Hashable {
+package enum BinaryVerdict: Sendable, Hashable {
     /// The notification was processed (status 0, or 10 where the identifier is the last one processed).
     case notFailed
     /// The gateway refused the notification for `Reason`. The bridge treats it as it treats the same reason

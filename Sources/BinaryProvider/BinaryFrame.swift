@@ -2,7 +2,7 @@ import APNSCore
 
 /// Which of Apple's binary provider formats a connection writes (Apple archive, *Binary Provider API* and
 /// *Legacy Notification Format*).
-public enum BinaryFormat: String, Sendable, Hashable, CaseIterable {
+package enum BinaryFormat: String, Sendable, Hashable, CaseIterable {
     /// Command 2: a frame of items (token, payload, identifier, expiration, priority). Error responses name
     /// the notification by its identifier.
     case framed
@@ -13,7 +13,7 @@ public enum BinaryFormat: String, Sendable, Hashable, CaseIterable {
     case simple
 
     /// The command byte that starts each notification.
-    public var command: UInt8 {
+    package var command: UInt8 {
         switch self {
         case .framed: 2
         case .enhanced: 1
@@ -22,24 +22,24 @@ public enum BinaryFormat: String, Sendable, Hashable, CaseIterable {
     }
 
     /// Whether the gateway sends error-response packets for this format (commands 1 and 2).
-    public var hasErrorResponses: Bool { self != .simple }
+    package var hasErrorResponses: Bool { self != .simple }
 }
 
 /// Why a notification cannot be written in the binary format: checked before anything is written, like the
 /// HTTP/2 path's local validation, so the gateway never sees it.
-public struct BinaryFrameError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct BinaryFrameError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The APNs reason the outcome carries.
-    public var reason: Reason
+    package var reason: Reason
     /// What is wrong, for logs (never the token itself).
-    public var detail: String
+    package var detail: String
 
     /// Creates an error.
-    public init(reason: Reason, detail: String) {
+    package init(reason: Reason, detail: String) {
         self.reason = reason
         self.detail = detail
     }
 
-    public var description: String { "\(self.reason.rawValue): \(self.detail)" }
+    package var description: String { "\(self.reason.rawValue): \(self.detail)" }
 }
 
 /// Encodes notifications in the binary provider formats, byte for byte as Apple documented them (all
@@ -52,19 +52,19 @@ public struct BinaryFrameError: Error, Sendable, Hashable, CustomStringConvertib
 ///   payload`. The format has no "no expiry": a notification without one is written with expiry 0 (try once,
 ///   do not store).
 /// - simple (command 0): `00 | token length (2) | token | payload length (2) | payload`.
-public enum BinaryFrame {
+package enum BinaryFrame {
     /// Apple's payload limit for framed notifications (the `apns-*` HTTP/2 limits do not apply here).
-    public static let framedPayloadLimitBytes = 2048
+    package static let framedPayloadLimitBytes = 2048
     /// The limit of the older enhanced and simple formats.
-    public static let legacyPayloadLimitBytes = 256
+    package static let legacyPayloadLimitBytes = 256
     /// The length of a device token in bytes (64 hex digits).
-    public static let deviceTokenBytes = 32
+    package static let deviceTokenBytes = 32
 
     /// Appends `notification` to `buffer` in `format` with `identifier` (unused by ``BinaryFormat/simple``).
     /// Throws, leaving `buffer` unchanged, when the token is not 32 bytes of hex, the payload is empty or larger
     /// than `payloadLimitBytes`, the expiration does not fit the format's 32 bits, or the priority is one the
     /// format does not have.
-    public static func append(
+    package static func append(
         _ notification: Notification, identifier: UInt32, format: BinaryFormat, payloadLimitBytes: Int,
         to buffer: inout [UInt8]
     ) throws(BinaryFrameError) {
@@ -113,7 +113,7 @@ public enum BinaryFrame {
 
     /// The fault ``append(_:identifier:format:payloadLimitBytes:to:)`` would throw for `notification`, without
     /// writing: the bridge's local check of a notification for a binary app.
-    public static func validate(
+    package static func validate(
         _ notification: Notification, format: BinaryFormat, payloadLimitBytes: Int
     ) -> BinaryFrameError? {
         do {
@@ -146,7 +146,7 @@ public enum BinaryFrame {
     }
 
     /// The 32 bytes of a 64-digit hex token (either case).
-    public static func tokenBytes(_ hex: String) throws(BinaryFrameError) -> [UInt8] {
+    package static func tokenBytes(_ hex: String) throws(BinaryFrameError) -> [UInt8] {
         let digits = hex.utf8
         guard digits.count == 2 * Self.deviceTokenBytes else {
             throw BinaryFrameError(
@@ -171,7 +171,7 @@ public enum BinaryFrame {
     }
 
     /// Lowercase hex of token bytes, as device tokens appear in records.
-    public static func hex(_ bytes: some Collection<UInt8>) -> String {
+    package static func hex(_ bytes: some Collection<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(bytes.count * 2)

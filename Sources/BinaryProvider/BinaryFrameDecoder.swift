@@ -1,29 +1,29 @@
 /// One notification as a binary gateway reads it (the simulator's side of ``BinaryFrame``).
-public struct DecodedBinaryNotification: Sendable, Hashable {
+package struct DecodedBinaryNotification: Sendable, Hashable {
     // Made only by the decoder.
     /// The format it came in.
-    public var format: BinaryFormat
+    package var format: BinaryFormat
     /// The identifier (0 for the simple format, which has none).
-    public var identifier: UInt32
+    package var identifier: UInt32
     /// The device token's bytes.
-    public var token: [UInt8]
+    package var token: [UInt8]
     /// The payload.
-    public var payload: [UInt8]
+    package var payload: [UInt8]
     /// The expiration in UNIX seconds, when the notification carried one.
-    public var expirationEpochSeconds: UInt32?
+    package var expirationEpochSeconds: UInt32?
     /// The priority byte, when the notification carried one (framed only).
-    public var priority: UInt8?
+    package var priority: UInt8?
 }
 
 /// What a gateway finds wrong with a notification it could read to its end: the status to answer with.
-public struct BinaryFrameProblem: Error, Sendable, Hashable {
+package struct BinaryFrameProblem: Error, Sendable, Hashable {
     /// The status of the error packet.
-    public var status: BinaryStatus
+    package var status: BinaryStatus
     /// The identifier to name (0 when none could be read).
-    public var identifier: UInt32
+    package var identifier: UInt32
 
     /// Creates a problem.
-    public init(status: BinaryStatus, identifier: UInt32) {
+    package init(status: BinaryStatus, identifier: UInt32) {
         self.status = status
         self.identifier = identifier
     }
@@ -37,29 +37,29 @@ public struct BinaryFrameProblem: Error, Sendable, Hashable {
 /// the decoder stops with ``BinaryStatus/protocolError`` and the gateway closes. A well-delimited notification
 /// whose content is wrong (a token that is not 32 bytes, a missing item, a payload over the limit) is returned as
 /// a ``BinaryFrameProblem`` with Apple's matching status, as the gateway would answer it.
-public struct BinaryFrameDecoder: Sendable {
+package struct BinaryFrameDecoder: Sendable {
     /// The largest frame accepted (items of a 2 KB payload and a 100-byte token, with room to spare).
-    public static let maxFrameBytes = 4096
+    package static let maxFrameBytes = 4096
 
     /// A read notification, or what is wrong with it.
-    public typealias Result = Swift.Result<DecodedBinaryNotification, BinaryFrameProblem>
+    package typealias Result = Swift.Result<DecodedBinaryNotification, BinaryFrameProblem>
 
     /// The payload limit the decoder checks (2048 for framed, 256 for old gateways).
-    public let payloadLimitBytes: Int
+    package let payloadLimitBytes: Int
     private var buffer: [UInt8] = []
     private var stopped = false
 
     /// Creates a decoder that answers payloads over `payloadLimitBytes` with status 7.
-    public init(payloadLimitBytes: Int = BinaryFrame.framedPayloadLimitBytes) {
+    package init(payloadLimitBytes: Int = BinaryFrame.framedPayloadLimitBytes) {
         self.payloadLimitBytes = payloadLimitBytes
     }
 
     /// Whether part of a notification waits for more bytes.
-    public var hasPartialNotification: Bool { !self.buffer.isEmpty }
+    package var hasPartialNotification: Bool { !self.buffer.isEmpty }
 
     /// Reads `bytes` on; returns every notification completed, in order. After a stream-level problem (the
     /// last element is a failure with ``BinaryStatus/protocolError``) nothing more is read.
-    public mutating func read(_ bytes: some Collection<UInt8>) -> [Result] {
+    package mutating func read(_ bytes: some Collection<UInt8>) -> [Result] {
         guard !self.stopped else { return [] }
         self.buffer.append(contentsOf: bytes)
         var results: [Result] = []

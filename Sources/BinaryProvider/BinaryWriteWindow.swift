@@ -15,53 +15,53 @@ import DequeModule
 /// Identifiers are consecutive per connection, starting at 1, so the entry an error names is found by
 /// subtraction; at most `capacity` are unconfirmed at a time (the writer waits for room), far below the 2^31
 /// that wrapping comparison needs.
-public struct BinaryWriteWindow<Item: Sendable>: Sendable {
+package struct BinaryWriteWindow<Item: Sendable>: Sendable {
     /// A written notification.
-    public struct Entry: Sendable {
+    package struct Entry: Sendable {
         /// Its identifier on this connection.
-        public var identifier: UInt32
+        package var identifier: UInt32
         /// When it was written.
-        public var writtenAt: ContinuousClock.Instant
+        package var writtenAt: ContinuousClock.Instant
         /// The caller's notification.
-        public var item: Item
+        package var item: Item
         /// How many connections closed without an error packet while it was unconfirmed.
-        public var resendsWithoutError: Int
+        package var resendsWithoutError: Int
     }
 
     /// A notification to write again on the next connection.
-    public struct Resend: Sendable {
+    package struct Resend: Sendable {
         /// The caller's notification.
-        public var item: Item
+        package var item: Item
         /// Carried to the next window (see ``BinaryWriteWindow/write(_:now:resendsWithoutError:)``).
-        public var resendsWithoutError: Int
+        package var resendsWithoutError: Int
     }
 
     /// What an error packet or a close settles.
-    public struct Settlement: Sendable {
+    package struct Settlement: Sendable {
         /// Confirmed: written before the one that failed, or processed (a shutdown names the last one).
-        public var delivered: [Item] = []
+        package var delivered: [Item] = []
         /// The notification the packet names, with what its status means (none when the packet names one
         /// already confirmed or never written, or the connection closed without a packet).
-        public var failed: (item: Item, verdict: BinaryVerdict)?
+        package var failed: (item: Item, verdict: BinaryVerdict)?
         /// Discarded by the gateway or in doubt: to be written again.
-        public var resend: [Resend] = []
+        package var resend: [Resend] = []
         /// In doubt once too often: to be reported lost.
-        public var lost: [Item] = []
+        package var lost: [Item] = []
     }
 
     /// The most unconfirmed notifications; ``isFull`` tells the writer to wait.
-    public let capacity: Int
+    package let capacity: Int
     /// How long a written notification waits for an error packet before it counts as delivered.
-    public let quietWindow: Duration
+    package let quietWindow: Duration
     /// How many closes without an error packet a notification may be in doubt through before it is lost.
-    public let maxResendsWithoutError: Int
+    package let maxResendsWithoutError: Int
 
     private var entries: Deque<Entry> = []
     /// The identifier the next ``write(_:now:resendsWithoutError:)`` returns (to encode before recording).
-    public private(set) var nextIdentifier: UInt32 = 1
+    package private(set) var nextIdentifier: UInt32 = 1
 
     /// Creates the window of a new connection; its first notification gets `firstIdentifier`.
-    public init(capacity: Int, quietWindow: Duration, maxResendsWithoutError: Int, firstIdentifier: UInt32 = 1) {
+    package init(capacity: Int, quietWindow: Duration, maxResendsWithoutError: Int, firstIdentifier: UInt32 = 1) {
         precondition(capacity > 0 && capacity < Int(Int32.max), "the window holds 1 to 2^31-1 notifications")
         self.capacity = capacity
         self.quietWindow = quietWindow
@@ -70,16 +70,18 @@ public struct BinaryWriteWindow<Item: Sendable>: Sendable {
     }
 
     /// Unconfirmed notifications.
-    public var count: Int { self.entries.count }
+    package var count: Int { self.entries.count }
     /// Whether the writer must wait for confirmations before writing more.
-    public var isFull: Bool { self.entries.count >= self.capacity }
+    package var isFull: Bool { self.entries.count >= self.capacity }
     /// The unconfirmed notifications, oldest first.
-    public var unconfirmed: some Collection<Entry> { self.entries }
+    package var unconfirmed: some Collection<Entry> { self.entries }
     /// When the oldest unconfirmed notification counts as delivered, if nothing fails first.
-    public var nextConfirmation: ContinuousClock.Instant? { self.entries.first.map { $0.writtenAt + self.quietWindow } }
+    package var nextConfirmation: ContinuousClock.Instant? {
+        self.entries.first.map { $0.writtenAt + self.quietWindow }
+    }
 
     /// Records a write; returns the identifier to write it with. The window must not be full.
-    public mutating func write(
+    package mutating func write(
         _ item: Item, now: ContinuousClock.Instant, resendsWithoutError: Int = 0
     ) -> UInt32 {
         precondition(!self.isFull, "write only when the window has room")
@@ -91,7 +93,7 @@ public struct BinaryWriteWindow<Item: Sendable>: Sendable {
     }
 
     /// Takes the notifications written at least `quietWindow` before `now`: delivered.
-    public mutating func confirmDue(now: ContinuousClock.Instant) -> [Item] {
+    package mutating func confirmDue(now: ContinuousClock.Instant) -> [Item] {
         var delivered: [Item] = []
         while let first = self.entries.first, first.writtenAt + self.quietWindow <= now {
             delivered.append(self.entries.removeFirst().item)
@@ -104,7 +106,7 @@ public struct BinaryWriteWindow<Item: Sendable>: Sendable {
     /// A packet naming a notification already confirmed (or never written) pins nothing: everything unconfirmed
     /// is in doubt as after a close without a packet, so a gateway that keeps naming unknown identifiers cannot
     /// make the client resend forever.
-    public mutating func errorReceived(_ response: BinaryErrorResponse) -> Settlement {
+    package mutating func errorReceived(_ response: BinaryErrorResponse) -> Settlement {
         let offset = Int(response.identifier &- (self.entries.first?.identifier ?? self.nextIdentifier))
         guard !self.entries.isEmpty, offset < self.entries.count else {
             return self.closedWithoutError()
@@ -130,7 +132,7 @@ public struct BinaryWriteWindow<Item: Sendable>: Sendable {
 
     /// Settles everything when the connection closed (or failed) without an error packet: nothing can be
     /// confirmed any more, so everything unconfirmed is sent again, or lost once in doubt too often.
-    public mutating func closedWithoutError() -> Settlement {
+    package mutating func closedWithoutError() -> Settlement {
         var settlement = Settlement()
         for entry in self.entries {
             let resends = entry.resendsWithoutError + 1

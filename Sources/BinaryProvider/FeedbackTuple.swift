@@ -1,22 +1,22 @@
 /// One entry of the feedback service: a device token the service found no longer valid, and since when.
 /// On the wire: `time (4, UNIX seconds) | token length (2) | token`, all big-endian.
-public struct FeedbackTuple: Sendable, Hashable {
+package struct FeedbackTuple: Sendable, Hashable {
     /// When the service determined the app was gone from the device, in UNIX seconds.
-    public var timeEpochSeconds: UInt32
+    package var timeEpochSeconds: UInt32
     /// The device token's bytes.
-    public var token: [UInt8]
+    package var token: [UInt8]
 
     /// Creates a tuple.
-    public init(timeEpochSeconds: UInt32, token: [UInt8]) {
+    package init(timeEpochSeconds: UInt32, token: [UInt8]) {
         self.timeEpochSeconds = timeEpochSeconds
         self.token = token
     }
 
     /// The device token as lowercase hex, as records carry it.
-    public var deviceToken: String { BinaryFrame.hex(self.token) }
+    package var deviceToken: String { BinaryFrame.hex(self.token) }
 
     /// The tuple's bytes.
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         var bytes: [UInt8] = []
         BinaryFrame.append(self.timeEpochSeconds, to: &bytes)
         BinaryFrame.append(UInt16(self.token.count), to: &bytes)
@@ -28,30 +28,30 @@ public struct FeedbackTuple: Sendable, Hashable {
 /// Reads feedback tuples from a byte stream that arrives in pieces of any size. Holds at most one tuple's
 /// bytes between pieces; a token longer than ``maxTokenBytes`` (Apple documents 32, and at most 100 for the
 /// token item) means the server is not speaking the protocol, and reading stops with an error.
-public struct FeedbackReader: Sendable {
+package struct FeedbackReader: Sendable {
     /// The longest token accepted.
-    public static let maxTokenBytes = 100
+    package static let maxTokenBytes = 100
 
     /// Why reading stopped.
-    public struct MalformedFeedback: Error, Sendable, Hashable, CustomStringConvertible {
+    package struct MalformedFeedback: Error, Sendable, Hashable, CustomStringConvertible {
         /// What arrived.
-        public var detail: String
+        package var detail: String
         /// The tuples completed in the same piece before the fault: they arrived whole and are valid.
-        public var tuplesBefore: [FeedbackTuple] = []
-        public var description: String { self.detail }
+        package var tuplesBefore: [FeedbackTuple] = []
+        package var description: String { self.detail }
     }
 
     private var pending: [UInt8] = []
 
     /// Creates a reader with nothing read yet.
-    public init() {}
+    package init() {}
 
     /// Whether a partial tuple is waiting for more bytes (at the end of the stream: a truncated tuple).
-    public var hasPartialTuple: Bool { !self.pending.isEmpty }
+    package var hasPartialTuple: Bool { !self.pending.isEmpty }
 
     /// Reads `bytes` on from where the last piece ended; returns the tuples completed. On a fault, the error
     /// carries the tuples this piece completed before it.
-    public mutating func read(_ bytes: some Collection<UInt8>) throws(MalformedFeedback) -> [FeedbackTuple] {
+    package mutating func read(_ bytes: some Collection<UInt8>) throws(MalformedFeedback) -> [FeedbackTuple] {
         self.pending.append(contentsOf: bytes)
         var tuples: [FeedbackTuple] = []
         var start = 0

@@ -11,9 +11,9 @@ import Synchronization
 /// The pipeline's sender on APNs: one provider for the `apns` block and one per entry under `apps`. A provider
 /// is an ``APNSClient`` (a pool of HTTP/2 connections with its own credentials) or, for `protocol: binary`, the
 /// legacy binary protocol's ``BinaryClient``s (one per connection, taken in turn).
-public final class APNSSender: ManagedSender {
+package final class APNSSender: ManagedSender {
     /// One app's client(s).
-    public enum Provider: Sendable {
+    package enum Provider: Sendable {
         /// Apple's HTTP/2 API.
         case http2(APNSClient)
         /// The binary provider protocol: the connections' clients, and the payload limit and format checked
@@ -22,11 +22,11 @@ public final class APNSSender: ManagedSender {
     }
 
     /// Which binary connection takes the next notification.
-    public final class BinaryRotation: Sendable {
+    package final class BinaryRotation: Sendable {
         private let counter = Atomic<Int>(0)
 
         /// A new rotation.
-        public init() {}
+        package init() {}
 
         func next(of count: Int) -> Int { (self.counter.add(1, ordering: .relaxed).oldValue & Int.max) % count }
     }
@@ -35,19 +35,19 @@ public final class APNSSender: ManagedSender {
     private let appProviders: [String: Provider]
 
     /// Creates a sender over HTTP/2 clients. Connections open on the first send.
-    public convenience init(defaultClient: APNSClient, appClients: [String: APNSClient]) {
+    package convenience init(defaultClient: APNSClient, appClients: [String: APNSClient]) {
         self.init(defaultProvider: .http2(defaultClient), appProviders: appClients.mapValues { .http2($0) })
     }
 
     /// Creates a sender over the given providers.
-    public init(defaultProvider: Provider, appProviders: [String: Provider]) {
+    package init(defaultProvider: Provider, appProviders: [String: Provider]) {
         self.defaultProvider = defaultProvider
         self.appProviders = appProviders
     }
 
     /// Loads the credentials of `configuration.apns` and every app and creates their clients. Throws a
     /// ``CredentialError`` naming the file and the cause (never a secret).
-    public convenience init(
+    package convenience init(
         configuration: BridgeConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger
@@ -65,7 +65,7 @@ public final class APNSSender: ManagedSender {
     }
 
     /// The provider for one `apns`-shaped block.
-    public static func provider(
+    package static func provider(
         _ settings: APNSSettings, eventLoopGroup: any EventLoopGroup, logger: Logger
     ) throws -> Provider {
         let configuration = try Self.clientConfiguration(settings)
@@ -97,7 +97,7 @@ public final class APNSSender: ManagedSender {
     }
 
     /// The client configuration for one `apns`-shaped block.
-    public static func clientConfiguration(_ settings: APNSSettings) throws -> APNSClientConfiguration {
+    package static func clientConfiguration(_ settings: APNSSettings) throws -> APNSClientConfiguration {
         let authentication: APNSAuthentication
         switch settings.auth {
         case .token(let keyFile, let keyID, let teamID):
@@ -135,14 +135,15 @@ public final class APNSSender: ManagedSender {
         app.flatMap { self.appProviders[$0] } ?? self.defaultProvider
     }
 
-    public func send(_ notification: Notification, app: String?) async -> APNSResult {
+    package func send(_ notification: Notification, app: String?) async -> APNSResult {
         switch self.provider(app) {
         case .http2(let client): await client.send(notification)
         case .binary(let clients, _, _, let next): await clients[next.next(of: clients.count)].send(notification)
         }
     }
 
-    public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void) {
+    package func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
+    {
         switch self.provider(app) {
         case .http2(let client): client.send(notification, completion: completion)
         case .binary(let clients, _, _, let next):
@@ -150,7 +151,7 @@ public final class APNSSender: ManagedSender {
         }
     }
 
-    public func send(contentsOf batch: [SendRequest]) {
+    package func send(contentsOf batch: [SendRequest]) {
         // Grouped per client, so each client's event loop is woken once for its share.
         var http2 = IdentityGroups<APNSClient, APNSClient.Submission>(expecting: batch.count)
         var binary = IdentityGroups<BinaryClient, APNSClient.Submission>(expecting: batch.count)
@@ -174,7 +175,7 @@ public final class APNSSender: ManagedSender {
 
     private var providers: [Provider] { [self.defaultProvider] + Array(self.appProviders.values) }
 
-    public var openConnections: Int {
+    package var openConnections: Int {
         self.providers.reduce(0) { total, provider in
             switch provider {
             case .http2(let client): total + client.openConnections
@@ -183,7 +184,7 @@ public final class APNSSender: ManagedSender {
         }
     }
 
-    public func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? {
+    package func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? {
         switch self.provider(app) {
         case .http2:
             return NotificationValidation.validate(notification, payloadIsJSONObject: payloadIsJSONObject)
@@ -194,7 +195,7 @@ public final class APNSSender: ManagedSender {
         }
     }
 
-    public func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol {
+    package func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol {
         switch self.provider(app) {
         case .http2: .http2
         case .binary: .binary
@@ -202,7 +203,7 @@ public final class APNSSender: ManagedSender {
     }
 
     /// Runs every HTTP/2 client until ``shutdown()`` (binary clients run on their own channels).
-    public func run() async {
+    package func run() async {
         await withDiscardingTaskGroup { group in
             for case .http2(let client) in self.providers {
                 group.addTask { await client.run() }
@@ -210,7 +211,7 @@ public final class APNSSender: ManagedSender {
         }
     }
 
-    public func shutdown() async {
+    package func shutdown() async {
         for provider in self.providers {
             switch provider {
             case .http2(let client): await client.shutdown()

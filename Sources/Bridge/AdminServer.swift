@@ -17,20 +17,20 @@ import Synchronization
 /// ``Limits/idleTimeout`` is closed, a request larger than ``Limits/maxRequestBytes`` is answered 431 and its
 /// connection closed, and connections beyond ``Limits/maxConnections`` are closed as soon as they are
 /// accepted. So a client that opens connections and sends half a request cannot hold the port, nor memory.
-public struct AdminServer: Service {
+package struct AdminServer: Service {
     /// The bounds on clients.
-    public struct Limits: Sendable, Hashable {
+    package struct Limits: Sendable, Hashable {
         /// How long a request may take to arrive, from its first byte or from the connection opening.
-        public var requestTimeout: Duration
+        package var requestTimeout: Duration
         /// How long a keep-alive connection may stay open without a request.
-        public var idleTimeout: Duration
+        package var idleTimeout: Duration
         /// Connections open at once; more are closed on accept.
-        public var maxConnections: Int
+        package var maxConnections: Int
         /// The largest request (request line, headers and body) accepted.
-        public var maxRequestBytes: Int
+        package var maxRequestBytes: Int
 
         /// The defaults: 5 s per request, 60 s idle, 64 connections, 16 KiB per request.
-        public init(
+        package init(
             requestTimeout: Duration = .seconds(5),
             idleTimeout: Duration = .seconds(60),
             maxConnections: Int = 64,
@@ -44,24 +44,24 @@ public struct AdminServer: Service {
     }
 
     /// Where to listen.
-    public var host: String
+    package var host: String
     /// The port; `0` picks a free one (see ``onBound``).
-    public var port: Int
+    package var port: Int
     /// Produces the Prometheus text exposition on each scrape.
-    public var metrics: @Sendable () -> [UInt8]
+    package var metrics: @Sendable () -> [UInt8]
     /// Answers each readiness probe.
-    public var readiness: @Sendable () -> Readiness
+    package var readiness: @Sendable () -> Readiness
     /// Answers each liveness probe (`/healthz`): not alive only when the process cannot recover by itself
     /// (a fatal Kafka producer error), so Kubernetes restarts it.
-    public var liveness: @Sendable () -> Readiness
+    package var liveness: @Sendable () -> Readiness
     /// Called once the socket is bound, with the actual port.
-    public var onBound: @Sendable (Int) -> Void
+    package var onBound: @Sendable (Int) -> Void
     /// The bounds on clients.
-    public var limits: Limits
+    package var limits: Limits
     let logger: Logger
 
     /// Creates the server; nothing listens until ``run()``.
-    public init(
+    package init(
         host: String,
         port: Int,
         metrics: @escaping @Sendable () -> [UInt8],
@@ -82,7 +82,7 @@ public struct AdminServer: Service {
     }
 
     /// Listens until graceful shutdown or cancellation, then closes the socket.
-    public func run() async throws {
+    package func run() async throws {
         let metrics = self.metrics
         let readiness = self.readiness
         let liveness = self.liveness

@@ -17,19 +17,19 @@ import UnixSignals
 /// first, then the sender closes its connections, then the feedback pollers stop (a poll in progress is
 /// abandoned; the records it already handed over are flushed), then the producer flushes, and `/healthz`
 /// answers until the very end.
-public struct BridgeRuntime: Sendable {
+package struct BridgeRuntime: Sendable {
     /// The loaded configuration.
-    public let configuration: BridgeConfiguration
+    package let configuration: BridgeConfiguration
     /// The compiled routes.
-    public let mapper: RouterMapper
+    package let mapper: RouterMapper
     /// The metrics registry `/metrics` serves.
-    public let registry: PrometheusCollectorRegistry
+    package let registry: PrometheusCollectorRegistry
     /// The metrics.
-    public let metrics: BridgeMetrics
+    package let metrics: BridgeMetrics
     private let logger: Logger
 
     /// Prepares a runtime; nothing connects until ``run(sender:onReady:)``.
-    public init(loaded: LoadedConfiguration, registry: PrometheusCollectorRegistry, logger: Logger) {
+    package init(loaded: LoadedConfiguration, registry: PrometheusCollectorRegistry, logger: Logger) {
         self.configuration = loaded.configuration
         self.mapper = RouterMapper(router: loaded.router)
         self.registry = registry
@@ -38,23 +38,23 @@ public struct BridgeRuntime: Sendable {
     }
 
     /// What a running bridge reports once it is up (for the demo and tests).
-    public struct Started: Sendable {
+    package struct Started: Sendable {
         /// The Kafka bootstrap servers in use (the embedded cluster's when `embedded`).
-        public var bootstrapServers: String
+        package var bootstrapServers: String
         /// The admin server's port.
-        public var adminPort: Int
+        package var adminPort: Int
         /// The pipeline, for its readiness and in-flight count.
-        public var pipeline: Pipeline
+        package var pipeline: Pipeline
         /// The producer the records go through.
-        public var producer: KafkaProducer
+        package var producer: KafkaProducer
     }
 
     /// Why a bridge stopped by itself.
-    public struct Failure: Error, CustomStringConvertible {
+    package struct Failure: Error, CustomStringConvertible {
         /// What happened.
-        public var reason: String
+        package var reason: String
 
-        public var description: String { self.reason }
+        package var description: String { self.reason }
     }
 
     /// Runs until SIGTERM or SIGINT (or `group.triggerGracefulShutdown()` through `onStarted`), then drains
@@ -65,7 +65,7 @@ public struct BridgeRuntime: Sendable {
     ///   - embeddedCluster: the cluster to use when `kafka.bootstrap_servers` is `embedded`; when `nil`, one is
     ///     started here with every configured topic.
     ///   - onStarted: called once the admin server listens.
-    public func run(
+    package func run(
         sender: any ManagedSender,
         embeddedCluster: KafkaMockCluster? = nil,
         signals: [UnixSignal] = [.sigterm, .sigint],
@@ -188,7 +188,7 @@ public struct BridgeRuntime: Sendable {
 
     /// Starts the in-process mock cluster with every input and result topic created (input topics get
     /// ``embeddedPartitionCount`` partitions).
-    public static func startEmbeddedCluster(
+    package static func startEmbeddedCluster(
         for configuration: BridgeConfiguration, logger: Logger
     ) throws -> KafkaMockCluster {
         let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "3"])
@@ -219,7 +219,7 @@ public struct BridgeRuntime: Sendable {
     /// from the pause point again on resume) the first refetch could wait up to that long. 100 ms bounds that wait
     /// at the cost of at most ten empty fetches a second per broker while idle (docs/kafka.md, "Resuming wakes
     /// the fetcher").
-    public static let consumerDefaults: [String: String] = [
+    package static let consumerDefaults: [String: String] = [
         "queued.max.messages.kbytes": "16384", "fetch.wait.max.ms": "100",
     ]
 
@@ -231,12 +231,12 @@ public struct BridgeRuntime: Sendable {
     /// linger period. With 86 partitions and 5 ms, batches held one or two records and the broker thread cost
     /// 5.2 µs per notification; 50 ms brings it to 2.9 µs (docs/benchmarks.md, "The outcome producer's linger").
     /// An outcome is then published up to 50 ms later; the notification keeps its `max_in_flight` slot until then.
-    public static let producerDefaults: [(names: [String], value: String)] = [
+    package static let producerDefaults: [(names: [String], value: String)] = [
         (["linger.ms", "queue.buffering.max.ms"], "50")
     ]
 
     /// Partitions of each input topic on the embedded cluster.
-    public static let embeddedPartitionCount: Int32 = 4
+    package static let embeddedPartitionCount: Int32 = 4
 
     func producerConfiguration(bootstrapServers: String) -> KafkaProducerConfiguration {
         let kafka = self.configuration.kafka
@@ -275,7 +275,7 @@ public struct BridgeRuntime: Sendable {
 extension BridgeMetrics {
     /// A swift-prometheus factory on `registry` whose request-duration histogram has
     /// ``requestDurationBuckets`` (1 ms … 10 s, docs/operations.md) instead of the library's default buckets.
-    public static func prometheusFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+    package static func prometheusFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets["pushbridge_apns_request_duration_seconds"] = Self.requestDurationBuckets
         return factory
@@ -284,7 +284,7 @@ extension BridgeMetrics {
 
 /// A notification sender with a lifecycle: connections to close on shutdown, and a local check of each
 /// notification before it is sent.
-public protocol ManagedSender: NotificationSender {
+package protocol ManagedSender: NotificationSender {
     /// APNs connections open now (`pushbridge_apns_connections`).
     var openConnections: Int { get }
     /// A fault Apple would reject `notification` for, found without sending it; `nil` when none.
@@ -301,11 +301,11 @@ public protocol ManagedSender: NotificationSender {
 }
 
 extension LogSender: ManagedSender {
-    public var openConnections: Int { 0 }
-    public func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? { nil }
-    public func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol { .http2 }
-    public func run() async {}
-    public func shutdown() async {}
+    package var openConnections: Int { 0 }
+    package func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? { nil }
+    package func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol { .http2 }
+    package func run() async {}
+    package func shutdown() async {}
 }
 
 /// Closes the producer after everything before it in the group stopped: it flushes last.

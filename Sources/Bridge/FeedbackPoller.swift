@@ -17,23 +17,23 @@ import Synchronization
 /// only once Kafka acknowledged every record it made (records Kafka fails are published again after a backoff,
 /// and no new poll starts meanwhile). A poll that cannot connect is logged and made again at the next interval; it
 /// never halts the line.
-public struct FeedbackPoller: Service {
+package struct FeedbackPoller: Service {
     /// What one poll did.
-    public struct Summary: Sendable, Hashable {
+    package struct Summary: Sendable, Hashable {
         /// Tuples read from the service.
-        public var read = 0
+        package var read = 0
         /// Invalid-token records Kafka acknowledged.
-        public var published = 0
+        package var published = 0
         /// Tuples skipped because their token is not 32 bytes.
-        public var skipped = 0
+        package var skipped = 0
         /// How reading ended; `nil` when the service could not be polled.
-        public var end: FeedbackPoll.End?
+        package var end: FeedbackPoll.End?
         /// Why the service could not be polled.
-        public var failure: String?
+        package var failure: String?
     }
 
     /// The app's name in metrics and logs (`default` for the `apns` block).
-    public let app: String
+    package let app: String
     private let client: FeedbackClient
     private let apnsTopic: String
     private let interval: Duration
@@ -44,7 +44,7 @@ public struct FeedbackPoller: Service {
     private let publishBackoff: Backoff
 
     /// Creates a poller of `client` whose records carry `apnsTopic` and go to `invalidTokensTopic` through `sink`.
-    public init(
+    package init(
         app: String, client: FeedbackClient, apnsTopic: String, interval: Duration, sink: any RecordSink,
         invalidTokensTopic: String, metrics: BridgeMetrics, logger: Logger,
         publishBackoff: Backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(30))
@@ -64,7 +64,7 @@ public struct FeedbackPoller: Service {
 
     /// One poller per app with `protocol: binary` whose `binary.feedback.enabled` holds. Throws a
     /// ``CredentialError`` naming the file when an app's certificate or CA file does not load.
-    public static func pollers(
+    package static func pollers(
         for configuration: BridgeConfiguration, sink: any RecordSink, metrics: BridgeMetrics, logger: Logger,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws -> [FeedbackPoller] {
@@ -91,7 +91,7 @@ public struct FeedbackPoller: Service {
         }
     }
 
-    public func run() async throws {
+    package func run() async throws {
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 _ = await self.pollOnce()
@@ -102,7 +102,7 @@ public struct FeedbackPoller: Service {
 
     /// Polls the service once and publishes what it reported; returns once Kafka acknowledged every record (or
     /// the task was cancelled).
-    public func pollOnce() async -> Summary {
+    package func pollOnce() async -> Summary {
         var summary = Summary()
         let poll: FeedbackPoll
         do {

@@ -11,26 +11,26 @@ import Synchronization
 /// `logging.format: json`: one JSON object per line on standard error, with the constant message, the level,
 /// the label, an RFC 3339 timestamp, the error passed to the log call as `error.type` and `error.message`
 /// (``LoggedError``) and the metadata as string fields (docs/operations.md).
-public struct JSONLogHandler: LogHandler {
+package struct JSONLogHandler: LogHandler {
     /// The logger's label (`pushbridge.kafka`, ...).
-    public let label: String
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata = [:]
-    public var metadataProvider: Logger.MetadataProvider?
+    package let label: String
+    package var logLevel: Logger.Level
+    package var metadata: Logger.Metadata = [:]
+    package var metadataProvider: Logger.MetadataProvider?
 
     /// Creates a handler for `label` at `level`.
-    public init(label: String, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
+    package init(label: String, level: Logger.Level, metadataProvider: Logger.MetadataProvider? = nil) {
         self.label = label
         self.logLevel = level
         self.metadataProvider = metadataProvider
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { self.metadata[key] }
         set { self.metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var line = Self.line(
             epochMilliseconds: Pipeline.systemEpochMilliseconds(),
             level: event.level,

@@ -13,7 +13,7 @@ import Synchronization
 /// Finished offsets are kept here and handed to librdkafka just before each commit (periodic, on revocation,
 /// on close): storing each one as it finished cost a partition list and several allocations per event, for
 /// offsets that only a commit reads.
-public final class KafkaEventSource: EventSource {
+package final class KafkaEventSource: EventSource {
     private let configuration: KafkaConsumerConfiguration
     private let topics: [String]
     private let logger: Logger
@@ -22,7 +22,7 @@ public final class KafkaEventSource: EventSource {
     private let finished = Mutex<[KafkaPartition: Int64]>([:])
 
     /// Creates a source for `topics`; it joins the group in ``start(listener:)``.
-    public init(configuration: KafkaConsumerConfiguration, topics: [String], logger: Logger) {
+    package init(configuration: KafkaConsumerConfiguration, topics: [String], logger: Logger) {
         var configuration = configuration
         configuration.automaticCommits = false
         self.configuration = configuration
@@ -30,7 +30,7 @@ public final class KafkaEventSource: EventSource {
         self.logger = logger
     }
 
-    public func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
+    package func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
         let consumer = try KafkaConsumer(
             configuration: self.configuration,
             topics: self.topics,
@@ -46,7 +46,7 @@ public final class KafkaEventSource: EventSource {
         })
     }
 
-    public func markFinished(_ partition: PartitionID, nextOffset: Int64) {
+    package func markFinished(_ partition: PartitionID, nextOffset: Int64) {
         let partition = KafkaPartition(partition)
         self.finished.withLock { $0[partition] = nextOffset }
     }
@@ -68,7 +68,7 @@ public final class KafkaEventSource: EventSource {
         }
     }
 
-    public func pause(_ partitions: [PartitionID]) {
+    package func pause(_ partitions: [PartitionID]) {
         do {
             try self.consumer.withLock { $0 }?.pause(partitions.map(KafkaPartition.init))
         } catch {
@@ -76,7 +76,7 @@ public final class KafkaEventSource: EventSource {
         }
     }
 
-    public func resume(_ partitions: [PartitionID]) {
+    package func resume(_ partitions: [PartitionID]) {
         do {
             try self.consumer.withLock { $0 }?.resume(partitions.map(KafkaPartition.init))
         } catch {
@@ -84,13 +84,13 @@ public final class KafkaEventSource: EventSource {
         }
     }
 
-    public func close() async {
+    package func close() async {
         guard let consumer = self.consumer.withLock({ $0 }) else { return }
         await self.commit(consumer)
         await consumer.close()
     }
 
-    public func commit() async {
+    package func commit() async {
         guard let consumer = self.consumer.withLock({ $0 }) else { return }
         await self.commit(consumer)
     }
@@ -109,7 +109,7 @@ public final class KafkaEventSource: EventSource {
     /// High watermark minus committed offset of every assigned partition; empty before start. The committed
     /// offsets are asked of the group coordinator (at most 2 s); the watermarks are the ones the last fetch
     /// responses carried.
-    public func lag() async -> [PartitionLag] {
+    package func lag() async -> [PartitionLag] {
         await self.lag(timeout: .seconds(2)).map { lag in
             PartitionLag(partition: PartitionID(lag.partition), uncommittedMessageCount: lag.uncommittedMessageCount)
         }
@@ -117,7 +117,7 @@ public final class KafkaEventSource: EventSource {
 
     /// The watermarks, position and committed offset of every assigned partition; empty before start. The
     /// committed offsets are asked of the group coordinator (at most `timeout`).
-    public func lag(timeout: Duration) async -> [KafkaPartitionLag] {
+    package func lag(timeout: Duration) async -> [KafkaPartitionLag] {
         guard let consumer = self.consumer.withLock({ $0 }) else { return [] }
         do {
             let assignment = try consumer.assignment()

@@ -3,16 +3,16 @@ import Kafka
 
 /// The pipeline's record sink on the idempotent Kafka producer (`acks=all`): a record is acknowledged by its
 /// delivery report.
-public struct KafkaRecordSink: RecordSink {
+package struct KafkaRecordSink: RecordSink {
     /// The producer records go through.
-    public let producer: KafkaProducer
+    package let producer: KafkaProducer
 
     /// Creates a sink on `producer`.
-    public init(producer: KafkaProducer) {
+    package init(producer: KafkaProducer) {
         self.producer = producer
     }
 
-    public func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
+    package func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
         await self.producer.send(
             topic: record.topic,
             key: record.key,
@@ -22,7 +22,8 @@ public struct KafkaRecordSink: RecordSink {
         )
     }
 
-    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool {
+    package func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
+    {
         self.producer.sendNow(
             topic: record.topic,
             key: record.key,
@@ -32,7 +33,7 @@ public struct KafkaRecordSink: RecordSink {
         )
     }
 
-    public func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
+    package func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
         self.producer.sendNow(
             topic: record.topic,
             key: record.key,
@@ -71,7 +72,7 @@ public struct KafkaRecordSink: RecordSink {
         }
     }
 
-    public func flush(timeout: Duration) async throws {
+    package func flush(timeout: Duration) async throws {
         try await self.producer.flush(timeout: timeout)
     }
 }

@@ -4,15 +4,15 @@ import Logging
 
 /// The `log` sender: writes each notification to the log instead of sending it, and reports it delivered.
 /// For trying routes and templates end to end without Apple credentials.
-public struct LogSender: NotificationSender {
+package struct LogSender: NotificationSender {
     private let logger: Logger
 
     /// Creates a sender that logs at `notice` level through `logger`.
-    public init(logger: Logger) {
+    package init(logger: Logger) {
         self.logger = logger
     }
 
-    public func send(_ notification: Notification, app: String?) async -> APNSResult {
+    package func send(_ notification: Notification, app: String?) async -> APNSResult {
         self.logger.notice(
             "Notification (log sender, not sent)",
             metadata: [

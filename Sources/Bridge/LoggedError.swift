@@ -2,18 +2,18 @@ import Logging
 
 /// How an error passed to a log call (swift-log's `error:` parameter) appears in a log line, in both formats: two
 /// fields, `error.type` and `error.message` (docs/operations.md, "Logs").
-public enum LoggedError {
+package enum LoggedError {
     /// The field naming the error's type.
-    public static let typeKey = "error.type"
+    package static let typeKey = "error.type"
     /// The field holding the error's description.
-    public static let messageKey = "error.message"
+    package static let messageKey = "error.message"
 
     /// The error's type as declared in its module, without the module: `KafkaError`, `BridgeRuntime.Failure`,
     /// `CancellationError`. Without the module, since the type names of this project's errors say where they come
     /// from; with the enclosing types, since a bare `Failure` would not. A type declared `private` or `fileprivate`
     /// carries no `(unknown context at $…)` marker, whose address changes from build to build and would break a
     /// log query. Generic arguments keep their modules.
-    public static func typeName(of error: any Error) -> String {
+    package static func typeName(of error: any Error) -> String {
         var name = Substring(String(reflecting: type(of: error)))
         // The module is everything before the first dot, when that is a plain identifier.
         if let dot = name.firstIndex(of: "."), !name[..<dot].contains(where: { "<(, ".contains($0) }) {
@@ -33,7 +33,7 @@ public enum LoggedError {
 
     /// The error's description, as `"\(error)"` prints it: the text the log lines showed before they had these
     /// fields. The errors the project logs describe themselves without keys, passwords or device tokens.
-    public static func message(of error: any Error) -> String {
+    package static func message(of error: any Error) -> String {
         "\(error)"
     }
 

@@ -4,11 +4,11 @@ import Logging
 /// <metadata> [<module>] <message>`), with the error passed to the log call as the same two metadata fields the
 /// JSON format has, `error.type` and `error.message` (``LoggedError``). `StreamLogHandler` alone would name the
 /// type with its module (`Kafka.KafkaError`), so the two formats would disagree.
-public struct TextLogHandler: LogHandler {
+package struct TextLogHandler: LogHandler {
     private var stream: StreamLogHandler
 
     /// A handler for `label` at `level`, writing to standard error.
-    public init(label: String, level: Logger.Level) {
+    package init(label: String, level: Logger.Level) {
         var stream = StreamLogHandler.standardError(label: label)
         stream.logLevel = level
         self.init(stream)
@@ -19,27 +19,27 @@ public struct TextLogHandler: LogHandler {
         self.stream = stream
     }
 
-    public var logLevel: Logger.Level {
+    package var logLevel: Logger.Level {
         get { self.stream.logLevel }
         set { self.stream.logLevel = newValue }
     }
 
-    public var metadata: Logger.Metadata {
+    package var metadata: Logger.Metadata {
         get { self.stream.metadata }
         set { self.stream.metadata = newValue }
     }
 
-    public var metadataProvider: Logger.MetadataProvider? {
+    package var metadataProvider: Logger.MetadataProvider? {
         get { self.stream.metadataProvider }
         set { self.stream.metadataProvider = newValue }
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { self.stream[metadataKey: key] }
         set { self.stream[metadataKey: key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         guard let error = event.error else {
             self.stream.log(event: event)
             return

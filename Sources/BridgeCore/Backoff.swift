@@ -1,19 +1,19 @@
 /// Exponential backoff with full jitter: attempt `n` (1-based) waits a random time in
 /// `[0, min(max, initial * 2^(n-1))]`, so many notifications that failed together do not retry together.
-public struct Backoff: Sendable, Hashable {
+package struct Backoff: Sendable, Hashable {
     /// The upper bound of the first wait.
-    public var initial: Duration
+    package var initial: Duration
     /// The largest wait ever returned.
-    public var maximum: Duration
+    package var maximum: Duration
 
     /// Creates a backoff policy; `maximum` is raised to `initial` when it is smaller.
-    public init(initial: Duration, maximum: Duration) {
+    package init(initial: Duration, maximum: Duration) {
         self.initial = initial
         self.maximum = max(initial, maximum)
     }
 
     /// The ceiling of the wait before attempt `attempt + 1`, after `attempt` failures (`attempt` ≥ 1).
-    public func ceiling(afterAttempt attempt: Int) -> Duration {
+    package func ceiling(afterAttempt attempt: Int) -> Duration {
         let exponent = min(max(attempt - 1, 0), 62)
         var ceiling = self.initial
         for _ in 0..<exponent {
@@ -24,7 +24,7 @@ public struct Backoff: Sendable, Hashable {
     }
 
     /// A jittered wait before the next attempt, after `attempt` failures.
-    public func delay(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
+    package func delay(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         let ceiling = self.ceiling(afterAttempt: attempt)
         let nanoseconds = ceiling.saturatedNanoseconds
         guard nanoseconds > 0 else { return .zero }
@@ -34,7 +34,7 @@ public struct Backoff: Sendable, Hashable {
     /// A jittered wait with the system random number generator. It calls `Int64.random(in:)` directly rather
     /// than passing a local `SystemRandomNumberGenerator` by `inout`: ThreadSanitizer reported the generic
     /// path's access to that (stateless) generator's metadata from two tasks (docs/fuzzing.md).
-    public func delay(afterAttempt attempt: Int) -> Duration {
+    package func delay(afterAttempt attempt: Int) -> Duration {
         let nanoseconds = self.ceiling(afterAttempt: attempt).saturatedNanoseconds
         guard nanoseconds > 0 else { return .zero }
         return .nanoseconds(Int64.random(in: 0...nanoseconds))

@@ -8,22 +8,22 @@ import Synchronization
 ///
 /// Labelled metric objects are created once per label combination and cached, never per message. No label
 /// ever carries a device token or a message id.
-public final class BridgeMetrics: Sendable {
+package final class BridgeMetrics: Sendable {
     private let factory: any MetricsFactory
 
     /// `pushbridge_in_flight`: notifications between consumption and their acknowledged outcome.
-    public let inFlight: Gauge
+    package let inFlight: Gauge
     /// `pushbridge_in_flight_bytes`: the bytes they hold (events, payloads, records), against
     /// `kafka.max_in_flight_bytes`.
-    public let inFlightBytes: Gauge
+    package let inFlightBytes: Gauge
     /// `pushbridge_unpublished_records`: records Kafka failed that are being published again.
-    public let unpublishedRecords: Gauge
+    package let unpublishedRecords: Gauge
     /// `pushbridge_apns_connections`: open HTTP/2 connections to APNs.
-    public let apnsConnections: Gauge
+    package let apnsConnections: Gauge
     /// `pushbridge_halted`: 1 while a systemic fault stops the line, else 0.
-    public let halted: Gauge
+    package let halted: Gauge
     /// `pushbridge_apns_request_duration_seconds`: one observation per APNs answer.
-    public let apnsRequestDuration: Timer
+    package let apnsRequestDuration: Timer
 
     private let consumed = Mutex<[String: Counter]>([:])
     private let unmatched = Mutex<[String: Counter]>([:])
@@ -49,14 +49,14 @@ public final class BridgeMetrics: Sendable {
 
     /// The duration histogram's buckets, in seconds: APNs answers in milliseconds when healthy and in
     /// seconds when it is not.
-    public static let requestDurationBuckets: [Duration] = [
+    package static let requestDurationBuckets: [Duration] = [
         .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
         .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1),
         .milliseconds(2500), .seconds(5), .seconds(10),
     ]
 
     /// Creates the metrics through `factory` (tests pass their own; production passes the bootstrapped one).
-    public init(factory: any MetricsFactory = MetricsSystem.factory) {
+    package init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
         self.inFlight = Gauge(label: "pushbridge_in_flight", factory: factory)
         self.inFlightBytes = Gauge(label: "pushbridge_in_flight_bytes", factory: factory)
@@ -76,14 +76,14 @@ public final class BridgeMetrics: Sendable {
     }
 
     /// Counts `count` events consumed from `topic`.
-    public func eventsConsumed(topic: String, count: Int = 1) {
+    package func eventsConsumed(topic: String, count: Int = 1) {
         Self.counter(in: self.consumed, key: topic) {
             Counter(label: "pushbridge_events_consumed_total", dimensions: [("topic", topic)], factory: self.factory)
         }.increment(by: count)
     }
 
     /// Counts an event of `topic` that no route matched.
-    public func eventUnmatched(topic: String) {
+    package func eventUnmatched(topic: String) {
         Self.counter(in: self.unmatched, key: topic) {
             Counter(label: "pushbridge_events_unmatched_total", dimensions: [("topic", topic)], factory: self.factory)
         }.increment()
@@ -92,7 +92,7 @@ public final class BridgeMetrics: Sendable {
     /// Counts a notification's final outcome; `reason` is Apple's reason string, empty when delivered. A reason
     /// that is neither Apple's nor the bridge's own is counted as `Unknown`: a server can answer any string,
     /// and every distinct label value is a new time series.
-    public func notification(route: String, status: OutcomeStatus, reason: String?) {
+    package func notification(route: String, status: OutcomeStatus, reason: String?) {
         let key = NotificationKey(route: route, status: status.rawValue, reason: Self.reasonLabel(reason))
         Self.counter(in: self.notifications, key: key) {
             Counter(
@@ -104,14 +104,14 @@ public final class BridgeMetrics: Sendable {
     }
 
     /// Counts a dead letter for `route` (empty when the event failed before any route).
-    public func deadLetter(route: String) {
+    package func deadLetter(route: String) {
         Self.counter(in: self.deadLetters, key: route) {
             Counter(label: "pushbridge_dead_letters_total", dimensions: [("route", route)], factory: self.factory)
         }.increment()
     }
 
     /// Counts an invalid-token record for `reason`.
-    public func invalidToken(reason: String, count: Int = 1) {
+    package func invalidToken(reason: String, count: Int = 1) {
         Self.counter(in: self.invalidTokens, key: reason) {
             Counter(label: "pushbridge_invalid_tokens_total", dimensions: [("reason", reason)], factory: self.factory)
         }.increment(by: count)
@@ -119,14 +119,14 @@ public final class BridgeMetrics: Sendable {
 
     /// Counts `count` tokens of the feedback service of `app` published (acknowledged by Kafka) as invalid-token
     /// records.
-    public func feedbackTokensPublished(app: String, count: Int) {
+    package func feedbackTokensPublished(app: String, count: Int) {
         Self.counter(in: self.feedbackTokens, key: app) {
             Counter(label: "pushbridge_feedback_tokens_total", dimensions: [("app", app)], factory: self.factory)
         }.increment(by: count)
     }
 
     /// Counts a feedback tuple of `app` skipped because its token is not 32 bytes.
-    public func feedbackTokenSkipped(app: String, count: Int = 1) {
+    package func feedbackTokenSkipped(app: String, count: Int = 1) {
         Self.counter(in: self.feedbackSkipped, key: app) {
             Counter(
                 label: "pushbridge_feedback_tokens_skipped_total", dimensions: [("app", app)], factory: self.factory)
@@ -135,7 +135,7 @@ public final class BridgeMetrics: Sendable {
 
     /// Counts a poll of the feedback service of `app` that failed or ended early (no connection, a timeout, a
     /// limit, bytes that are not the protocol, records Kafka did not take).
-    public func feedbackPollFailed(app: String) {
+    package func feedbackPollFailed(app: String) {
         Self.counter(in: self.feedbackPollFailures, key: app) {
             Counter(label: "pushbridge_feedback_poll_failures_total", dimensions: [("app", app)], factory: self.factory)
         }.increment()
@@ -154,14 +154,14 @@ public final class BridgeMetrics: Sendable {
     )
 
     /// Records the consumer lag of one partition (high watermark minus committed offset).
-    public func consumerLag(topic: String, partition: Int32, lag: Int64) {
+    package func consumerLag(topic: String, partition: Int32, lag: Int64) {
         Self.gauge(in: self.lag, topic: topic, partition: partition) {
             Gauge(label: "pushbridge_consumer_lag", dimensions: $0, factory: self.factory)
         }.record(lag)
     }
 
     /// Records how long the oldest unfinished event of one partition has waited (0 when none waits).
-    public func oldestUnfinished(topic: String, partition: Int32, age: Duration) {
+    package func oldestUnfinished(topic: String, partition: Int32, age: Duration) {
         Self.gauge(in: self.oldestUnfinished, topic: topic, partition: partition) {
             Gauge(label: "pushbridge_oldest_unfinished_seconds", dimensions: $0, factory: self.factory)
         }.record(Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18)

@@ -1,27 +1,27 @@
 import APNSCore
 
 /// The fate of one notification: what the pipeline publishes when it is decided.
-public struct DeliveryOutcome: Sendable, Hashable {
+package struct DeliveryOutcome: Sendable, Hashable {
     /// The outcome record's status.
-    public var status: OutcomeStatus
+    package var status: OutcomeStatus
     /// APNs' HTTP status, `nil` when APNs did not answer.
-    public var httpStatus: Int?
+    package var httpStatus: Int?
     /// Apple's reason string when not delivered.
-    public var reason: String?
+    package var reason: String?
     /// `apns-unique-id`, when APNs sent one.
-    public var apnsUniqueID: String?
+    package var apnsUniqueID: String?
     /// How many times the notification was sent.
-    public var attempts: Int
+    package var attempts: Int
     /// When it was first sent (ms since the epoch), `nil` when never sent.
-    public var firstSentAtEpochMilliseconds: Int64?
+    package var firstSentAtEpochMilliseconds: Int64?
     /// When the fate was decided (ms since the epoch).
-    public var completedAtEpochMilliseconds: Int64
+    package var completedAtEpochMilliseconds: Int64
     /// Set when the token must be published as invalid: Apple's reason.
-    public var invalidTokenReason: String?
+    package var invalidTokenReason: String?
     /// The 410 timestamp, when APNs gave one.
-    public var invalidSinceEpochMilliseconds: Int64?
+    package var invalidSinceEpochMilliseconds: Int64?
     /// For `superseded`: the id of the notification that replaced it.
-    public var supersededBy: String? = nil
+    package var supersededBy: String? = nil
 }
 
 /// Decides, answer by answer, what happens to one notification: send, wait and retry, halt the line, or

@@ -5,13 +5,13 @@ import Waiting
 ///
 /// Waiting is cheap: a notification that arrives while the gate is closed suspends without a timer, and
 /// ``resume()`` wakes every waiter at once.
-public final class HaltGate: Sendable {
+package final class HaltGate: Sendable {
     /// Why the line stopped, and since when.
-    public struct Halt: Sendable, Hashable {
+    package struct Halt: Sendable, Hashable {
         /// A human-readable reason, naming the app and Apple's reason (e.g. `app default: InvalidProviderToken`).
-        public var reason: String
+        package var reason: String
         /// When the line stopped, from ``ContinuousClock``.
-        public var since: ContinuousClock.Instant
+        package var since: ContinuousClock.Instant
     }
 
     /// The current halt: `nil` while the line runs.
@@ -20,12 +20,12 @@ public final class HaltGate: Sendable {
 
     /// Creates an open gate; `onChange` hears every halt and resume (for the `pushbridge_halted` metric, logs
     /// and pausing), inside the gate's lock: it must be quick and must not call back into the gate.
-    public init(onChange: @escaping @Sendable (Halt?) -> Void = { _ in }) {
+    package init(onChange: @escaping @Sendable (Halt?) -> Void = { _ in }) {
         self.onChange = onChange
     }
 
     /// The current halt, or `nil` while the line runs.
-    public var current: Halt? {
+    package var current: Halt? {
         self.state.read { $0 }
     }
 
@@ -34,7 +34,7 @@ public final class HaltGate: Sendable {
     /// Returns `true` when this call closed the gate: that caller probes APNs and calls ``resume()`` once it
     /// accepts again; everyone else waits in ``waitUntilOpen()``.
     @discardableResult
-    public func halt(reason: String) -> Bool {
+    package func halt(reason: String) -> Bool {
         self.state.withLock { current in
             guard current == nil else { return false }
             let halt = Halt(reason: reason, since: .now)
@@ -47,7 +47,7 @@ public final class HaltGate: Sendable {
     }
 
     /// Opens the gate and wakes every waiter.
-    public func resume() {
+    package func resume() {
         self.state.withLock { current in
             guard current != nil else { return }
             current = nil
@@ -57,7 +57,7 @@ public final class HaltGate: Sendable {
 
     /// Returns at once while the gate is open; otherwise waits until it opens. Throws `CancellationError`
     /// when the calling task is cancelled while waiting.
-    public func waitUntilOpen() async throws {
+    package func waitUntilOpen() async throws {
         guard case .satisfied = await self.state.wait(until: { $0 == nil ? () : nil }) else {
             throw CancellationError()
         }

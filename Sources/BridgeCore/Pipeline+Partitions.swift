@@ -61,7 +61,7 @@ extension Pipeline {
 
     /// For each assigned partition, how long its oldest unfinished event has waited (zero when none waits):
     /// the `pushbridge_oldest_unfinished_seconds` gauge.
-    public func oldestUnfinished() -> [(PartitionID, Duration)] {
+    package func oldestUnfinished() -> [(PartitionID, Duration)] {
         let now = ContinuousClock.now
         return self.table.withLock { table in
             table.partitions.map { partition, state in

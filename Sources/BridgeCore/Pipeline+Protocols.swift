@@ -2,30 +2,30 @@ import APNSCore
 import Routing
 
 /// One partition of an input topic.
-public struct PartitionID: Sendable, Hashable, CustomStringConvertible {
+package struct PartitionID: Sendable, Hashable, CustomStringConvertible {
     /// The topic.
-    public var topic: String
+    package var topic: String
     /// The partition number.
-    public var partition: Int32
+    package var partition: Int32
 
     /// Creates a partition identifier.
-    public init(topic: String, partition: Int32) {
+    package init(topic: String, partition: Int32) {
         self.topic = topic
         self.partition = partition
     }
 
-    public var description: String { "\(self.topic)[\(self.partition)]" }
+    package var description: String { "\(self.topic)[\(self.partition)]" }
 }
 
 extension SourceEvent {
     /// The partition it came from.
-    public var partition: PartitionID {
+    package var partition: PartitionID {
         PartitionID(topic: self.source.topic, partition: self.source.partition)
     }
 }
 
 /// Hears partition assignment changes from an ``EventSource``.
-public protocol RebalanceListener: Sendable {
+package protocol RebalanceListener: Sendable {
     /// `partitions` were assigned to this instance; their events follow, carrying `generation` as their
     /// ``SourceEvent/assignmentGeneration``. Generations increase with every assignment: an event of an older
     /// generation was fetched before its partition was revoked, and the source delivers it again.
@@ -36,7 +36,7 @@ public protocol RebalanceListener: Sendable {
 }
 
 /// Where events come from (Kafka, in production). Another broker plugs in by conforming to this.
-public protocol EventSource: Sendable {
+package protocol EventSource: Sendable {
     /// Starts consuming. Batches of events arrive in order within each partition; the sequence ends when
     /// the source is closed. Rebalances are reported to `listener`.
     func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error>
@@ -58,32 +58,32 @@ public protocol EventSource: Sendable {
 }
 
 /// One partition's messages not yet committed: its high watermark minus its committed offset.
-public struct PartitionLag: Sendable, Hashable {
+package struct PartitionLag: Sendable, Hashable {
     /// The partition.
-    public var partition: PartitionID
+    package var partition: PartitionID
     /// Messages at or after the committed offset (or the first retained one, while nothing is committed).
-    public var uncommittedMessageCount: Int64
+    package var uncommittedMessageCount: Int64
 
     /// Creates a lag reading.
-    public init(partition: PartitionID, uncommittedMessageCount: Int64) {
+    package init(partition: PartitionID, uncommittedMessageCount: Int64) {
         self.partition = partition
         self.uncommittedMessageCount = uncommittedMessageCount
     }
 }
 
 /// A record the pipeline publishes: an outcome, an invalid token or a dead letter.
-public struct OutgoingRecord: Sendable {
+package struct OutgoingRecord: Sendable {
     /// The destination topic.
-    public var topic: String
+    package var topic: String
     /// The key.
-    public var key: [UInt8]?
+    package var key: [UInt8]?
     /// The value.
-    public var value: [UInt8]?
+    package var value: [UInt8]?
     /// The headers, in order; a `nil` value is a null header.
-    public var headers: [(String, [UInt8]?)]
+    package var headers: [(String, [UInt8]?)]
 
     /// Creates a record.
-    public init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [(String, [UInt8]?)] = []) {
+    package init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [(String, [UInt8]?)] = []) {
         self.topic = topic
         self.key = key
         self.value = value
@@ -93,20 +93,20 @@ public struct OutgoingRecord: Sendable {
 
 /// A sink's answer that a record is larger than the broker or the client accepts: publishing it again
 /// unchanged can never succeed.
-public struct RecordTooLargeError: Error, CustomStringConvertible {
+package struct RecordTooLargeError: Error, CustomStringConvertible {
     /// What the sink said.
-    public var detail: String
+    package var detail: String
 
     /// Creates the error.
-    public init(detail: String) {
+    package init(detail: String) {
         self.detail = detail
     }
 
-    public var description: String { "record too large: \(self.detail)" }
+    package var description: String { "record too large: \(self.detail)" }
 }
 
 /// Where records go (the Kafka producer, in production).
-public protocol RecordSink: Sendable {
+package protocol RecordSink: Sendable {
     /// Hands `record` over and returns without waiting for the broker. `acknowledged` is called exactly
     /// once, later (from any thread) or before this returns: with `nil` once the broker acknowledged the
     /// record durably, or with why it could not (``RecordTooLargeError`` when its size is the reason). Nothing is kept per record on the caller's side meanwhile,
@@ -126,7 +126,7 @@ public protocol RecordSink: Sendable {
 
 /// Sends notifications (APNs over HTTP/2, in production; or the `log` sender). Another sender plugs in by
 /// conforming to this.
-public protocol NotificationSender: Sendable {
+package protocol NotificationSender: Sendable {
     /// Sends `notification` with the credentials of `app` (`nil`: the default `apns` block) and returns
     /// APNs' answer. It never throws: every fault is an `APNSResult` (`.failed` when APNs gave no answer).
     func send(_ notification: Notification, app: String?) async -> APNSResult
@@ -138,12 +138,12 @@ public protocol NotificationSender: Sendable {
 }
 
 /// One notification for ``NotificationSender/send(contentsOf:)``.
-public struct SendRequest: Sendable {
-    public var notification: Notification
-    public var app: String?
-    public var completion: @Sendable (APNSResult) -> Void
+package struct SendRequest: Sendable {
+    package var notification: Notification
+    package var app: String?
+    package var completion: @Sendable (APNSResult) -> Void
 
-    public init(notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void) {
+    package init(notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void) {
         self.notification = notification
         self.app = app
         self.completion = completion
@@ -152,12 +152,13 @@ public struct SendRequest: Sendable {
 
 extension NotificationSender {
     /// Runs ``send(_:app:)`` in a task.
-    public func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void) {
+    package func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
+    {
         Task { completion(await self.send(notification, app: app)) }
     }
 
     /// Sends them one by one.
-    public func send(contentsOf batch: [SendRequest]) {
+    package func send(contentsOf batch: [SendRequest]) {
         for request in batch {
             self.send(request.notification, app: request.app, completion: request.completion)
         }
@@ -166,12 +167,13 @@ extension NotificationSender {
 
 extension RecordSink {
     /// Takes nothing without a wait: every record goes through ``publish(_:acknowledged:)``.
-    public func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool {
+    package func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
+    {
         false
     }
 
     /// ``publishNow(_:acknowledged:)`` with `acknowledgement`'s method as the closure.
-    public func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
+    package func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
         self.publishNow(record, acknowledged: { acknowledgement.acknowledged($0) })
     }
 }
@@ -188,23 +190,23 @@ open class RecordAcknowledgement: @unchecked Sendable {
 }
 
 /// Maps events to notifications (routes and templates, in production).
-public protocol EventMapper: Sendable {
+package protocol EventMapper: Sendable {
     /// What each matching route makes of `event`. An empty array means no route matched.
     func map(_ event: SourceEvent) -> [RouteMapping]
 }
 
 /// What `/readyz` reports.
-public struct Readiness: Sendable, Hashable {
+package struct Readiness: Sendable, Hashable {
     /// Whether the instance can serve its partitions and APNs accepts it.
-    public var isReady: Bool
+    package var isReady: Bool
     /// Why not, when not ready (for example `halted: InvalidProviderToken (app default)`).
-    public var reason: String?
+    package var reason: String?
 
     /// Ready.
-    public static let ready = Readiness(isReady: true, reason: nil)
+    package static let ready = Readiness(isReady: true, reason: nil)
 
     /// Not ready, for `reason`.
-    public static func notReady(_ reason: String) -> Readiness {
+    package static func notReady(_ reason: String) -> Readiness {
         Readiness(isReady: false, reason: reason)
     }
 }

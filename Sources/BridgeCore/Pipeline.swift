@@ -9,35 +9,35 @@ import Waiting
 import struct Foundation.Date
 
 /// What the pipeline needs to know beyond its parts (docs/configuration.md: `kafka`, `apns.retry`, `outcomes`).
-public struct PipelineConfiguration: Sendable {
+package struct PipelineConfiguration: Sendable {
     /// `kafka.max_in_flight`: notifications (and dead letters) between consumption and acknowledgement.
-    public var maxInFlight: Int
+    package var maxInFlight: Int
     /// `kafka.max_in_flight_bytes`: the bytes those pieces of work hold (their events, payloads and records).
-    public var maxInFlightBytes: Int
+    package var maxInFlightBytes: Int
     /// The largest record the producer takes (`message.max.bytes`): larger dead letters are truncated to fit.
-    public var maxRecordBytes: Int
+    package var maxRecordBytes: Int
     /// `outcomes.publish_stall_timeout`: a record Kafka has not acknowledged for this long makes `/readyz`
     /// fail.
-    public var publishStallTimeout: Duration
+    package var publishStallTimeout: Duration
     /// `apns.retry.max_attempts`: sends per notification for retryable answers.
-    public var maxAttempts: Int
+    package var maxAttempts: Int
     /// `apns.retry.initial_backoff` / `max_backoff`: waits between retryable attempts.
-    public var retryBackoff: Backoff
+    package var retryBackoff: Backoff
     /// Waits between probes while the line is halted.
-    public var haltProbeBackoff: Backoff
+    package var haltProbeBackoff: Backoff
     /// Waits between attempts to publish a record Kafka did not acknowledge.
-    public var publishBackoff: Backoff
+    package var publishBackoff: Backoff
     /// How long shutdown and revocation wait for in-flight work before abandoning it (uncommitted).
-    public var drainTimeout: Duration
+    package var drainTimeout: Duration
     /// `outcomes.topic`.
-    public var outcomesTopic: String
+    package var outcomesTopic: String
     /// `outcomes.invalid_tokens_topic`.
-    public var invalidTokensTopic: String
+    package var invalidTokensTopic: String
     /// `outcomes.dead_letter_topic`.
-    public var deadLetterTopic: String
+    package var deadLetterTopic: String
 
     /// Creates a configuration; the defaults are those of docs/configuration.md.
-    public init(
+    package init(
         maxInFlight: Int = 10_000,
         maxInFlightBytes: Int = 64 << 20,
         maxRecordBytes: Int = 1_000_000,
@@ -72,7 +72,7 @@ public struct PipelineConfiguration: Sendable {
 /// Every event becomes *pieces* of work: one per notification and one per dead letter. An event is finished
 /// when all its pieces' records are acknowledged (or at once when no route matched it); ``PartitionProgress``
 /// turns finished events into the offset the source may commit.
-public final class Pipeline: Service, Sendable {
+package final class Pipeline: Service, Sendable {
     let source: any EventSource
     private let mapper: any EventMapper
     let sender: any NotificationSender
@@ -85,7 +85,7 @@ public final class Pipeline: Service, Sendable {
     let epochMilliseconds: @Sendable () -> Int64
 
     /// The halt gate: closed while a systemic fault stops the line.
-    public let gate: HaltGate
+    package let gate: HaltGate
     let flow: FlowController
     /// Records Kafka failed and that are being published again.
     package let unpublished = UnpublishedRecords()
@@ -109,7 +109,7 @@ public final class Pipeline: Service, Sendable {
     ///   - recordHeaders: the Kafka headers of the outcome and invalid-token records of a notification for `app`
     ///     (``RecordHeader``).
     ///   - epochMilliseconds: the wall clock, for expiry and record timestamps.
-    public init(
+    package init(
         source: any EventSource,
         mapper: any EventMapper,
         sender: any NotificationSender,
@@ -155,13 +155,13 @@ public final class Pipeline: Service, Sendable {
     }
 
     /// The system's wall clock in milliseconds since the UNIX epoch.
-    public static func systemEpochMilliseconds() -> Int64 {
+    package static func systemEpochMilliseconds() -> Int64 {
         Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
 
     /// What `/readyz` says: not ready while halted, after the source failed, or while a record could not be
     /// published for longer than `outcomes.publish_stall_timeout`.
-    public var readiness: Readiness {
+    package var readiness: Readiness {
         if let halt = self.gate.current { return .notReady("halted: \(halt.reason)") }
         if let failure = self.sourceFailure.withLock({ $0 }) { return .notReady("kafka: \(failure)") }
         if let stall = self.unpublished.oldest(), stall.age >= self.configuration.publishStallTimeout {
@@ -173,14 +173,14 @@ public final class Pipeline: Service, Sendable {
     }
 
     /// Notifications and dead letters in flight now.
-    public var inFlight: Int { self.flow.inFlight.count }
+    package var inFlight: Int { self.flow.inFlight.count }
 
     /// The bytes those hold.
-    public var inFlightBytes: Int { self.flow.inFlight.bytes }
+    package var inFlightBytes: Int { self.flow.inFlight.bytes }
 
     /// Consumes until graceful shutdown (or cancellation), then stops fetching, drains in-flight work for
     /// at most the drain timeout, flushes the sink and closes the source, which commits what finished.
-    public func run() async throws {
+    package func run() async throws {
         let stream = try await self.source.start(listener: Listener(pipeline: self))
         var failure: (any Error)?
         await withDiscardingTaskGroup { group in

@@ -9,7 +9,7 @@ extension SourceCoordinates {
 }
 
 /// The final status of one notification in its outcome record (docs/data-contract.md).
-public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
+package enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
     /// APNs answered 200.
     case delivered
     /// APNs answered a permanent fault, or the bridge found the same fault before sending.
@@ -25,44 +25,44 @@ public enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
 
 /// `pushbridge.outcome.v1`: one per notification, keyed by the device token; a broadcast's (keyed by the channel
 /// ID) and a superseded one are `pushbridge.outcome.v2` (docs/data-contract.md).
-public struct OutcomeRecord: Sendable, Hashable {
+package struct OutcomeRecord: Sendable, Hashable {
     /// The schema name written into every outcome of a device notification that is not superseded.
-    public static let schema = "pushbridge.outcome.v1"
+    package static let schema = "pushbridge.outcome.v1"
     /// The schema name of a broadcast's outcome and of a superseded one: v1's fields with `device_token`
     /// nullable, the status `superseded`, and `channel_id` and `superseded_by` added (changes of type and of
     /// values, hence a new version; every other outcome stays v1, unchanged).
-    public static let schemaV2 = "pushbridge.outcome.v2"
+    package static let schemaV2 = "pushbridge.outcome.v2"
 
-    public var notificationID: String
-    public var route: String
-    public var source: SourceCoordinates
-    public var deviceToken: String
-    public var apnsTopic: String
-    public var pushType: String
-    public var priority: Int
-    public var status: OutcomeStatus
+    package var notificationID: String
+    package var route: String
+    package var source: SourceCoordinates
+    package var deviceToken: String
+    package var apnsTopic: String
+    package var pushType: String
+    package var priority: Int
+    package var status: OutcomeStatus
     /// APNs' HTTP status; `nil` when nothing was answered (expired, or a fault found before sending).
-    public var httpStatus: Int?
+    package var httpStatus: Int?
     /// Apple's reason string when not delivered.
-    public var reason: String?
+    package var reason: String?
     /// `apns-unique-id` (sandbox only).
-    public var apnsUniqueID: String?
+    package var apnsUniqueID: String?
     /// How many times it was sent (0 when never sent).
-    public var attempts: Int
+    package var attempts: Int
     /// From the first send to the final answer, in milliseconds; `nil` when never sent.
-    public var latencyMilliseconds: Double?
+    package var latencyMilliseconds: Double?
     /// When it was first sent, in milliseconds since the epoch; `nil` when never sent.
-    public var sentAtEpochMilliseconds: Int64?
+    package var sentAtEpochMilliseconds: Int64?
     /// When its fate was decided, in milliseconds since the epoch.
-    public var completedAtEpochMilliseconds: Int64
+    package var completedAtEpochMilliseconds: Int64
     /// The broadcast channel it was sent to; `nil` for a device notification. When set, the record is
     /// ``broadcastSchema`` with `device_token` null, and its key is the channel ID.
-    public var channelID: String?
+    package var channelID: String?
     /// For a `superseded` outcome: the notification id of the newer notification that replaced it.
-    public var supersededBy: String?
+    package var supersededBy: String?
 
     /// Creates an outcome record.
-    public init(
+    package init(
         notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
         pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
         apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
@@ -88,7 +88,7 @@ public struct OutcomeRecord: Sendable, Hashable {
     }
 
     /// The record's Kafka key: the device token, or a broadcast's channel ID (bounded like the value's).
-    public var key: [UInt8] { Self.key(deviceToken: self.deviceToken, channelID: self.channelID) }
+    package var key: [UInt8] { Self.key(deviceToken: self.deviceToken, channelID: self.channelID) }
 
     /// ``key`` for an outcome of these fields, without making the record.
     static func key(deviceToken: String, channelID: String?) -> [UInt8] {
@@ -96,7 +96,7 @@ public struct OutcomeRecord: Sendable, Hashable {
     }
 
     /// Whether the record is written as `pushbridge.outcome.v2`: a broadcast's or a superseded outcome.
-    public var isV2: Bool { Self.isV2(channelID: self.channelID, status: self.status) }
+    package var isV2: Bool { Self.isV2(channelID: self.channelID, status: self.status) }
 
     private static func isV2(channelID: String?, status: OutcomeStatus) -> Bool {
         channelID != nil || status == .superseded
@@ -104,7 +104,7 @@ public struct OutcomeRecord: Sendable, Hashable {
 
     /// The record's value: UTF-8 JSON; v2 for a broadcast or a superseded outcome (the same fields in the same
     /// order, `device_token` null for a broadcast, then `channel_id` and `superseded_by` last).
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         Self.encoded(
             notificationID: self.notificationID, route: self.route, source: self.source, deviceToken: self.deviceToken,
             apnsTopic: self.apnsTopic, pushType: self.pushType, priority: self.priority, status: self.status,
@@ -171,22 +171,22 @@ public struct OutcomeRecord: Sendable, Hashable {
 }
 
 /// `pushbridge.invalid-token.v1`: one per token APNs says is dead, or that is malformed, keyed by the token.
-public struct InvalidTokenRecord: Sendable, Hashable {
+package struct InvalidTokenRecord: Sendable, Hashable {
     /// The schema name written into every invalid-token record.
-    public static let schema = "pushbridge.invalid-token.v1"
+    package static let schema = "pushbridge.invalid-token.v1"
 
-    public var deviceToken: String
-    public var apnsTopic: String
+    package var deviceToken: String
+    package var apnsTopic: String
     /// Apple's reason string (`Unregistered`, `ExpiredToken`, `BadDeviceToken`, `DeviceTokenNotForTopic`).
-    public var reason: String
+    package var reason: String
     /// From the 410 answer's `timestamp`, in milliseconds since the epoch; otherwise `nil`.
-    public var invalidSinceEpochMilliseconds: Int64?
-    public var notificationID: String
-    public var route: String
-    public var source: SourceCoordinates
+    package var invalidSinceEpochMilliseconds: Int64?
+    package var notificationID: String
+    package var route: String
+    package var source: SourceCoordinates
 
     /// Creates an invalid-token record.
-    public init(
+    package init(
         deviceToken: String, apnsTopic: String, reason: String, invalidSinceEpochMilliseconds: Int64?,
         notificationID: String, route: String, source: SourceCoordinates
     ) {
@@ -200,10 +200,10 @@ public struct InvalidTokenRecord: Sendable, Hashable {
     }
 
     /// The record's Kafka key: the device token (bounded like the value's `device_token`).
-    public var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
+    package var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
 
     /// The record's value: UTF-8 JSON.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         InvalidTokenRecordV2(
             deviceToken: self.deviceToken, apnsTopic: self.apnsTopic, reason: self.reason,
             invalidSinceEpochMilliseconds: self.invalidSinceEpochMilliseconds, notificationID: self.notificationID,
@@ -215,23 +215,23 @@ public struct InvalidTokenRecord: Sendable, Hashable {
 /// `pushbridge.invalid-token.v2`: v1's fields with `notification_id`, `route` and `source` nullable, for a
 /// token no notification of the bridge's found dead: those the binary protocol's feedback service reports
 /// (docs/data-contract.md). Records made from APNs' answers stay ``InvalidTokenRecord`` (v1).
-public struct InvalidTokenRecordV2: Sendable, Hashable {
+package struct InvalidTokenRecordV2: Sendable, Hashable {
     /// The schema name written into every v2 invalid-token record.
-    public static let schema = "pushbridge.invalid-token.v2"
+    package static let schema = "pushbridge.invalid-token.v2"
 
-    public var deviceToken: String
-    public var apnsTopic: String
+    package var deviceToken: String
+    package var apnsTopic: String
     /// Apple's reason string; `Unregistered` for the feedback service's tokens.
-    public var reason: String
+    package var reason: String
     /// When the token was found invalid, in milliseconds since the epoch (the feedback tuple's time).
-    public var invalidSinceEpochMilliseconds: Int64?
+    package var invalidSinceEpochMilliseconds: Int64?
     /// `nil` for the feedback service's tokens, as are ``route`` and ``source``.
-    public var notificationID: String?
-    public var route: String?
-    public var source: SourceCoordinates?
+    package var notificationID: String?
+    package var route: String?
+    package var source: SourceCoordinates?
 
     /// Creates a v2 invalid-token record.
-    public init(
+    package init(
         deviceToken: String, apnsTopic: String, reason: String, invalidSinceEpochMilliseconds: Int64?,
         notificationID: String? = nil, route: String? = nil, source: SourceCoordinates? = nil
     ) {
@@ -245,10 +245,10 @@ public struct InvalidTokenRecordV2: Sendable, Hashable {
     }
 
     /// The record's Kafka key: the device token (bounded like the value's `device_token`).
-    public var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
+    package var key: [UInt8] { Array(RecordText.bounded(self.deviceToken).utf8) }
 
     /// The record's value: UTF-8 JSON.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         self.encoded(schema: Self.schema)
     }
 
@@ -279,32 +279,32 @@ public struct InvalidTokenRecordV2: Sendable, Hashable {
 }
 
 /// A dead letter: the source event's bytes and headers unchanged, plus headers that say why (docs/data-contract.md).
-public struct DeadLetter: Sendable, Hashable {
+package struct DeadLetter: Sendable, Hashable {
     /// Header names the bridge adds.
-    public enum Header {
-        public static let error = "pushbridge-error"
-        public static let route = "pushbridge-route"
-        public static let sourceTopic = "pushbridge-source-topic"
-        public static let sourcePartition = "pushbridge-source-partition"
-        public static let sourceOffset = "pushbridge-source-offset"
+    package enum Header {
+        package static let error = "pushbridge-error"
+        package static let route = "pushbridge-route"
+        package static let sourceTopic = "pushbridge-source-topic"
+        package static let sourcePartition = "pushbridge-source-partition"
+        package static let sourceOffset = "pushbridge-source-offset"
         /// Present only on a dead letter cut to fit a Kafka message: what was cut (`value`, `headers`, `key`).
-        public static let truncated = "pushbridge-truncated"
+        package static let truncated = "pushbridge-truncated"
         /// Present with ``truncated``: the source value's size in bytes.
-        public static let originalSize = "pushbridge-original-size"
+        package static let originalSize = "pushbridge-original-size"
     }
 
     /// A human-readable reason that names the route and the field.
-    public var error: String
+    package var error: String
     /// The route that could not map the event; empty when the event failed before any route (not JSON).
-    public var route: String
-    public var source: SourceCoordinates
+    package var route: String
+    package var source: SourceCoordinates
     /// The source event's value, unchanged.
-    public var value: [UInt8]?
+    package var value: [UInt8]?
     /// The source event's headers, unchanged and in order; a `nil` value is a null header and stays one.
-    public var sourceHeaders: [(String, [UInt8]?)]
+    package var sourceHeaders: [(String, [UInt8]?)]
 
     /// Creates a dead letter.
-    public init(
+    package init(
         error: String, route: String, source: SourceCoordinates, value: [UInt8]?, sourceHeaders: [(String, [UInt8]?)]
     ) {
         self.error = error
@@ -315,21 +315,21 @@ public struct DeadLetter: Sendable, Hashable {
     }
 
     /// The record's Kafka key: the source event's key.
-    public var key: [UInt8]? { self.source.key }
+    package var key: [UInt8]? { self.source.key }
 
     /// The record's headers: the source headers followed by the `pushbridge-*` headers.
-    public var headers: [(String, [UInt8]?)] {
+    package var headers: [(String, [UInt8]?)] {
         self.sourceHeaders + self.bridgeHeaders
     }
 
     /// The error as it goes into `pushbridge-error` and logs: control characters escaped, at most
     /// ``maximumErrorBytes``. Reasons may quote the event, so they are bounded here, whatever made them.
-    public var boundedError: String {
+    package var boundedError: String {
         RecordText.bounded(RecordText.escapingControlCharacters(self.error), maxBytes: Self.maximumErrorBytes)
     }
 
     /// The longest `pushbridge-error` value, in bytes.
-    public static let maximumErrorBytes = 512
+    package static let maximumErrorBytes = 512
 
     private var bridgeHeaders: [(String, [UInt8]?)] {
         [
@@ -346,7 +346,7 @@ public struct DeadLetter: Sendable, Hashable {
     /// then, when key and headers alone do not fit, the source headers are dropped and the key cut too; the
     /// headers `pushbridge-truncated` (what was cut) and `pushbridge-original-size` (the value's size in
     /// bytes) say so (docs/data-contract.md).
-    public func record(topic: String, maxBytes: Int) -> OutgoingRecord {
+    package func record(topic: String, maxBytes: Int) -> OutgoingRecord {
         let budget = max(0, maxBytes - Self.recordOverheadBytes)
         let bridgeHeaders = self.bridgeHeaders
         let valueCount = self.value?.count ?? 0
@@ -389,12 +389,12 @@ public struct DeadLetter: Sendable, Hashable {
         headers.reduce(0) { $0 + $1.0.utf8.count + ($1.1?.count ?? 0) + 8 }
     }
 
-    public static func == (lhs: DeadLetter, rhs: DeadLetter) -> Bool {
+    package static func == (lhs: DeadLetter, rhs: DeadLetter) -> Bool {
         lhs.error == rhs.error && lhs.route == rhs.route && lhs.source == rhs.source && lhs.value == rhs.value
             && lhs.sourceHeaders.elementsEqual(rhs.sourceHeaders) { $0.0 == $1.0 && $0.1 == $1.1 }
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(self.error)
         hasher.combine(self.route)
         hasher.combine(self.source)

@@ -2,16 +2,16 @@ import APNSCore
 import Routing
 
 /// The pipeline's mapper on the configured routes and templates.
-public struct RouterMapper: EventMapper {
+package struct RouterMapper: EventMapper {
     /// The compiled routes.
-    public let router: Router
+    package let router: Router
 
     /// Creates a mapper over `router`.
-    public init(router: Router) {
+    package init(router: Router) {
         self.router = router
     }
 
-    public func map(_ event: SourceEvent) -> [RouteMapping] {
+    package func map(_ event: SourceEvent) -> [RouteMapping] {
         self.router.map(event: event)
     }
 }

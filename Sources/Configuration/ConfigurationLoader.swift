@@ -4,16 +4,16 @@ import Yams
 
 /// Loads a PushBridge configuration file (docs/configuration.md): YAML, `${VAR}` expansion, `*_file` secrets, durations,
 /// defaults, credential files and routes; every problem is collected and reported at once.
-public struct ConfigurationLoader: Sendable {
+package struct ConfigurationLoader: Sendable {
     /// The variables `${VAR}` references are expanded from.
-    public var environment: [String: String]
+    package var environment: [String: String]
     /// Whether credential files (`key_file`, `p12_file`, `cert_file`, `ca_file`) must exist and parse.
     /// `pushbridge render` turns this off: a dry run needs no credentials. Off, no file is read at all, so
     /// secrets given as `*_file` come back empty; such a configuration must not be used to send.
-    public var checksCredentialFiles: Bool
+    package var checksCredentialFiles: Bool
 
     /// Creates a loader reading `${VAR}` from `environment` (by default the process's).
-    public init(
+    package init(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         checksCredentialFiles: Bool = true
     ) {
@@ -22,7 +22,7 @@ public struct ConfigurationLoader: Sendable {
     }
 
     /// The configuration file used when none is given: `$PUSHBRIDGE_CONFIG`, else `config/pushbridge.yaml`.
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    package static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let path = environment["PUSHBRIDGE_CONFIG"], !path.isEmpty {
             return path
         }
@@ -30,7 +30,7 @@ public struct ConfigurationLoader: Sendable {
     }
 
     /// Loads and checks the configuration file at `path`.
-    public func load(file path: String) throws(ConfigurationErrors) -> LoadedConfiguration {
+    package func load(file path: String) throws(ConfigurationErrors) -> LoadedConfiguration {
         let text: String
         do {
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -48,7 +48,7 @@ public struct ConfigurationLoader: Sendable {
     }
 
     /// Loads and checks configuration `yaml`; `file` names it in problems.
-    public func load(yaml: String, file: String) throws(ConfigurationErrors) -> LoadedConfiguration {
+    package func load(yaml: String, file: String) throws(ConfigurationErrors) -> LoadedConfiguration {
         let reader = ConfigurationReader(file: file, environment: self.environment)
         let root: Node?
         do {
@@ -115,9 +115,9 @@ public struct ConfigurationLoader: Sendable {
 }
 
 /// A loaded configuration with its routes compiled.
-public struct LoadedConfiguration: Sendable {
+package struct LoadedConfiguration: Sendable {
     /// The settings.
-    public var configuration: BridgeConfiguration
+    package var configuration: BridgeConfiguration
     /// The compiled routes of ``BridgeConfiguration/routes``.
-    public var router: Router
+    package var router: Router
 }

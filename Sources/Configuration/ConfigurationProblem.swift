@@ -2,9 +2,9 @@
 ///
 /// Problems never carry secret values: messages name keys, variables and file paths, never what a secret
 /// key, a secret file or an environment variable holding a secret contains.
-public struct ConfigurationProblem: Sendable, Hashable, CustomStringConvertible {
+package struct ConfigurationProblem: Sendable, Hashable, CustomStringConvertible {
     /// The class of a problem, stable for scripts and tests.
-    public enum Code: String, Sendable, Hashable, CaseIterable {
+    package enum Code: String, Sendable, Hashable, CaseIterable {
         /// The configuration file itself is missing or unreadable.
         case unreadableConfigurationFile = "unreadable-configuration-file"
         /// The file is not well-formed YAML.
@@ -32,20 +32,20 @@ public struct ConfigurationProblem: Sendable, Hashable, CustomStringConvertible 
     }
 
     /// The class of the problem.
-    public var code: Code
+    package var code: Code
     /// The configuration file's path as given.
-    public var file: String
+    package var file: String
     /// The key path, e.g. `routes[1].push_type` or `apns.auth.key_file`; empty for the whole file.
-    public var path: String
+    package var path: String
     /// The 1-based line of the offending key or value, when known.
-    public var line: Int?
+    package var line: Int?
     /// What is wrong.
-    public var message: String
+    package var message: String
     /// How to fix it, when there is something specific to say.
-    public var hint: String?
+    package var hint: String?
 
     /// Creates a problem.
-    public init(code: Code, file: String, path: String, line: Int?, message: String, hint: String? = nil) {
+    package init(code: Code, file: String, path: String, line: Int?, message: String, hint: String? = nil) {
         self.code = code
         self.file = file
         self.path = path
@@ -55,7 +55,7 @@ public struct ConfigurationProblem: Sendable, Hashable, CustomStringConvertible 
     }
 
     /// `file:line: key.path: message (hint)`, the form `pushbridge validate` prints.
-    public var description: String {
+    package var description: String {
         var text = self.file
         if let line = self.line {
             text += ":\(line)"
@@ -73,17 +73,17 @@ public struct ConfigurationProblem: Sendable, Hashable, CustomStringConvertible 
 }
 
 /// Every problem found in one configuration, reported together so a user fixes them in one pass.
-public struct ConfigurationErrors: Error, Sendable, CustomStringConvertible {
+package struct ConfigurationErrors: Error, Sendable, CustomStringConvertible {
     /// The problems, in file order (problems without a line last).
-    public var problems: [ConfigurationProblem]
+    package var problems: [ConfigurationProblem]
 
     /// Creates the error from `problems`, which must not be empty.
-    public init(problems: [ConfigurationProblem]) {
+    package init(problems: [ConfigurationProblem]) {
         self.problems = problems
     }
 
     /// One problem per line.
-    public var description: String {
+    package var description: String {
         self.problems.map(\.description).joined(separator: "\n")
     }
 }

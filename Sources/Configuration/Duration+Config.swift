@@ -7,7 +7,7 @@ extension Duration {
     /// Parses a configuration duration: one or more `<integer><unit>` parts with unit `ms`, `s`, `m` or `h`,
     /// e.g. `250ms`, `10s`, `5m`, `1h`, `1h30m`. Returns `nil` for anything else (including a bare number,
     /// whose unit would be a guess).
-    public init?(configuration text: String) {
+    package init?(configuration text: String) {
         var rest = Substring(text.trimmingWhitespace())
         guard !rest.isEmpty else {
             return nil

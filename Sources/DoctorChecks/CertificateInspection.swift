@@ -4,53 +4,53 @@ import SwiftASN1
 import X509
 
 /// What an APNs client certificate says about itself: validity, environments, topics (Apple's extensions).
-public struct CertificateInspection: Sendable, Hashable {
+package struct CertificateInspection: Sendable, Hashable {
     /// Apple's extension marking a development (sandbox) push certificate.
-    public static let developmentOID = "1.2.840.113635.100.6.3.1"
+    package static let developmentOID = "1.2.840.113635.100.6.3.1"
     /// Apple's extension marking a production push certificate.
-    public static let productionOID = "1.2.840.113635.100.6.3.2"
+    package static let productionOID = "1.2.840.113635.100.6.3.2"
     /// Apple's extension marking a VoIP services certificate.
-    public static let voipOID = "1.2.840.113635.100.6.3.4"
+    package static let voipOID = "1.2.840.113635.100.6.3.4"
     /// Apple's extension listing the topics of a "Sandbox & Production" (universal) certificate.
-    public static let topicsOID = "1.2.840.113635.100.6.3.6"
+    package static let topicsOID = "1.2.840.113635.100.6.3.6"
     /// The `UID` attribute of the subject: the bundle ID.
-    public static let userIDOID = "0.9.2342.19200300.100.1.1"
+    package static let userIDOID = "0.9.2342.19200300.100.1.1"
 
     /// The subject, as text.
-    public var subject: String
+    package var subject: String
     /// The first date the certificate is valid.
-    public var notValidBefore: Date
+    package var notValidBefore: Date
     /// The last date the certificate is valid.
-    public var notValidAfter: Date
+    package var notValidAfter: Date
     /// The subject's `UID` (Apple puts the bundle ID there).
-    public var userID: String?
+    package var userID: String?
     /// Carries Apple's development extension.
-    public var isDevelopment: Bool
+    package var isDevelopment: Bool
     /// Carries Apple's production extension.
-    public var isProduction: Bool
+    package var isProduction: Bool
     /// Carries Apple's VoIP extension.
-    public var isVoIP: Bool
+    package var isVoIP: Bool
     /// The topics listed by Apple's topics extension, `nil` when it is absent.
-    public var listedTopics: [String]?
+    package var listedTopics: [String]?
 
     /// Whether any of Apple's push extensions is present.
-    public var hasApplePushExtensions: Bool {
+    package var hasApplePushExtensions: Bool {
         self.isDevelopment || self.isProduction || self.isVoIP || self.listedTopics != nil
     }
 
     /// Every topic the certificate covers: the listed ones, else the UID.
-    public var topics: [String] {
+    package var topics: [String] {
         if let listed = self.listedTopics, !listed.isEmpty { return listed }
         return self.userID.map { [$0] } ?? []
     }
 
     /// Reads `certificate` (DER inside NIOSSL) with swift-certificates.
-    public init(_ certificate: NIOSSLCertificate) throws {
+    package init(_ certificate: NIOSSLCertificate) throws {
         try self.init(derBytes: try certificate.toDERBytes())
     }
 
     /// Reads a DER certificate.
-    public init(derBytes: [UInt8]) throws {
+    package init(derBytes: [UInt8]) throws {
         let certificate = try Certificate(derEncoded: derBytes)
         self.subject = String(describing: certificate.subject)
         self.notValidBefore = certificate.notValidBefore

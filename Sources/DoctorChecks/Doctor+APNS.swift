@@ -11,7 +11,7 @@ import Routing
 // APNs whether it accepts the credentials.
 extension Doctor {
     /// Everything about one APNs provider (`scope` names it in the output; `app` selects its routes).
-    public func checkAPNS(_ settings: APNSSettings, scope: String, app: String?) async -> [DoctorCheck] {
+    package func checkAPNS(_ settings: APNSSettings, scope: String, app: String?) async -> [DoctorCheck] {
         var checks: [DoctorCheck] = []
         let routes = self.configuration.routes.filter { $0.app == app }
         let (credentials, credentialChecks) = self.checkCredentials(settings, scope: scope, routes: routes)

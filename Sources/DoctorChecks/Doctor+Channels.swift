@@ -20,7 +20,7 @@ extension Doctor {
     /// channel that does not exist (deleted, never created, or created in the other environment) fails, naming
     /// the route and the channel: every broadcast of that route would be rejected `ChannelNotRegistered`.
     /// Channels rendered from events cannot be known here and are not checked.
-    public func checkChannels(_ settings: APNSSettings, scope: String, app: String?) async -> [DoctorCheck] {
+    package func checkChannels(_ settings: APNSSettings, scope: String, app: String?) async -> [DoctorCheck] {
         let routes = self.staticChannelRoutes(app: app)
         guard !routes.isEmpty, settings.providerProtocol == .http2 else { return [] }
         let endpoint = settings.effectiveManagementEndpoint

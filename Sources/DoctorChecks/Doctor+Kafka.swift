@@ -14,7 +14,7 @@ extension Doctor {
     /// `producer_properties`: the bridge would then talk to any broker presenting any certificate (or any
     /// certificate for another host), and send it its credentials. An ok line when TLS is configured and
     /// nothing turns verification off; nothing when Kafka is not spoken over TLS at all.
-    public func checkKafkaTLS() -> [DoctorCheck] {
+    package func checkKafkaTLS() -> [DoctorCheck] {
         let kafka = self.configuration.kafka
         let sections = [
             ("kafka.properties", kafka.properties), ("kafka.consumer_properties", kafka.consumerProperties),
@@ -54,7 +54,7 @@ extension Doctor {
     }
 
     /// Kafka reachable (one metadata request) and every input and result topic present.
-    public func checkKafka() async -> [DoctorCheck] {
+    package func checkKafka() async -> [DoctorCheck] {
         let kafka = self.configuration.kafka
         if kafka.isEmbedded {
             return [

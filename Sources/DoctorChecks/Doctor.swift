@@ -11,22 +11,22 @@ import Routing
 /// and topics, TCP, verified TLS with ALPN `h2` and the server's SETTINGS, whether APNs accepts the provider
 /// token (or certificate), and the clock against the server's `date`. Then Kafka: reachable, and every input and
 /// result topic present. Nothing is delivered: the probe request goes to an all-zero device token.
-public struct Doctor: Sendable {
+package struct Doctor: Sendable {
     /// Timeouts and thresholds.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// How long the Kafka metadata request may take.
-        public var kafkaTimeout: Duration
+        package var kafkaTimeout: Duration
         /// How long connecting to APNs (TCP, TLS, SETTINGS) and the probe request may take, each.
-        public var apnsTimeout: Duration
+        package var apnsTimeout: Duration
         /// A certificate expiring sooner than this is a warning.
-        public var certificateExpiryWarning: Duration
+        package var certificateExpiryWarning: Duration
         /// Clock skew above this is a warning.
-        public var clockSkewWarning: Duration
+        package var clockSkewWarning: Duration
         /// Clock skew above this is a failure.
-        public var clockSkewFailure: Duration
+        package var clockSkewFailure: Duration
 
         /// The documented defaults: 10 s timeouts, 30 days, 1 minute, 10 minutes.
-        public init(
+        package init(
             kafkaTimeout: Duration = .seconds(10),
             apnsTimeout: Duration = .seconds(10),
             certificateExpiryWarning: Duration = .seconds(30 * 86_400),
@@ -43,7 +43,7 @@ public struct Doctor: Sendable {
 
     /// The device token of the probe request: valid hex, never issued by Apple, so APNs answers `BadDeviceToken`
     /// after it has checked the credentials.
-    public static let probeDeviceToken = String(repeating: "0", count: 64)
+    package static let probeDeviceToken = String(repeating: "0", count: 64)
 
     /// The probe notification to `topic`: an alert to ``probeDeviceToken`` with an empty `aps`, priority 5, expiring
     /// at once (`apns-expiration: 0`), so that nothing is stored or delivered.
@@ -54,14 +54,14 @@ public struct Doctor: Sendable {
     }
 
     /// The configuration checked.
-    public let configuration: BridgeConfiguration
+    package let configuration: BridgeConfiguration
     /// Timeouts and thresholds.
-    public let options: Options
+    package let options: Options
     let clock: any WallClock
     let eventLoopGroup: any EventLoopGroup
 
     /// Creates a doctor for `configuration`; `clock` is the local clock compared with the servers'.
-    public init(
+    package init(
         configuration: BridgeConfiguration,
         options: Options = Options(),
         clock: any WallClock = SystemWallClock(),
@@ -74,7 +74,7 @@ public struct Doctor: Sendable {
     }
 
     /// Runs every check, in order: each APNs provider (`apns`, then `apps` by name), then Kafka.
-    public func run() async -> [DoctorCheck] {
+    package func run() async -> [DoctorCheck] {
         var checks: [DoctorCheck] = []
         checks += await self.checkAPNS(self.configuration.apns, scope: "apns", app: nil)
         checks += await self.checkChannels(self.configuration.apns, scope: "apns", app: nil)

@@ -1,9 +1,9 @@
 import Foundation
 
 /// The result of one `pushbridge doctor` check: one line of its output.
-public struct DoctorCheck: Sendable, Hashable, CustomStringConvertible {
+package struct DoctorCheck: Sendable, Hashable, CustomStringConvertible {
     /// How the check went.
-    public enum Status: String, Sendable, Hashable, Comparable {
+    package enum Status: String, Sendable, Hashable, Comparable {
         /// Nothing to do.
         case ok
         /// Works now, but needs attention (or could not be checked).
@@ -12,23 +12,23 @@ public struct DoctorCheck: Sendable, Hashable, CustomStringConvertible {
         case fail
 
         /// `ok` < `warn` < `fail`.
-        public static func < (lhs: Status, rhs: Status) -> Bool {
+        package static func < (lhs: Status, rhs: Status) -> Bool {
             let order: [Status] = [.ok, .warn, .fail]
             return order.firstIndex(of: lhs)! < order.firstIndex(of: rhs)!
         }
     }
 
     /// How the check went.
-    public var status: Status
+    package var status: Status
     /// What was checked: the scope (`apns`, `apps.NAME`, `kafka`) and the check, e.g. `apns tls`.
-    public var name: String
+    package var name: String
     /// What the check found (never a secret).
-    public var found: String
+    package var found: String
     /// How to fix it, for anything not ok.
-    public var hint: String?
+    package var hint: String?
 
     /// Creates a result.
-    public init(_ status: Status, _ name: String, _ found: String, hint: String? = nil) {
+    package init(_ status: Status, _ name: String, _ found: String, hint: String? = nil) {
         self.status = status
         self.name = name
         self.found = found
@@ -36,7 +36,7 @@ public struct DoctorCheck: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `ok   NAME: FOUND` or `FAIL NAME: FOUND (fix: HINT)` — one line.
-    public var description: String {
+    package var description: String {
         let label =
             switch self.status {
             case .ok: "ok  "
@@ -53,7 +53,7 @@ public struct DoctorCheck: Sendable, Hashable, CustomStringConvertible {
 
 extension Array where Element == DoctorCheck {
     /// The worst status among the checks (`ok` when there are none).
-    public var worstStatus: DoctorCheck.Status {
+    package var worstStatus: DoctorCheck.Status {
         self.map(\.status).max() ?? .ok
     }
 }

@@ -2,20 +2,20 @@ import NIOSSL
 
 /// TLS settings of a client connection: TLS 1.2+, ALPN `h2`, the server verified against the system roots plus
 /// optional extra CAs, and an optional client certificate (mutual TLS, for APNs certificate authentication).
-public struct HTTP2ClientTLS: Sendable {
+package struct HTTP2ClientTLS: Sendable {
     /// A PEM file of extra CA certificates trusted in addition to the system roots (tests, private CAs).
-    public var additionalTrustRootsPEMFile: String?
-    /// Trust only `additionalTrustRootsPEMFile`, not the system roots (tests that must refuse a public CA).
-    public var trustSystemRoots: Bool
+    package var additionalTrustRootsPEMFile: String?
+    /// Trust only `additionalTrustRootsPEMFile`, not the system roots (tests that must refuse a package CA).
+    package var trustSystemRoots: Bool
     /// The client certificate chain for mutual TLS; empty for none.
-    public var clientCertificateChain: [NIOSSLCertificate]
+    package var clientCertificateChain: [NIOSSLCertificate]
     /// The private key of `clientCertificateChain`'s first certificate.
-    public var clientPrivateKey: NIOSSLPrivateKey?
+    package var clientPrivateKey: NIOSSLPrivateKey?
     /// The name the server certificate must carry and the SNI sent; `nil` uses the host connected to.
-    public var serverName: String?
+    package var serverName: String?
 
     /// TLS settings; all optional.
-    public init(
+    package init(
         additionalTrustRootsPEMFile: String? = nil,
         trustSystemRoots: Bool = true,
         clientCertificateChain: [NIOSSLCertificate] = [],
@@ -31,44 +31,44 @@ public struct HTTP2ClientTLS: Sendable {
 }
 
 /// Settings of one client connection.
-public struct HTTP2ClientConfiguration: Sendable {
+package struct HTTP2ClientConfiguration: Sendable {
     /// The host name or address; resolved afresh (NIO's resolver, no cache) for every connection.
-    public var host: String
+    package var host: String
     /// The TCP port (APNs: 443 or 2197).
-    public var port: Int
+    package var port: Int
     /// TLS settings.
-    public var tls: HTTP2ClientTLS
+    package var tls: HTTP2ClientTLS
     /// Local cap on concurrent streams; the effective limit is the smaller of this and the server's
     /// SETTINGS_MAX_CONCURRENT_STREAMS. Requests beyond it wait in a FIFO queue.
-    public var maxConcurrentStreams: Int
+    package var maxConcurrentStreams: Int
     /// How long a request may wait for its response, queueing included. On expiry it fails with
     /// ``HTTP2Error/Code/timeout`` and its stream is reset with CANCEL.
-    public var requestTimeout: Duration
+    package var requestTimeout: Duration
     /// How long TCP connect + TLS handshake + the server's first SETTINGS may take.
-    public var connectTimeout: Duration
+    package var connectTimeout: Duration
     /// After this long without any frame received, the connection sends a PING (default 60 s; Apple suggests
     /// one after an hour of inactivity at most, and NAT/firewalls drop idle flows far sooner).
-    public var idlePingInterval: Duration
+    package var idlePingInterval: Duration
     /// A PING not acknowledged within this time closes the connection (requests fail with `connectionLost`).
-    public var pingTimeout: Duration
+    package var pingTimeout: Duration
     /// Responses with a larger body fail with `malformedResponse` (APNs bodies are tiny JSON objects).
-    public var maxResponseBodyBytes: Int
+    package var maxResponseBodyBytes: Int
     /// Responses with more header fields (pseudo-headers included) fail with `malformedResponse` and their
     /// stream is reset; the connection stays usable. APNs sends about five.
-    public var maxResponseHeaderFields: Int
+    package var maxResponseHeaderFields: Int
     /// Responses whose header list is larger fail the same way. Counted as HTTP/2's SETTINGS_MAX_HEADER_LIST_SIZE
     /// counts (name + value + 32 per field, after HPACK decoding, so a server cannot amplify a few bytes of
     /// indexed fields into megabytes), and announced to the server in that setting.
-    public var maxResponseHeaderListBytes: Int
+    package var maxResponseHeaderListBytes: Int
     /// The only response header fields kept in ``HTTP2Response/headers`` (lower-case names); `nil` keeps every
     /// field. The others still count against the bounds above but cost no strings: a client that reads two
     /// headers need not copy a server's `date` and `server` for every response.
-    public var keptResponseHeaders: [String]?
+    package var keptResponseHeaders: [String]?
 
     /// Settings with APNs-friendly defaults: 1000 streams, 30 s request timeout, 10 s connect timeout,
     /// PING after 60 s idle with a 10 s timeout, 64 KiB response bodies, 100 header fields and 16 KiB of
     /// header list per response.
-    public init(
+    package init(
         host: String,
         port: Int,
         tls: HTTP2ClientTLS = HTTP2ClientTLS(),

@@ -10,7 +10,7 @@ import Synchronization
 /// ``connect(configuration:eventLoopGroup:logger:)`` and never reconnects. Requests beyond the stream limit wait in
 /// a FIFO queue; every request has a timeout. After GOAWAY, a lost connection or ``close()``, it accepts no new
 /// requests; a pool replaces it.
-public final class HTTP2ClientConnection: Sendable {
+package final class HTTP2ClientConnection: Sendable {
     private let shared: ClientShared
 
     private init(shared: ClientShared) {
@@ -19,7 +19,7 @@ public final class HTTP2ClientConnection: Sendable {
 
     /// Opens a connection: a fresh DNS lookup, TCP, TLS 1.2+ with ALPN `h2`, the HTTP/2 preface, and the server's
     /// first SETTINGS. Throws ``HTTP2Error`` with code `connectFailed`.
-    public static func connect(
+    package static func connect(
         configuration: HTTP2ClientConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "pushbridge.http2")
@@ -75,7 +75,7 @@ public final class HTTP2ClientConnection: Sendable {
 
     /// Sends `request` and returns the complete response. Throws ``HTTP2Error``: `notProcessed` (safe to re-send
     /// elsewhere), `connectionLost`, `timeout`, `malformedResponse`, `closed`, `cancelled`, `invalidRequest`.
-    public func send(_ request: HTTP2Request) async throws -> HTTP2Response {
+    package func send(_ request: HTTP2Request) async throws -> HTTP2Response {
         if let problem = Self.validate(request) {
             throw HTTP2Error(.invalidRequest, problem)
         }
@@ -102,7 +102,7 @@ public final class HTTP2ClientConnection: Sendable {
     ///
     /// This is the path of a caller with thousands of requests in flight (the bridge): a task and a
     /// continuation per request cost more than the HTTP/2 work itself.
-    public func send(
+    package func send(
         _ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
     ) {
         self.send(contentsOf: [Submission(request: request, completion: completion)])
@@ -110,14 +110,14 @@ public final class HTTP2ClientConnection: Sendable {
 
     /// A request and what to call with its response, for ``send(contentsOf:)``. (A struct rather than a tuple:
     /// an array of tuples stores its closures in the generic representation, one thunk per element.)
-    public struct Submission: Sendable {
+    package struct Submission: Sendable {
         /// The request.
-        public var request: HTTP2Request
+        package var request: HTTP2Request
         /// Called once with the response or the error.
-        public var completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+        package var completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
 
         /// Creates a submission.
-        public init(
+        package init(
             request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
         ) {
             self.request = request
@@ -127,7 +127,7 @@ public final class HTTP2ClientConnection: Sendable {
 
     /// ``send(_:completion:)`` for several requests at once: one hand-over to the event loop (one wake-up) for
     /// all of them.
-    public func send(contentsOf submissions: [Submission]) {
+    package func send(contentsOf submissions: [Submission]) {
         var accepted: [PendingRequest] = []
         accepted.reserveCapacity(submissions.count)
         for submission in submissions {
@@ -149,7 +149,7 @@ public final class HTTP2ClientConnection: Sendable {
     }
 
     /// A snapshot of the connection's state (stream counts, limit, whether it accepts requests).
-    public var state: HTTP2ConnectionState {
+    package var state: HTTP2ConnectionState {
         let (accepting, goAway) = self.shared.inbox.withLock { ($0.accepting, $0.goAway) }
         return HTTP2ConnectionState(
             activeStreams: self.shared.activeStreams.load(ordering: .relaxed),
@@ -164,16 +164,16 @@ public final class HTTP2ClientConnection: Sendable {
     }
 
     /// Whether the connection accepts new requests (false after GOAWAY, loss or close).
-    public var isAcceptingRequests: Bool { self.shared.inbox.withLock { $0.accepting } }
+    package var isAcceptingRequests: Bool { self.shared.inbox.withLock { $0.accepting } }
 
     /// Returns once the connection is closed, with the reason.
-    public func waitUntilClosed() async -> HTTP2CloseReason {
+    package func waitUntilClosed() async -> HTTP2CloseReason {
         (try? await self.shared.closed.futureResult.get()) ?? .connectionLost("unknown")
     }
 
     /// Stops accepting requests, fails queued ones with `notProcessed`, lets open streams finish (each bounded by
     /// its timeout), sends GOAWAY and closes. Returns when closed.
-    public func close() async {
+    package func close() async {
         let shared = self.shared
         shared.eventLoop.execute {
             shared.handler.value?.closeGracefully()

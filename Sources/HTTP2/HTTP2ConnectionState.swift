@@ -1,5 +1,5 @@
 /// Why a client connection closed.
-public enum HTTP2CloseReason: Sendable, Hashable {
+package enum HTTP2CloseReason: Sendable, Hashable {
     /// The owner called ``HTTP2ClientConnection/close()``.
     case closedLocally
     /// The server sent GOAWAY and every processed stream finished.
@@ -11,21 +11,21 @@ public enum HTTP2CloseReason: Sendable, Hashable {
 }
 
 /// A snapshot of a client connection's state, for a pool.
-public struct HTTP2ConnectionState: Sendable, Hashable {
+package struct HTTP2ConnectionState: Sendable, Hashable {
     /// Streams open now.
-    public var activeStreams: Int
+    package var activeStreams: Int
     /// Requests waiting for a stream.
-    public var queuedRequests: Int
+    package var queuedRequests: Int
     /// The effective stream limit: the smaller of the server's SETTINGS_MAX_CONCURRENT_STREAMS and the local cap.
-    public var maxConcurrentStreams: Int
+    package var maxConcurrentStreams: Int
     /// Whether ``HTTP2ClientConnection/send(_:)`` accepts new requests (false after GOAWAY, loss or close).
-    public var isAcceptingRequests: Bool
+    package var isAcceptingRequests: Bool
     /// The GOAWAY received, if any.
-    public var goAway: HTTP2GoAway?
+    package var goAway: HTTP2GoAway?
     /// PING frames acknowledged by the server so far.
-    public var pingsAcknowledged: Int
+    package var pingsAcknowledged: Int
     /// Streams opened so far on this connection.
-    public var streamsOpened: Int
+    package var streamsOpened: Int
     /// Complete responses received so far on this connection (any status).
-    public var responsesReceived: Int
+    package var responsesReceived: Int
 }

@@ -1,26 +1,26 @@
 /// An HTTP/2 error code (RFC 9113 §7), as carried by GOAWAY and RST_STREAM.
-public struct HTTP2ErrorCode: Sendable, Hashable, CustomStringConvertible {
+package struct HTTP2ErrorCode: Sendable, Hashable, CustomStringConvertible {
     /// The numeric code.
-    public var rawValue: UInt32
+    package var rawValue: UInt32
 
     /// An error code from its number.
-    public init(_ rawValue: UInt32) { self.rawValue = rawValue }
+    package init(_ rawValue: UInt32) { self.rawValue = rawValue }
 
     /// NO_ERROR (0x0): graceful shutdown.
-    public static let noError = HTTP2ErrorCode(0x0)
+    package static let noError = HTTP2ErrorCode(0x0)
     /// PROTOCOL_ERROR (0x1).
-    public static let protocolError = HTTP2ErrorCode(0x1)
+    package static let protocolError = HTTP2ErrorCode(0x1)
     /// INTERNAL_ERROR (0x2).
-    public static let internalError = HTTP2ErrorCode(0x2)
+    package static let internalError = HTTP2ErrorCode(0x2)
     /// REFUSED_STREAM (0x7): the stream was not processed and may be retried.
-    public static let refusedStream = HTTP2ErrorCode(0x7)
+    package static let refusedStream = HTTP2ErrorCode(0x7)
     /// CANCEL (0x8): the stream is no longer needed.
-    public static let cancel = HTTP2ErrorCode(0x8)
+    package static let cancel = HTTP2ErrorCode(0x8)
     /// ENHANCE_YOUR_CALM (0xb).
-    public static let enhanceYourCalm = HTTP2ErrorCode(0xb)
+    package static let enhanceYourCalm = HTTP2ErrorCode(0xb)
 
     /// The RFC name (`REFUSED_STREAM`) or `0x…` for unknown codes.
-    public var description: String {
+    package var description: String {
         let names = [
             "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT",
             "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR", "CONNECT_ERROR",
@@ -32,16 +32,16 @@ public struct HTTP2ErrorCode: Sendable, Hashable, CustomStringConvertible {
 
 /// A GOAWAY frame: the last stream the sender processed or may process, an error code and debug data.
 /// APNs fills the debug data with JSON such as `{"reason":"Shutdown"}`.
-public struct HTTP2GoAway: Sendable, Hashable {
+package struct HTTP2GoAway: Sendable, Hashable {
     /// Streams with a higher id were not processed and are safe to re-send on another connection.
-    public var lastStreamID: Int32
+    package var lastStreamID: Int32
     /// Why the connection is going away.
-    public var errorCode: HTTP2ErrorCode
+    package var errorCode: HTTP2ErrorCode
     /// Opaque debug data (APNs: a JSON object with `reason`).
-    public var debugData: [UInt8]
+    package var debugData: [UInt8]
 
     /// A GOAWAY description.
-    public init(lastStreamID: Int32, errorCode: HTTP2ErrorCode, debugData: [UInt8] = []) {
+    package init(lastStreamID: Int32, errorCode: HTTP2ErrorCode, debugData: [UInt8] = []) {
         self.lastStreamID = lastStreamID
         self.errorCode = errorCode
         self.debugData = debugData
@@ -49,13 +49,13 @@ public struct HTTP2GoAway: Sendable, Hashable {
 
     /// The debug data as text for logs and errors: at most the first 256 bytes, invalid UTF-8 replaced and
     /// control characters escaped, since the server chooses these bytes (up to a whole frame of them).
-    public var debugText: String { HTTP2Text.excerpt(self.debugData, limit: 256) }
+    package var debugText: String { HTTP2Text.excerpt(self.debugData, limit: 256) }
 }
 
 /// An error of the HTTP/2 layer: a ``Code`` saying what a caller can do about it, a message and the cause.
-public struct HTTP2Error: Error, Sendable, CustomStringConvertible {
+package struct HTTP2Error: Error, Sendable, CustomStringConvertible {
     /// What went wrong, in terms of what a caller may do next.
-    public enum Code: String, Sendable, Hashable {
+    package enum Code: String, Sendable, Hashable {
         /// The server did not process the request (above a GOAWAY's last stream id, queued when the connection
         /// began closing, or REFUSED_STREAM): safe to re-send on a new connection.
         case notProcessed
@@ -79,16 +79,16 @@ public struct HTTP2Error: Error, Sendable, CustomStringConvertible {
     }
 
     /// What went wrong.
-    public var code: Code
+    package var code: Code
     /// A sentence for people, without secrets.
-    public var message: String
+    package var message: String
     /// The GOAWAY that caused the error, when there was one.
-    public var goAway: HTTP2GoAway?
+    package var goAway: HTTP2GoAway?
     /// The underlying error, when there was one.
-    public var cause: (any Error & Sendable)?
+    package var cause: (any Error & Sendable)?
 
     /// An error.
-    public init(
+    package init(
         _ code: Code, _ message: String, goAway: HTTP2GoAway? = nil, cause: (any Error & Sendable)? = nil
     ) {
         self.code = code
@@ -98,10 +98,10 @@ public struct HTTP2Error: Error, Sendable, CustomStringConvertible {
     }
 
     /// Whether the request may be sent again on a new connection: `notProcessed` and `connectionLost`.
-    public var isRetryableOnNewConnection: Bool { self.code == .notProcessed || self.code == .connectionLost }
+    package var isRetryableOnNewConnection: Bool { self.code == .notProcessed || self.code == .connectionLost }
 
     /// `code: message (cause)`.
-    public var description: String {
+    package var description: String {
         var text = "\(self.code.rawValue): \(self.message)"
         if let goAway = self.goAway {
             text += " [GOAWAY \(goAway.errorCode) last-stream \(goAway.lastStreamID) \(goAway.debugText)]"

@@ -2,7 +2,7 @@
 ///
 /// On a field a server received, `never` says the sender marked it never-indexed and `incremental` stands for
 /// every other representation.
-public enum HTTP2HeaderIndexing: Sendable, Hashable {
+package enum HTTP2HeaderIndexing: Sendable, Hashable {
     /// Incremental indexing: later requests can refer to the field by index (the default).
     case incremental
     /// Literal never indexed: the field is never added to any table. Apple asks for this for `:path` and
@@ -16,16 +16,16 @@ public enum HTTP2HeaderIndexing: Sendable, Hashable {
 }
 
 /// One HTTP/2 header field. Names are lower-case, as HTTP/2 requires.
-public struct HTTP2Header: Sendable, Hashable {
+package struct HTTP2Header: Sendable, Hashable {
     /// The field name, lower-case (`apns-topic`).
-    public var name: String
+    package var name: String
     /// The field value.
-    public var value: String
+    package var value: String
     /// How HPACK may index the field.
-    public var indexing: HTTP2HeaderIndexing
+    package var indexing: HTTP2HeaderIndexing
 
     /// A header field; `indexing` defaults to incremental indexing.
-    public init(_ name: String, _ value: String, indexing: HTTP2HeaderIndexing = .incremental) {
+    package init(_ name: String, _ value: String, indexing: HTTP2HeaderIndexing = .incremental) {
         self.name = name
         self.value = value
         self.indexing = indexing
@@ -34,7 +34,7 @@ public struct HTTP2Header: Sendable, Hashable {
 
 extension Array where Element == HTTP2Header {
     /// The value of the first field called `name` (compared case-insensitively), or `nil`.
-    public func first(_ name: String) -> String? {
+    package func first(_ name: String) -> String? {
         let lowered = name.lowercased()
         return self.first { $0.name == lowered }?.value
     }
@@ -43,7 +43,7 @@ extension Array where Element == HTTP2Header {
 /// Request header fields with names fixed in the code, written once as bytes: the cheap way to send the same
 /// fields on every request. The HTTP/2 client points nghttp2 at these bytes as they are, where ``HTTP2Header``
 /// strings are first copied into a block on the event loop.
-public struct HTTP2HeaderBlock: Sendable {
+package struct HTTP2HeaderBlock: Sendable {
     struct Field: Sendable {
         var name: StaticString
         var value: Range<Int>
@@ -55,17 +55,17 @@ public struct HTTP2HeaderBlock: Sendable {
     private(set) var fields: [Field] = []
 
     /// An empty block with room for `fields` fields of `bytes` value bytes in all.
-    public init(fields: Int = 0, bytes: Int = 0) {
+    package init(fields: Int = 0, bytes: Int = 0) {
         self.fields.reserveCapacity(fields)
         self.values.reserveCapacity(bytes)
     }
 
     /// Whether the block has no field.
-    public var isEmpty: Bool { self.fields.isEmpty }
+    package var isEmpty: Bool { self.fields.isEmpty }
 
     /// Appends a field. `name` must be lower-case and not a pseudo-header (a programming error otherwise: it is a
     /// constant of the caller's code).
-    public mutating func append(_ name: StaticString, _ value: String, indexing: HTTP2HeaderIndexing = .incremental) {
+    package mutating func append(_ name: StaticString, _ value: String, indexing: HTTP2HeaderIndexing = .incremental) {
         precondition(
             name.utf8CodeUnitCount > 0 && name.utf8Start.pointee != UInt8(ascii: ":")
                 && !UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount).contains {
@@ -78,7 +78,7 @@ public struct HTTP2HeaderBlock: Sendable {
     }
 
     /// The fields as ``HTTP2Header`` values, in order (for tests and logs; the client does not make them).
-    public var headers: [HTTP2Header] {
+    package var headers: [HTTP2Header] {
         self.fields.map { field in
             HTTP2Header(
                 field.name.description, String(decoding: self.values[field.value], as: UTF8.self),

@@ -1,22 +1,22 @@
 /// A request the client sends on one stream.
-public struct HTTP2Request: Sendable {
+package struct HTTP2Request: Sendable {
     /// `:method`, for instance `POST`.
-    public var method: String
+    package var method: String
     /// `:path`, for instance `/3/device/<token>`.
-    public var path: String
+    package var path: String
     /// How HPACK may index `:path`; `never` by default (Apple's HPACK guidance: device tokens differ per request).
-    public var pathIndexing: HTTP2HeaderIndexing
+    package var pathIndexing: HTTP2HeaderIndexing
     /// `:authority`; `nil` uses the connection's host (and port when it is not 443).
-    public var authority: String?
+    package var authority: String?
     /// Regular header fields, sent in this order after the pseudo-headers.
-    public var headers: [HTTP2Header]
+    package var headers: [HTTP2Header]
     /// More regular header fields, sent after ``headers``: the same, made cheaper to send.
-    public var fields: HTTP2HeaderBlock
+    package var fields: HTTP2HeaderBlock
     /// The request body; empty sends no DATA frame.
-    public var body: [UInt8]
+    package var body: [UInt8]
 
     /// A request. `pathIndexing` defaults to `.never`.
-    public init(
+    package init(
         method: String = "POST",
         path: String,
         pathIndexing: HTTP2HeaderIndexing = .never,

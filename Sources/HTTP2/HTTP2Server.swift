@@ -8,7 +8,7 @@ import Synchronization
 
 /// An HTTP/2 server over TLS (ALPN `h2`) that delivers each complete request to a handler and offers control knobs
 /// per connection and for all live connections: GOAWAY, SETTINGS_MAX_CONCURRENT_STREAMS, abrupt drop.
-public final class HTTP2Server: Sendable {
+package final class HTTP2Server: Sendable {
     private let shared: ServerShared
     private let listener: any Channel
 
@@ -18,7 +18,7 @@ public final class HTTP2Server: Sendable {
     }
 
     /// Binds and starts listening. Throws ``HTTP2Error`` with code `serverStartFailed`.
-    public static func start(
+    package static func start(
         configuration: HTTP2ServerConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "pushbridge.http2.server"),
@@ -63,13 +63,13 @@ public final class HTTP2Server: Sendable {
     }
 
     /// The bound port (the ephemeral one when the configuration said 0).
-    public var port: Int { self.listener.localAddress?.port ?? 0 }
+    package var port: Int { self.listener.localAddress?.port ?? 0 }
 
     /// Ids of the connections open now.
-    public var connectionIDs: [Int] { self.shared.state.withLock { $0.connections.keys.sorted() } }
+    package var connectionIDs: [Int] { self.shared.state.withLock { $0.connections.keys.sorted() } }
 
     /// Counters so far.
-    public var statistics: HTTP2ServerStatistics {
+    package var statistics: HTTP2ServerStatistics {
         let (accepted, open) = self.shared.state.withLock { ($0.nextConnectionID - 1, $0.connections.count) }
         return HTTP2ServerStatistics(
             connectionsAccepted: accepted,
@@ -85,7 +85,7 @@ public final class HTTP2Server: Sendable {
 
     /// Sends GOAWAY on one connection (`connectionID`) or on all live ones (`nil`). `lastStreamID` `nil` means the
     /// last stream the connection received. The connection closes once its remaining streams are answered.
-    public func sendGoAway(
+    package func sendGoAway(
         connectionID: Int? = nil,
         lastStreamID: Int32? = nil,
         errorCode: HTTP2ErrorCode = .noError,
@@ -98,7 +98,7 @@ public final class HTTP2Server: Sendable {
 
     /// Announces a new SETTINGS_MAX_CONCURRENT_STREAMS on one connection or on all live ones (`nil`, which also
     /// sets it for connections accepted later).
-    public func setMaxConcurrentStreams(_ streams: Int, connectionID: Int? = nil) {
+    package func setMaxConcurrentStreams(_ streams: Int, connectionID: Int? = nil) {
         if connectionID == nil {
             self.shared.state.withLock { $0.maxConcurrentStreams = streams }
         }
@@ -108,7 +108,7 @@ public final class HTTP2Server: Sendable {
     }
 
     /// Sets or clears "GOAWAY after N streams" for every connection, live or future.
-    public func setGoAwayAfterStreams(_ streams: Int?) {
+    package func setGoAwayAfterStreams(_ streams: Int?) {
         self.shared.state.withLock { $0.goAwayAfterStreams = streams }
         for connection in self.shared.connections(nil) {
             connection.onLoop { $0.goAwayAfterStreams = streams }
@@ -116,14 +116,14 @@ public final class HTTP2Server: Sendable {
     }
 
     /// Closes one connection (`connectionID`) or all (`nil`) abruptly, without GOAWAY.
-    public func dropConnections(connectionID: Int? = nil) {
+    package func dropConnections(connectionID: Int? = nil) {
         for connection in self.shared.connections(connectionID) {
             connection.channel.close(promise: nil)
         }
     }
 
     /// Stops listening and closes every connection. Returns when all are closed.
-    public func shutdown() async {
+    package func shutdown() async {
         try? await self.listener.close()
         for connection in self.shared.connections(nil) {
             try? await connection.channel.close()

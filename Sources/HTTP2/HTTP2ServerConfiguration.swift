@@ -1,38 +1,38 @@
 import NIOSSL
 
 /// Settings of an ``HTTP2Server``.
-public struct HTTP2ServerConfiguration: Sendable {
+package struct HTTP2ServerConfiguration: Sendable {
     /// The address to bind; `127.0.0.1` by default.
-    public var host: String
+    package var host: String
     /// The port; 0 picks an ephemeral port (read it from ``HTTP2Server/port``).
-    public var port: Int
+    package var port: Int
     /// The server certificate chain (leaf first).
-    public var certificateChain: [NIOSSLCertificate]
+    package var certificateChain: [NIOSSLCertificate]
     /// The private key of the leaf certificate.
-    public var privateKey: NIOSSLPrivateKey
+    package var privateKey: NIOSSLPrivateKey
     /// When set, clients must present a certificate signed by one of these CAs (mutual TLS).
-    public var clientCertificateTrustRoots: [NIOSSLCertificate]?
+    package var clientCertificateTrustRoots: [NIOSSLCertificate]?
     /// SETTINGS_MAX_CONCURRENT_STREAMS announced to new connections.
-    public var maxConcurrentStreams: Int
+    package var maxConcurrentStreams: Int
     /// When set, each connection sends GOAWAY (NO_ERROR) after this many streams.
-    public var goAwayAfterStreams: Int?
+    package var goAwayAfterStreams: Int?
     /// Debug data of GOAWAYs sent because of `goAwayAfterStreams`.
-    public var goAwayDebugData: [UInt8]
+    package var goAwayDebugData: [UInt8]
     /// Whether PINGs are acknowledged; `false` simulates a peer that stopped answering (tests of PING timeouts).
-    public var acknowledgesPings: Bool
+    package var acknowledgesPings: Bool
     /// Requests with more header fields (pseudo-headers included) are not handled: their stream is reset.
-    public var maxRequestHeaderFields: Int
+    package var maxRequestHeaderFields: Int
     /// Requests whose header list (name + value + 32 per field, after HPACK decoding) is larger are not
     /// handled either.
-    public var maxRequestHeaderListBytes: Int
+    package var maxRequestHeaderListBytes: Int
     /// Requests whose body grows beyond this are not handled: their stream is reset as soon as it passes the
     /// bound, so a client cannot make the server buffer without limit. APNs payloads are at most 5 KiB, so
     /// the simulator still answers every oversized payload up to this bound with 413 like APNs.
-    public var maxRequestBodyBytes: Int
+    package var maxRequestBodyBytes: Int
 
     /// Settings; `maxConcurrentStreams` defaults to 1000; requests are bounded to 100 header fields, 16 KiB of
     /// header list and 64 KiB of body.
-    public init(
+    package init(
         host: String = "127.0.0.1",
         port: Int = 0,
         certificateChain: [NIOSSLCertificate],
@@ -62,23 +62,23 @@ public struct HTTP2ServerConfiguration: Sendable {
 }
 
 /// Counters of an ``HTTP2Server``, for tests and benchmarks.
-public struct HTTP2ServerStatistics: Sendable, Hashable {
+package struct HTTP2ServerStatistics: Sendable, Hashable {
     /// Connections accepted so far.
-    public var connectionsAccepted: Int
+    package var connectionsAccepted: Int
     /// Connections open now.
-    public var connectionsOpen: Int
+    package var connectionsOpen: Int
     /// Complete requests delivered to the handler.
-    public var requestsReceived: Int
+    package var requestsReceived: Int
     /// The most streams seen open at once on one connection.
-    public var maxConcurrentStreamsSeen: Int
+    package var maxConcurrentStreamsSeen: Int
     /// Streams refused with REFUSED_STREAM because they arrived while a lowered SETTINGS_MAX_CONCURRENT_STREAMS
     /// was not yet acknowledged, or above the last stream id of a GOAWAY (legal races; clients re-send them).
-    public var streamsRefused: Int
+    package var streamsRefused: Int
     /// GOAWAYs with an error code the server sent because a client broke the protocol, for instance by exceeding
     /// a stream limit it had acknowledged (a client bug; tests expect 0).
-    public var protocolErrorGoAways: Int
+    package var protocolErrorGoAways: Int
     /// PING frames received (not counting ACKs).
-    public var pingsReceived: Int
+    package var pingsReceived: Int
     /// Streams reset because the request broke the header or body bounds of the configuration.
-    public var requestsOverLimits: Int
+    package var requestsOverLimits: Int
 }

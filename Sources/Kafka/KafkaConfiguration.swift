@@ -1,5 +1,5 @@
 /// Where a consumer starts in a partition that has no committed offset (`auto.offset.reset`).
-public enum KafkaOffsetReset: String, Sendable, Hashable {
+package enum KafkaOffsetReset: String, Sendable, Hashable {
     /// The oldest message still on the broker.
     case earliest
     /// Only messages produced after the consumer joined.
@@ -10,53 +10,53 @@ public enum KafkaOffsetReset: String, Sendable, Hashable {
 
 /// Settings of a ``KafkaConsumer``. Every optional property left `nil` keeps librdkafka's default;
 /// ``properties`` passes any other librdkafka property verbatim (`security.protocol`, `sasl.*`, `ssl.*`).
-public struct KafkaConsumerConfiguration: Sendable {
+package struct KafkaConsumerConfiguration: Sendable {
     /// `bootstrap.servers`: `host:port` pairs separated by commas.
-    public var bootstrapServers: String
+    package var bootstrapServers: String
     /// `group.id`: the consumer group shared by all instances.
-    public var groupID: String
+    package var groupID: String
     /// `client.id`.
-    public var clientID: String?
+    package var clientID: String?
     /// How often stored offsets are committed in the background (`auto.commit.interval.ms`).
-    public var commitInterval: Duration?
+    package var commitInterval: Duration?
     /// Whether librdkafka commits stored offsets in the background every ``commitInterval``
     /// (`enable.auto.commit`). When `false`, offsets are committed only by ``KafkaConsumer/commit()`` and,
     /// synchronously, when partitions are revoked and when the consumer closes: the owner then decides when
     /// commits happen, and no background commit can race the final one.
-    public var automaticCommits = true
+    package var automaticCommits = true
     /// `session.timeout.ms`.
-    public var sessionTimeout: Duration?
+    package var sessionTimeout: Duration?
     /// `heartbeat.interval.ms`.
-    public var heartbeatInterval: Duration?
+    package var heartbeatInterval: Duration?
     /// `max.poll.interval.ms`: how long the stream may go unread before this member leaves the group.
-    public var maxPollInterval: Duration?
+    package var maxPollInterval: Duration?
     /// `auto.offset.reset`.
-    public var autoOffsetReset: KafkaOffsetReset?
+    package var autoOffsetReset: KafkaOffsetReset?
     /// `partition.assignment.strategy`, e.g. `range,roundrobin` or `cooperative-sticky`.
-    public var partitionAssignmentStrategy: String?
+    package var partitionAssignmentStrategy: String?
     /// More librdkafka properties, applied as given (before the settings above, which win).
-    public var properties: [String: String]
+    package var properties: [String: String]
 
     /// The most messages in one batch of ``KafkaConsumer/batches``.
-    public var maxBatchMessageCount: Int = 1000
+    package var maxBatchMessageCount: Int = 1000
     /// The most bytes (keys, values and headers) in one batch: a batch ends at the message that reaches it, so
     /// the buffer holds at most ``bufferedBatchCount`` times this plus one message each, whatever the
     /// messages' size.
-    public var maxBatchBytes: Int = 4 << 20
+    package var maxBatchBytes: Int = 4 << 20
     /// How many batches wait in memory for the reader before polling stops (the bounded buffer).
-    public var bufferedBatchCount: Int = 4
+    package var bufferedBatchCount: Int = 4
     /// How long one poll waits for the first message of a batch.
-    public var pollTimeout: Duration = .milliseconds(100)
+    package var pollTimeout: Duration = .milliseconds(100)
     /// The longest the poll thread waits for a ``KafkaRebalanceListener`` before it completes the
     /// rebalance anyway.
-    public var rebalanceListenerTimeout: Duration = .seconds(30)
+    package var rebalanceListenerTimeout: Duration = .seconds(30)
     /// The longest ``KafkaConsumer/close()`` waits for librdkafka to commit and leave the group (it can
     /// wait for an unreachable coordinator up to the session timeout); after it, close returns and librdkafka
     /// finishes in the background. What was not committed is consumed again: at-least-once holds.
-    public var closeTimeout: Duration = .seconds(10)
+    package var closeTimeout: Duration = .seconds(10)
 
     /// Creates a configuration for the group `groupID` on `bootstrapServers`.
-    public init(bootstrapServers: String, groupID: String, properties: [String: String] = [:]) {
+    package init(bootstrapServers: String, groupID: String, properties: [String: String] = [:]) {
         self.bootstrapServers = bootstrapServers
         self.groupID = groupID
         self.properties = properties
@@ -84,24 +84,24 @@ public struct KafkaConsumerConfiguration: Sendable {
 
 /// Settings of a ``KafkaProducer``. Every optional property left `nil` keeps librdkafka's default;
 /// ``properties`` passes any other librdkafka property verbatim. Idempotence and `acks=all` are always on.
-public struct KafkaProducerConfiguration: Sendable {
+package struct KafkaProducerConfiguration: Sendable {
     /// `bootstrap.servers`: `host:port` pairs separated by commas.
-    public var bootstrapServers: String
+    package var bootstrapServers: String
     /// `client.id`.
-    public var clientID: String?
+    package var clientID: String?
     /// `linger.ms`: how long messages wait to fill a batch.
-    public var linger: Duration?
+    package var linger: Duration?
     /// `message.timeout.ms`: how long a message may take, retries included, before it fails.
-    public var messageTimeout: Duration?
+    package var messageTimeout: Duration?
     /// `queue.buffering.max.messages`: the most messages waiting in the local queue.
-    public var maxQueuedMessageCount: Int?
+    package var maxQueuedMessageCount: Int?
     /// `compression.type`, e.g. `lz4` or `zstd`.
-    public var compression: String?
+    package var compression: String?
     /// More librdkafka properties, applied as given (before the settings above, which win).
-    public var properties: [String: String]
+    package var properties: [String: String]
 
     /// Creates a configuration for `bootstrapServers`.
-    public init(bootstrapServers: String, properties: [String: String] = [:]) {
+    package init(bootstrapServers: String, properties: [String: String] = [:]) {
         self.bootstrapServers = bootstrapServers
         self.properties = properties
     }

@@ -8,25 +8,25 @@ import Synchronization
 /// The sequence has one reader: iterate it from one task. It ends when the consumer is closed (batches not
 /// yet read are dropped; their offsets were never stored, so the group delivers them again) and throws a
 /// ``KafkaError`` when librdkafka raised a fatal error.
-public struct KafkaMessageBatches: AsyncSequence, Sendable {
+package struct KafkaMessageBatches: AsyncSequence, Sendable {
     /// A batch: one or more messages, possibly of several partitions.
-    public typealias Element = [KafkaMessage]
+    package typealias Element = [KafkaMessage]
     /// The sequence throws ``KafkaError`` (fatal errors) and `CancellationError`.
-    public typealias Failure = any Error
+    package typealias Failure = any Error
 
     let buffer: BatchBuffer
 
     /// Creates the iterator.
-    public func makeAsyncIterator() -> Iterator {
+    package func makeAsyncIterator() -> Iterator {
         Iterator(buffer: self.buffer)
     }
 
     /// Reads the next batch.
-    public struct Iterator: AsyncIteratorProtocol {
+    package struct Iterator: AsyncIteratorProtocol {
         let buffer: BatchBuffer
 
         /// The next batch; `nil` after the consumer closed.
-        public mutating func next() async throws -> [KafkaMessage]? {
+        package mutating func next() async throws -> [KafkaMessage]? {
             try await self.buffer.next()
         }
     }

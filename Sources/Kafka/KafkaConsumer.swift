@@ -8,7 +8,7 @@ import Waiting
 /// Hears partition assignment changes of a ``KafkaConsumer``. Both methods run while the poll thread waits
 /// for them (at most ``KafkaConsumerConfiguration/rebalanceListenerTimeout``), so the rebalance completes only
 /// after they return.
-public protocol KafkaRebalanceListener: Sendable {
+package protocol KafkaRebalanceListener: Sendable {
     /// `partitions` were assigned to this member; their messages follow, each carrying `generation` as its
     /// ``KafkaMessage/assignmentGeneration``. Generations increase with every assignment, so a message of an
     /// older generation was fetched before the partition was revoked (and perhaps assigned back).
@@ -24,16 +24,16 @@ public protocol KafkaRebalanceListener: Sendable {
 /// ``batches``. Offsets are committed only once stored with ``storeOffset(_:for:)``: librdkafka commits stored
 /// offsets in the background every `commitInterval`, and synchronously when partitions are revoked and when
 /// the consumer closes. Call ``close()`` when done.
-public final class KafkaConsumer: Sendable {
+package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let context: ConsumerContext
 
     /// The consumed messages, in batches. Iterate from one task.
-    public let batches: KafkaMessageBatches
+    package let batches: KafkaMessageBatches
 
     /// Joins `configuration.groupID`, subscribes to `topics` and starts fetching on a new thread.
     /// Throws a ``KafkaError`` naming the property when librdkafka rejects the configuration.
-    public convenience init(
+    package convenience init(
         configuration: KafkaConsumerConfiguration,
         topics: [String],
         listener: (any KafkaRebalanceListener)? = nil,
@@ -50,7 +50,7 @@ public final class KafkaConsumer: Sendable {
     /// are stored. For readers that must not disturb a group or wait for a join (tools and tests; a join takes
     /// seconds on most brokers). The group ID still names whose offsets ``committedOffsets(for:timeout:)`` reads.
     /// An empty list reads nothing and serves only such questions.
-    public convenience init(
+    package convenience init(
         configuration: KafkaConsumerConfiguration,
         readingFromStart partitions: [KafkaPartition],
         logger: Logger
@@ -128,12 +128,12 @@ public final class KafkaConsumer: Sendable {
 
     /// Marks everything of `partition` before `nextOffset` finished: the next commit records `nextOffset`
     /// (pass a message's `offset + 1`). Throws `_STATE` when the partition is no longer assigned.
-    public func storeOffset(_ nextOffset: Int64, for partition: KafkaPartition) throws {
+    package func storeOffset(_ nextOffset: Int64, for partition: KafkaPartition) throws {
         try self.storeOffsets([partition: nextOffset])
     }
 
     /// ``storeOffset(_:for:)`` for several partitions at once.
-    public func storeOffsets(_ nextOffsets: [KafkaPartition: Int64]) throws {
+    package func storeOffsets(_ nextOffsets: [KafkaPartition: Int64]) throws {
         let list = RDKafkaPartitionList(capacity: nextOffsets.count)
         for (partition, offset) in nextOffsets {
             list.add(partition, offset: offset)
@@ -150,7 +150,7 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// Stops fetching `partitions` until ``resume(_:)``. Batches already buffered are still delivered.
-    public func pause(_ partitions: [KafkaPartition]) throws {
+    package func pause(_ partitions: [KafkaPartition]) throws {
         guard !partitions.isEmpty else {
             return
         }
@@ -185,7 +185,7 @@ public final class KafkaConsumer: Sendable {
     /// Everything happens under the lock the rebalance callback holds to assign or release partitions, and a seek
     /// goes only to a partition still in the assignment its position was read from, so it can never move a new
     /// assignment off its committed offset.
-    public func resume(_ partitions: [KafkaPartition]) throws {
+    package func resume(_ partitions: [KafkaPartition]) throws {
         guard !partitions.isEmpty else {
             return
         }
@@ -224,7 +224,7 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// The partitions currently assigned to this member.
-    public func assignment() throws -> [KafkaPartition] {
+    package func assignment() throws -> [KafkaPartition] {
         try self.client.withHandle { handle in
             var assigned: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
             let error = rd_kafka_assignment(handle, &assigned)
@@ -239,7 +239,7 @@ public final class KafkaConsumer: Sendable {
 
     /// The watermarks and position of `partitions`, from what the consumer last heard from the brokers
     /// (no network round trip, so it is cheap enough for a metrics scrape). Lag is 0 until the first fetch.
-    public func lag(for partitions: [KafkaPartition]) throws -> [KafkaPartitionLag] {
+    package func lag(for partitions: [KafkaPartition]) throws -> [KafkaPartitionLag] {
         let positions = RDKafkaPartitionList(partitions)
         return try self.client.withHandle { handle in
             let error = rd_kafka_position(handle, positions.pointer)
@@ -267,7 +267,7 @@ public final class KafkaConsumer: Sendable {
     /// ``lag(for:)`` reads it): a high watermark only grows, and a broker may answer ListOffsets(latest) with a
     /// stale offset — Tansu 0.6.0 answers 1 after five records produced in one batch — while its fetch responses
     /// carry the right one. A correct broker's answer wins over a cache that is old (a paused partition).
-    public func queryWatermarks(
+    package func queryWatermarks(
         for partition: KafkaPartition,
         timeout: Duration
     ) async throws -> (low: Int64, high: Int64) {
@@ -295,7 +295,7 @@ public final class KafkaConsumer: Sendable {
 
     /// The group's committed offsets of `partitions` (asked of the group coordinator, at most `timeout`);
     /// partitions without a committed offset are left out.
-    public func committedOffsets(
+    package func committedOffsets(
         for partitions: [KafkaPartition],
         timeout: Duration
     ) async throws -> [KafkaPartition: Int64] {
@@ -317,7 +317,7 @@ public final class KafkaConsumer: Sendable {
     }
 
     /// Commits the stored offsets now and waits for the broker's answer. Nothing to commit is not an error.
-    public func commit() async throws {
+    package func commit() async throws {
         let client = self.client
         try await runOnDedicatedThread(name: "kafka-commit") {
             try client.withHandle { handle in
@@ -334,7 +334,7 @@ public final class KafkaConsumer: Sendable {
     /// than once and from several tasks. Returns once the consumer is closed, or after
     /// ``KafkaConsumerConfiguration/closeTimeout`` (e.g. the coordinator is unreachable), leaving librdkafka
     /// to finish in the background.
-    public func close() async {
+    package func close() async {
         self.context.closeRequested.store(true, ordering: .relaxed)
         if await !self.context.closed.waitUntilSet(deadline: .now + self.context.closeTimeout) {
             self.context.logger.warning(

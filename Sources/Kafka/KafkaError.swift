@@ -4,18 +4,18 @@ import CRdKafka
 /// (`rd_kafka_resp_err_t`), so broker errors, client errors and the layer's own errors read the same way.
 public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
     /// librdkafka's error code; ``Code/name`` is its `rd_kafka_err2name` spelling.
-    public var code: Code
+    package var code: Code
     /// What happened, in librdkafka's words where it gave any. Never contains a password or key.
-    public var message: String
+    package var message: String
     /// The configuration property the error is about, when it is about one.
-    public var property: String?
+    package var property: String?
     /// Whether librdkafka marks the error fatal: the client cannot be used any more.
-    public var isFatal: Bool
+    package var isFatal: Bool
     /// What librdkafka's own words showed to be the cause, when it is one PushBridge knows (with its fix).
-    public var knownCause: KafkaKnownCause?
+    package var knownCause: KafkaKnownCause?
 
     /// Creates an error.
-    public init(code: Code, message: String, property: String? = nil, isFatal: Bool = false) {
+    package init(code: Code, message: String, property: String? = nil, isFatal: Bool = false) {
         self.code = code
         self.message = message
         self.property = property
@@ -29,12 +29,12 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// A librdkafka error code (`rd_kafka_resp_err_t`). Negative values are client-side errors, positive
     /// values are Kafka protocol errors returned by a broker.
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
+    package struct Code: Sendable, Hashable, CustomStringConvertible {
         /// The numeric `rd_kafka_resp_err_t` value.
-        public var rawValue: Int32
+        package var rawValue: Int32
 
         /// Wraps a numeric `rd_kafka_resp_err_t` value.
-        public init(rawValue: Int32) {
+        package init(rawValue: Int32) {
             self.rawValue = rawValue
         }
 
@@ -45,41 +45,41 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         var resp: rd_kafka_resp_err_t { rd_kafka_resp_err_t(rawValue: self.rawValue) }
 
         /// librdkafka's name for the code, e.g. `_MSG_TIMED_OUT` or `NOT_ENOUGH_REPLICAS`.
-        public var name: String { String(cString: rd_kafka_err2name(self.resp)) }
+        package var name: String { String(cString: rd_kafka_err2name(self.resp)) }
 
         /// The name.
-        public var description: String { self.name }
+        package var description: String { self.name }
 
         /// An argument was rejected (`_INVALID_ARG`); also used for rejected configuration properties.
-        public static let invalidArgument = Code(RD_KAFKA_RESP_ERR__INVALID_ARG)
+        package static let invalidArgument = Code(RD_KAFKA_RESP_ERR__INVALID_ARG)
         /// The client is closed or closing (`_DESTROY`).
-        public static let destroyed = Code(RD_KAFKA_RESP_ERR__DESTROY)
+        package static let destroyed = Code(RD_KAFKA_RESP_ERR__DESTROY)
         /// A message could not be delivered within `message.timeout.ms` (`_MSG_TIMED_OUT`).
-        public static let messageTimedOut = Code(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
+        package static let messageTimedOut = Code(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
         /// The local producer queue is full (`_QUEUE_FULL`).
-        public static let queueFull = Code(RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        package static let queueFull = Code(RD_KAFKA_RESP_ERR__QUEUE_FULL)
         /// A message was purged from the local queue before it was sent (`_PURGE_QUEUE`).
-        public static let purgedQueued = Code(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
+        package static let purgedQueued = Code(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
         /// A message was purged while in flight (`_PURGE_INFLIGHT`).
-        public static let purgedInFlight = Code(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+        package static let purgedInFlight = Code(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
         /// A blocking operation ran out of time (`_TIMED_OUT`).
-        public static let timedOut = Code(RD_KAFKA_RESP_ERR__TIMED_OUT)
+        package static let timedOut = Code(RD_KAFKA_RESP_ERR__TIMED_OUT)
         /// The broker connection failed (`_TRANSPORT`).
-        public static let transport = Code(RD_KAFKA_RESP_ERR__TRANSPORT)
+        package static let transport = Code(RD_KAFKA_RESP_ERR__TRANSPORT)
         /// A fatal error was raised; see ``KafkaError/isFatal`` (`_FATAL`).
-        public static let fatal = Code(RD_KAFKA_RESP_ERR__FATAL)
+        package static let fatal = Code(RD_KAFKA_RESP_ERR__FATAL)
         /// The partition is not assigned to this consumer (`_STATE`).
-        public static let state = Code(RD_KAFKA_RESP_ERR__STATE)
+        package static let state = Code(RD_KAFKA_RESP_ERR__STATE)
         /// The topic or partition does not exist (`UNKNOWN_TOPIC_OR_PART`).
-        public static let unknownTopicOrPartition = Code(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+        package static let unknownTopicOrPartition = Code(RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
         /// Fewer in-sync replicas than `min.insync.replicas` (`NOT_ENOUGH_REPLICAS`): retryable.
-        public static let notEnoughReplicas = Code(RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS)
+        package static let notEnoughReplicas = Code(RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS)
         /// The broker is not the partition's leader (`NOT_LEADER_FOR_PARTITION`): retryable.
-        public static let notLeaderForPartition = Code(RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
+        package static let notLeaderForPartition = Code(RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION)
         /// The message is larger than the broker accepts (`MSG_SIZE_TOO_LARGE`): permanent.
-        public static let messageSizeTooLarge = Code(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+        package static let messageSizeTooLarge = Code(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
         /// The topic may not be written by this client (`TOPIC_AUTHORIZATION_FAILED`): permanent.
-        public static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+        package static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
     }
 }
 

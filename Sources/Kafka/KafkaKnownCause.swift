@@ -2,9 +2,9 @@ import CRdKafka
 
 /// A Kafka client failure whose cause is known from librdkafka's own words, with what fixes it: `doctor` prints
 /// it instead of a bare "no metadata", and the clients of `pushbridge run` log it.
-public struct KafkaKnownCause: Sendable, Hashable, CustomStringConvertible {
+package struct KafkaKnownCause: Sendable, Hashable, CustomStringConvertible {
     /// The failures recognised.
-    public enum Kind: String, Sendable, Hashable {
+    package enum Kind: String, Sendable, Hashable {
         /// librdkafka before 2.2 cannot read the broker's ApiVersions v3 answer: it skips each tagged field one
         /// byte short (librdkafka PR #4278, fixed in 2.2.0), and this broker's answer ends with tagged fields
         /// that make it read past the end ("Read underflow"). docs/kafka.md says which brokers do.
@@ -12,17 +12,17 @@ public struct KafkaKnownCause: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Which failure.
-    public var kind: Kind
+    package var kind: Kind
     /// What goes wrong, and why.
-    public var cause: String
+    package var cause: String
     /// What fixes it.
-    public var fix: String
+    package var fix: String
 
     /// The cause, then the fix.
-    public var description: String { "\(self.cause) (fix: \(self.fix))" }
+    package var description: String { "\(self.cause) (fix: \(self.fix))" }
 
     /// The version of the librdkafka this process runs with, e.g. `2.0.2`.
-    public static var librdkafkaVersion: String { String(cString: rd_kafka_version_str()) }
+    package static var librdkafkaVersion: String { String(cString: rd_kafka_version_str()) }
 
     /// librdkafka 2.2.0 as `rd_kafka_version()` numbers it (0xMMmmrrpp): the first release with PR #4278.
     static let taggedFieldsFixVersion: Int32 = 0x0202_0000

@@ -1,58 +1,58 @@
 /// One partition of a topic.
-public struct KafkaPartition: Sendable, Hashable, CustomStringConvertible {
+package struct KafkaPartition: Sendable, Hashable, CustomStringConvertible {
     /// The topic name.
-    public var topic: String
+    package var topic: String
     /// The partition number.
-    public var partition: Int32
+    package var partition: Int32
 
     /// Creates a partition identifier.
-    public init(topic: String, partition: Int32) {
+    package init(topic: String, partition: Int32) {
         self.topic = topic
         self.partition = partition
     }
 
     /// `topic[partition]`.
-    public var description: String { "\(self.topic)[\(self.partition)]" }
+    package var description: String { "\(self.topic)[\(self.partition)]" }
 }
 
 /// A message header. Names may repeat within one message; a value may be null.
-public struct KafkaHeader: Sendable, Hashable {
+package struct KafkaHeader: Sendable, Hashable {
     /// The header name.
-    public var name: String
+    package var name: String
     /// The value bytes; `nil` for a null value.
-    public var value: [UInt8]?
+    package var value: [UInt8]?
 
     /// Creates a header.
-    public init(name: String, value: [UInt8]?) {
+    package init(name: String, value: [UInt8]?) {
         self.name = name
         self.value = value
     }
 }
 
 /// A consumed message, copied out of librdkafka.
-public struct KafkaMessage: Sendable {
+package struct KafkaMessage: Sendable {
     /// The topic.
-    public var topic: String
+    package var topic: String
     /// The partition.
-    public var partition: Int32
+    package var partition: Int32
     /// The message's offset in its partition; the offset to store once it is finished is `offset + 1`.
-    public var offset: Int64
+    package var offset: Int64
     /// The key; `nil` when the message has none.
-    public var key: [UInt8]?
+    package var key: [UInt8]?
     /// The value; `nil` for a tombstone.
-    public var value: [UInt8]?
+    package var value: [UInt8]?
     /// The headers, in order.
-    public var headers: [KafkaHeader]
+    package var headers: [KafkaHeader]
     /// The message timestamp in milliseconds since the epoch, when the broker reports one.
-    public var timestampMilliseconds: Int64?
+    package var timestampMilliseconds: Int64?
     /// The assignment the message was fetched under: the generation
     /// ``KafkaRebalanceListener/partitionsAssigned(_:generation:)`` announced for its partition. A message
     /// whose generation is older than its partition's current one was fetched before a revocation and will
     /// be fetched again from the committed offset.
-    public var assignmentGeneration: UInt64
+    package var assignmentGeneration: UInt64
 
     /// Creates a message (for tests and adapters; consumers receive them from ``KafkaConsumer/batches``).
-    public init(
+    package init(
         topic: String,
         partition: Int32,
         offset: Int64,
@@ -73,7 +73,7 @@ public struct KafkaMessage: Sendable {
     }
 
     /// The bytes the message holds: key, value and headers.
-    public var byteCount: Int {
+    package var byteCount: Int {
         var count = (self.key?.count ?? 0) + (self.value?.count ?? 0)
         for header in self.headers {
             count += header.name.utf8.count + (header.value?.count ?? 0)
@@ -82,7 +82,7 @@ public struct KafkaMessage: Sendable {
     }
 
     /// The partition the message came from.
-    public var kafkaPartition: KafkaPartition {
+    package var kafkaPartition: KafkaPartition {
         KafkaPartition(topic: self.topic, partition: self.partition)
     }
 }
@@ -90,33 +90,33 @@ public struct KafkaMessage: Sendable {
 /// Where the broker stored a produced message.
 public struct KafkaDelivery: Sendable, Hashable {
     /// The partition it was written to.
-    public var partition: KafkaPartition
+    package var partition: KafkaPartition
     /// Its offset; `nil` when librdkafka does not know it (a retried message of the idempotent producer).
-    public var offset: Int64?
+    package var offset: Int64?
 }
 
 /// A partition's offsets as the consumer sees them.
-public struct KafkaPartitionLag: Sendable, Hashable {
+package struct KafkaPartitionLag: Sendable, Hashable {
     /// The partition.
-    public var partition: KafkaPartition
+    package var partition: KafkaPartition
     /// The oldest offset on the broker.
-    public var lowWatermark: Int64
+    package var lowWatermark: Int64
     /// The offset the next produced message will get.
-    public var highWatermark: Int64
+    package var highWatermark: Int64
     /// The offset of the next message this consumer will fetch; `nil` before it fetched anything.
-    public var position: Int64?
+    package var position: Int64?
     /// The group's committed offset, when it was asked for and there is one.
-    public var committed: Int64?
+    package var committed: Int64?
 
     /// Messages not yet consumed: `highWatermark - position` (or `- lowWatermark` before the first fetch).
-    public var lagMessageCount: Int64 {
+    package var lagMessageCount: Int64 {
         max(0, self.highWatermark - (self.position ?? self.lowWatermark))
     }
 
     /// Messages not yet committed: `highWatermark - committed` (or `- lowWatermark` while nothing is
     /// committed). Unlike ``lagMessageCount`` it counts what was fetched but not finished, so a partition
     /// stuck on one event shows its lag growing.
-    public var uncommittedMessageCount: Int64 {
+    package var uncommittedMessageCount: Int64 {
         max(0, self.highWatermark - max(self.committed ?? self.lowWatermark, self.lowWatermark))
     }
 }

@@ -3,14 +3,14 @@ import Logging
 import Synchronization
 
 /// What a cluster says about itself: its brokers and its topics (one metadata request).
-public struct KafkaMetadata: Sendable, Hashable {
+package struct KafkaMetadata: Sendable, Hashable {
     /// The number of brokers the cluster reports.
-    public var brokerCount: Int
+    package var brokerCount: Int
     /// Every topic the cluster reports without an error, with its partition count.
-    public var partitionCountsByTopic: [String: Int]
+    package var partitionCountsByTopic: [String: Int]
 
     /// Creates a snapshot.
-    public init(brokerCount: Int, partitionCountsByTopic: [String: Int]) {
+    package init(brokerCount: Int, partitionCountsByTopic: [String: Int]) {
         self.brokerCount = brokerCount
         self.partitionCountsByTopic = partitionCountsByTopic
     }
@@ -19,7 +19,7 @@ public struct KafkaMetadata: Sendable, Hashable {
     /// most `timeout`. `properties` are passed to librdkafka (security settings); librdkafka's own log lines are
     /// off unless `log_level` is given. Throws ``KafkaError`` (`_TRANSPORT`, `_TIMED_OUT`, ...) when no broker
     /// answers in time, with its ``KafkaError/knownCause`` when librdkafka's errors showed one.
-    public static func fetch(
+    package static func fetch(
         bootstrapServers: String,
         properties: [String: String] = [:],
         timeout: Duration

@@ -6,17 +6,17 @@ import CRdKafka
 ///
 /// Its limits are librdkafka's: it keeps about 5 MiB per partition, and a consumer group's first join waits
 /// about 3 seconds (`group.initial.rebalance.delay`).
-public final class KafkaMockCluster: Sendable {
+package final class KafkaMockCluster: Sendable {
     private let client: RDKafkaClient
 
     /// The brokers' `host:port` list, for `bootstrap.servers`.
-    public let bootstrapServers: String
+    package let bootstrapServers: String
     /// The broker ids: `1...brokerCount`.
-    public let brokerIDs: ClosedRange<Int32>
+    package let brokerIDs: ClosedRange<Int32>
 
     /// Starts a cluster of `brokerCount` brokers. `properties` configure the librdkafka handle that hosts
     /// it (e.g. `log_level`).
-    public init(brokerCount: Int32 = 1, properties: [String: String] = [:]) throws(KafkaError) {
+    package init(brokerCount: Int32 = 1, properties: [String: String] = [:]) throws(KafkaError) {
         guard brokerCount >= 1 else {
             throw KafkaError(code: .invalidArgument, message: "a mock cluster needs at least 1 broker")
         }
@@ -36,25 +36,25 @@ public final class KafkaMockCluster: Sendable {
     }
 
     /// Creates `topic` with `partitionCount` partitions. Creating an existing topic fails.
-    public func createTopic(_ topic: String, partitionCount: Int32, replicationFactor: Int32 = 1) throws {
+    package func createTopic(_ topic: String, partitionCount: Int32, replicationFactor: Int32 = 1) throws {
         try self.call("creating topic \(topic)") {
             rd_kafka_mock_topic_create($0, topic, partitionCount, replicationFactor)
         }
     }
 
     /// Takes broker `brokerID` down: its connections close and new ones are refused until ``setBrokerUp(_:)``.
-    public func setBrokerDown(_ brokerID: Int32) throws {
+    package func setBrokerDown(_ brokerID: Int32) throws {
         try self.call("taking broker \(brokerID) down") { rd_kafka_mock_broker_set_down($0, brokerID) }
     }
 
     /// Brings broker `brokerID` back up.
-    public func setBrokerUp(_ brokerID: Int32) throws {
+    package func setBrokerUp(_ brokerID: Int32) throws {
         try self.call("bringing broker \(brokerID) up") { rd_kafka_mock_broker_set_up($0, brokerID) }
     }
 
     /// Makes the next `errors.count` requests of type `request` (on any broker) fail with `errors`, in order.
     /// `_TRANSPORT` makes the broker drop the connection instead.
-    public func injectErrors(_ errors: [KafkaError.Code], on request: RequestType) throws {
+    package func injectErrors(_ errors: [KafkaError.Code], on request: RequestType) throws {
         let codes = errors.map(\.resp)
         try self.call("injecting errors") { cluster in
             codes.withUnsafeBufferPointer {
@@ -65,7 +65,7 @@ public final class KafkaMockCluster: Sendable {
     }
 
     /// Forgets errors injected for `request` that did not fire yet.
-    public func clearInjectedErrors(on request: RequestType) throws {
+    package func clearInjectedErrors(on request: RequestType) throws {
         try self.call("clearing injected errors") { cluster in
             rd_kafka_mock_clear_request_errors(cluster, request.apiKey)
             return RD_KAFKA_RESP_ERR_NO_ERROR
@@ -74,7 +74,7 @@ public final class KafkaMockCluster: Sendable {
 
     /// Stops the brokers and frees the cluster. Clients still connected see their connections drop.
     /// Also done when the cluster is released.
-    public func close() {
+    package func close() {
         self.client.destroy()
     }
 
@@ -91,32 +91,32 @@ public final class KafkaMockCluster: Sendable {
     }
 
     /// A Kafka protocol request type, by its API key.
-    public struct RequestType: Sendable, Hashable {
+    package struct RequestType: Sendable, Hashable {
         /// The Kafka protocol API key.
-        public var apiKey: Int16
+        package var apiKey: Int16
 
         /// Wraps an API key.
-        public init(apiKey: Int16) {
+        package init(apiKey: Int16) {
             self.apiKey = apiKey
         }
 
         /// Produce (0).
-        public static let produce = RequestType(apiKey: 0)
+        package static let produce = RequestType(apiKey: 0)
         /// Fetch (1).
-        public static let fetch = RequestType(apiKey: 1)
+        package static let fetch = RequestType(apiKey: 1)
         /// ListOffsets (2).
-        public static let listOffsets = RequestType(apiKey: 2)
+        package static let listOffsets = RequestType(apiKey: 2)
         /// OffsetCommit (8).
-        public static let offsetCommit = RequestType(apiKey: 8)
+        package static let offsetCommit = RequestType(apiKey: 8)
         /// OffsetFetch (9).
-        public static let offsetFetch = RequestType(apiKey: 9)
+        package static let offsetFetch = RequestType(apiKey: 9)
         /// FindCoordinator (10).
-        public static let findCoordinator = RequestType(apiKey: 10)
+        package static let findCoordinator = RequestType(apiKey: 10)
         /// JoinGroup (11).
-        public static let joinGroup = RequestType(apiKey: 11)
+        package static let joinGroup = RequestType(apiKey: 11)
         /// Heartbeat (12).
-        public static let heartbeat = RequestType(apiKey: 12)
+        package static let heartbeat = RequestType(apiKey: 12)
         /// InitProducerId (22), which the idempotent producer sends first.
-        public static let initProducerID = RequestType(apiKey: 22)
+        package static let initProducerID = RequestType(apiKey: 22)
     }
 }

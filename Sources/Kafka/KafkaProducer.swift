@@ -10,7 +10,7 @@ import Waiting
 /// ``send(topic:key:value:headers:partition:)`` returns once the broker acknowledged the message durably, or throws
 /// the delivery error. Many sends may be in flight at once: librdkafka batches them. A dedicated thread
 /// serves the delivery reports. Call ``close(timeout:)`` when done.
-public final class KafkaProducer: Sendable {
+package final class KafkaProducer: Sendable {
     private let client: RDKafkaClient
     private let context: ProducerContext
 
@@ -20,7 +20,7 @@ public final class KafkaProducer: Sendable {
     /// - Parameter onFatalError: called once, on a librdkafka thread, when the producer raises a fatal error
     ///   (the idempotent producer can no longer guarantee order and no duplicates): every later send fails,
     ///   so the owner should drain and stop.
-    public init(
+    package init(
         configuration: KafkaProducerConfiguration,
         logger: Logger,
         onFatalError: @escaping @Sendable (KafkaError) -> Void = { _ in }
@@ -61,18 +61,18 @@ public final class KafkaProducer: Sendable {
     }
 
     /// Messages sent but not yet delivered or failed.
-    public var inFlightMessageCount: Int {
+    package var inFlightMessageCount: Int {
         self.context.inFlightCount
     }
 
     /// The fatal error the producer raised, if it did; it cannot send after one.
-    public var fatalError: KafkaError? {
+    package var fatalError: KafkaError? {
         self.context.fatal.withLock { $0 }
     }
 
     /// Makes librdkafka raise a fatal error as if the broker had caused one (`rd_kafka_test_fatal_error`),
     /// so tests can check what the owner does then. Never call it in production.
-    public func raiseFatalErrorForTesting(reason: String) throws {
+    package func raiseFatalErrorForTesting(reason: String) throws {
         try self.client.withHandle { handle in
             let error = rd_kafka_test_fatal_error(handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
             guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
@@ -87,7 +87,7 @@ public final class KafkaProducer: Sendable {
     /// or `_DESTROY` once the producer is closing. When librdkafka's local queue is full, waits for
     /// deliveries to make room instead of failing.
     @discardableResult
-    public func send(
+    package func send(
         topic: String,
         key: [UInt8]?,
         value: [UInt8]?,
@@ -121,7 +121,7 @@ public final class KafkaProducer: Sendable {
     /// The failure is a ``KafkaError``: the delivery error (e.g. `_MSG_TIMED_OUT` after librdkafka's own
     /// retries), why the message was refused, or `_DESTROY` once the producer is closing. When librdkafka's
     /// local queue is full, waits for deliveries to make room instead of failing.
-    public func send(
+    package func send(
         topic: String,
         key: [UInt8]?,
         value: [UInt8]?,
@@ -139,7 +139,7 @@ public final class KafkaProducer: Sendable {
     /// ``send(topic:key:value:headers:partition:completion:)`` for a caller that must not wait (an event loop):
     /// returns `false` without producing, and without calling `completion`, when librdkafka's local queue is
     /// full; otherwise as that method.
-    public func sendNow(
+    package func sendNow(
         topic: String,
         key: [UInt8]?,
         value: [UInt8]?,
@@ -155,7 +155,7 @@ public final class KafkaProducer: Sendable {
     /// ``sendNow(topic:key:value:headers:partition:completion:)`` with the delivery report going to `handler`,
     /// which travels through librdkafka as the message's opaque: a caller that keeps an object per message
     /// anyway makes it the handler, instead of a closure and a box around it.
-    public func sendNow(
+    package func sendNow(
         topic: String,
         key: [UInt8]?,
         value: [UInt8]?,
@@ -253,7 +253,7 @@ public final class KafkaProducer: Sendable {
 
     /// Waits until every message sent so far is delivered or failed, at most `timeout`; throws
     /// `_TIMED_OUT` when some are still outstanding.
-    public func flush(timeout: Duration) async throws {
+    package func flush(timeout: Duration) async throws {
         let client = self.client
         try await runOnDedicatedThread(name: "kafka-flush") {
             try client.withHandle { handle in
@@ -268,7 +268,7 @@ public final class KafkaProducer: Sendable {
     /// Stops accepting sends, waits up to `timeout` for outstanding deliveries, fails the rest with
     /// `_PURGE_QUEUE`/`_PURGE_INFLIGHT` (every pending ``send(topic:key:value:headers:partition:)`` returns), and frees
     /// librdkafka's resources. Safe to call more than once.
-    public func close(timeout: Duration = .seconds(10)) async {
+    package func close(timeout: Duration = .seconds(10)) async {
         let client = self.client
         let context = self.context
         guard !context.closing.exchange(true, ordering: .relaxed) else {
@@ -347,7 +347,7 @@ final class DeliveryBox: KafkaDeliveryHandler, @unchecked Sendable {
     }
 }
 
-/// The producer's state shared by its poll thread, its delivery reports and its public API.
+/// The producer's state shared by its poll thread, its delivery reports and its package API.
 final class ProducerContext: Sendable {
     let logger: Logger
     let stopPolling = Atomic<Bool>(false)

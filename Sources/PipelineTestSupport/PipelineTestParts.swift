@@ -9,14 +9,14 @@ import Testing
 // in-memory (PipelineTests) or librdkafka's mock cluster (KafkaPipelineTests, in BridgeTests).
 
 /// Maps `{"tokens": [...]}` to one alert per token; not JSON dead-letters; no `tokens` matches nothing.
-public struct TokensMapper: EventMapper {
-    public let expiration: Int64?
+package struct TokensMapper: EventMapper {
+    package let expiration: Int64?
 
-    public init(expiration: Int64?) {
+    package init(expiration: Int64?) {
         self.expiration = expiration
     }
 
-    public func map(_ event: SourceEvent) -> [RouteMapping] {
+    package func map(_ event: SourceEvent) -> [RouteMapping] {
         guard let value = event.value,
             let object = try? JSONSerialization.jsonObject(with: Data(value)) as? [String: Any]
         else {
@@ -38,14 +38,14 @@ public struct TokensMapper: EventMapper {
 }
 
 /// Answers each notification with what `answer` says for its device token.
-public struct ScriptedSender: NotificationSender {
-    public let answer: @Sendable (String) async -> APNSResult
+package struct ScriptedSender: NotificationSender {
+    package let answer: @Sendable (String) async -> APNSResult
 
-    public init(answer: @escaping @Sendable (String) async -> APNSResult) {
+    package init(answer: @escaping @Sendable (String) async -> APNSResult) {
         self.answer = answer
     }
 
-    public func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
+    package func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
         await self.answer(notification.deviceToken)
     }
 }

@@ -77,7 +77,7 @@ final class CompiledRoute: Sendable {
     /// The longest ordering key, in bytes (a rendered one, or the Kafka key). A key is held while its
     /// notifications wait, so it is bounded like every other text an event brings; a longer one makes the event
     /// a dead letter naming `ordering_key`.
-    public static let maximumOrderingKeyBytes = 1024
+    package static let maximumOrderingKeyBytes = 1024
 
     /// Compiles `spec`, reporting every problem to `diagnostics`; `nil` when there was any.
     init?(compiling spec: RouteSpec, diagnostics: inout RouteDiagnostics) {

@@ -7,9 +7,9 @@ import APNSCore
 #endif
 
 /// Why bytes are not a JSON document, and where the parser stopped.
-public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong.
-    public enum Code: String, Sendable, Hashable {
+    package enum Code: String, Sendable, Hashable {
         /// The input ended inside a value (or was empty).
         case unexpectedEnd
         /// A byte that cannot start or continue a value here.
@@ -32,22 +32,22 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
     }
 
     /// What went wrong.
-    public var code: Code
+    package var code: Code
     /// The byte offset where the parser stopped.
-    public var byteOffset: Int
+    package var byteOffset: Int
     /// For ``Code/numberOutOfRange``: where the number is, as member names and array indices from the root
     /// (`["order", "items", "3", "price"]`); empty when the document itself is the number. Empty for the
     /// other codes, whose byte offset says enough.
-    public var path: [String]
+    package var path: [String]
 
     /// Creates an error.
-    public init(code: Code, byteOffset: Int, path: [String] = []) {
+    package init(code: Code, byteOffset: Int, path: [String] = []) {
         self.code = code
         self.byteOffset = byteOffset
         self.path = path
     }
 
-    public var description: String {
+    package var description: String {
         let what =
             switch self.code {
             case .unexpectedEnd: "unexpected end of input"
@@ -65,7 +65,7 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
     /// ``path`` as a dotted path, as routes write them (`order.items.3.price`), or `the top level`; bounded
     /// to ``maximumPathTextBytes`` (names longer than 64 bytes are cut, and so is the middle of a long path)
     /// and with control characters escaped, since it goes into a dead letter's header.
-    public var pathText: String {
+    package var pathText: String {
         guard !self.path.isEmpty else { return "the top level" }
         var bytes: [UInt8] = []
         for (offset, segment) in self.path.enumerated() {
@@ -87,12 +87,12 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
     }
 
     /// The longest ``pathText``, in bytes (a little more when the cut falls inside a character).
-    public static let maximumPathTextBytes = 256
+    package static let maximumPathTextBytes = 256
 }
 
 extension JSONValue {
     /// How deep arrays and objects may nest; deeper input is rejected rather than risking the stack.
-    public static let maximumDepth = 256
+    package static let maximumDepth = 256
 
     /// Parses one JSON document (RFC 8259) from UTF-8 `bytes`, surrounding whitespace allowed.
     ///
@@ -109,13 +109,13 @@ extension JSONValue {
     /// included (`JSONValueBoundsTests` checks 32); while the last array grows, old and new storage add up to
     /// about 40 bytes per input byte at the peak. Values that are only checked (not read by any route) take
     /// nothing.
-    public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
+    package init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
         let result = bytes.withContiguousStorageIfAvailable(Self.parse)
         self = try (result ?? Array(bytes).withUnsafeBufferPointer(Self.parse)).get()
     }
 
     /// Parses one JSON document from `text`.
-    public init(parsing text: String) throws(JSONParseError) {
+    package init(parsing text: String) throws(JSONParseError) {
         var text = text
         self = try text.withUTF8(Self.parse).get()
     }

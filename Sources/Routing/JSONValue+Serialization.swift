@@ -2,7 +2,7 @@ import APNSCore
 
 extension JSONValue {
     /// The compact JSON text of this value as UTF-8 bytes.
-    public func serialized() -> [UInt8] {
+    package func serialized() -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(256)
         self.serialize(into: &bytes)
@@ -10,7 +10,7 @@ extension JSONValue {
     }
 
     /// The compact JSON text of this value.
-    public var jsonText: String {
+    package var jsonText: String {
         String(decoding: self.serialized(), as: UTF8.self)
     }
 
@@ -30,7 +30,7 @@ extension JSONValue {
     /// Output is always valid JSON: strings are escaped (``APNSCore/JSONText/appendEscaped(_:to:)``), integers are written digit
     /// for digit, doubles in their shortest exact form, and non-finite doubles (which JSON cannot express) as
     /// `null`.
-    public func serialize(into bytes: inout [UInt8]) {
+    package func serialize(into bytes: inout [UInt8]) {
         switch self {
         case .null:
             bytes.append(contentsOf: "null".utf8)

@@ -4,7 +4,7 @@
 /// Integers are kept apart from doubles so that an `Int64` read from an event is written back digit for digit,
 /// and objects keep their members in document order (a payload is sent with its keys in the order the route
 /// wrote them). Duplicate member names are kept as parsed; lookups answer the last one, like JavaScript.
-public enum JSONValue: Sendable {
+package enum JSONValue: Sendable {
     /// `null`.
     case null
     /// `true` or `false`.
@@ -23,7 +23,7 @@ public enum JSONValue: Sendable {
 
 extension JSONValue {
     /// The member named `key` of an object (the last one when the name repeats); `nil` for anything else.
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         var index = members.endIndex
         while index > members.startIndex {
@@ -36,7 +36,7 @@ extension JSONValue {
     /// Follows `path`, one object member (or, for a number, one array element) per segment.
     ///
     /// `path` as written in routes: `customer.apns_tokens`, `items.0.sku`.
-    public func value(atPath path: some Sequence<Substring>) -> JSONValue? {
+    package func value(atPath path: some Sequence<Substring>) -> JSONValue? {
         var current = self
         for segment in path {
             guard let next = current.child(named: segment) else { return nil }
@@ -74,13 +74,13 @@ extension JSONValue {
     }
 
     /// Whether this is `null`.
-    public var isNull: Bool {
+    package var isNull: Bool {
         if case .null = self { return true }
         return false
     }
 
     /// The JSON type's name, for messages: `null`, `boolean`, `integer`, `number`, `string`, `array`, `object`.
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: "null"
         case .bool: "boolean"
@@ -106,7 +106,7 @@ extension JSONValue {
 /// Type-exact equality, as route `match` uses it: `1` (integer) and `1.0` (number) differ, and objects are
 /// equal when they have the same members whatever their order.
 extension JSONValue: Equatable {
-    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case (.bool(let left), .bool(let right)): return left == right
@@ -131,19 +131,19 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
     ExpressibleByDictionaryLiteral
 {
     /// `null`.
-    public init(nilLiteral: ()) { self = .null }
+    package init(nilLiteral: ()) { self = .null }
     /// A boolean.
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
     /// An integer.
-    public init(integerLiteral value: Int64) { self = .integer(value) }
+    package init(integerLiteral value: Int64) { self = .integer(value) }
     /// A double.
-    public init(floatLiteral value: Double) { self = .double(value) }
+    package init(floatLiteral value: Double) { self = .double(value) }
     /// A string.
-    public init(stringLiteral value: String) { self = .string(value) }
+    package init(stringLiteral value: String) { self = .string(value) }
     /// An array.
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    package init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     /// An object, members in the literal's order.
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    package init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(elements.map { (key: $0.0, value: $0.1) })
     }
 }

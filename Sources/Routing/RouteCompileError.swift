@@ -1,7 +1,7 @@
 /// One problem in one route's specification.
-public struct RouteCompileError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct RouteCompileError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of problem it is.
-    public enum Code: String, Sendable, Hashable {
+    package enum Code: String, Sendable, Hashable {
         /// A required field is empty or absent.
         case missingField
         /// A template does not parse, or uses a Mustache feature routes do not support.
@@ -24,21 +24,21 @@ public struct RouteCompileError: Error, Sendable, Hashable, CustomStringConverti
     }
 
     /// What kind of problem it is.
-    public var code: Code
+    package var code: Code
     /// The route's position in the list (0-based).
-    public var routeIndex: Int
+    package var routeIndex: Int
     /// The route's name as given (possibly empty).
-    public var routeName: String
+    package var routeName: String
     /// Where in the route, with YAML key names: `push_type`, `payload.aps.alert.title`, `match.type`,
     /// `payload.items[2]`. Empty for the route as a whole.
-    public var keyPath: String
+    package var keyPath: String
     /// What is wrong.
-    public var message: String
+    package var message: String
     /// How to fix it, when there is something useful to say.
-    public var hint: String?
+    package var hint: String?
 
     /// Creates an error.
-    public init(code: Code, routeIndex: Int, routeName: String, keyPath: String, message: String, hint: String?) {
+    package init(code: Code, routeIndex: Int, routeName: String, keyPath: String, message: String, hint: String?) {
         self.code = code
         self.routeIndex = routeIndex
         self.routeName = routeName
@@ -48,7 +48,7 @@ public struct RouteCompileError: Error, Sendable, Hashable, CustomStringConverti
     }
 
     /// `routes[1] (order-shipped): payload.aps.alert.title: ... (hint: ...)`.
-    public var description: String {
+    package var description: String {
         var text = "routes[\(self.routeIndex)]"
         if !self.routeName.isEmpty { text += " (\(self.routeName))" }
         if !self.keyPath.isEmpty { text += ": \(self.keyPath)" }
@@ -59,16 +59,16 @@ public struct RouteCompileError: Error, Sendable, Hashable, CustomStringConverti
 }
 
 /// Every problem found in a list of routes: the compiler reports them all at once, not the first.
-public struct RouteCompileErrors: Error, Sendable, Hashable, CustomStringConvertible {
+package struct RouteCompileErrors: Error, Sendable, Hashable, CustomStringConvertible {
     /// The problems, in route order and, within a route, in field order.
-    public var errors: [RouteCompileError]
+    package var errors: [RouteCompileError]
 
     /// Creates the collection.
-    public init(errors: [RouteCompileError]) {
+    package init(errors: [RouteCompileError]) {
         self.errors = errors
     }
 
-    public var description: String {
+    package var description: String {
         self.errors.map(\.description).joined(separator: "\n")
     }
 }

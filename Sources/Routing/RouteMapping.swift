@@ -1,19 +1,19 @@
 import APNSCore
 
 /// What one matching route made of one event.
-public struct RouteMapping: Sendable {
+package struct RouteMapping: Sendable {
     /// The route's name.
-    public var route: String
+    package var route: String
     /// The route's `app` (`nil`: the default `apns` block).
-    public var app: String?
+    package var app: String?
     /// Notifications, or why there are none.
-    public var outcome: Outcome
+    package var outcome: Outcome
     /// Whether the route has `coalesce: true`: a newer notification of the same ordering key replaces one that
     /// still waits (its notifications then carry ``MappedNotification/orderingKey``).
-    public var coalesces: Bool
+    package var coalesces: Bool
 
     /// Creates a mapping.
-    public init(route: String, app: String?, outcome: Outcome, coalesces: Bool = false) {
+    package init(route: String, app: String?, outcome: Outcome, coalesces: Bool = false) {
         self.route = route
         self.app = app
         self.outcome = outcome
@@ -21,7 +21,7 @@ public struct RouteMapping: Sendable {
     }
 
     /// Notifications, or why there are none.
-    public enum Outcome: Sendable {
+    package enum Outcome: Sendable {
         /// One notification per device token, in token order (never empty).
         case notifications([MappedNotification])
         /// The event cannot become a notification through this route; it goes to the dead-letter topic.
@@ -30,11 +30,11 @@ public struct RouteMapping: Sendable {
 }
 
 /// One notification produced by a route, with its place in the fan-out.
-public struct MappedNotification: Sendable {
+package struct MappedNotification: Sendable {
     /// The position of its device token among the event's tokens (0-based); part of its deterministic id.
-    public var tokenIndex: Int
+    package var tokenIndex: Int
     /// The request to send.
-    public var notification: Notification
+    package var notification: Notification
     /// A fault the mapper already knows APNs would reject the notification for, with Apple's reason.
     ///
     /// Detected here: ``APNSCore/Reason/payloadTooLarge`` when rendering the payload passed the push type's
@@ -46,18 +46,18 @@ public struct MappedNotification: Sendable {
     /// route compiles), including a header template that rendered past its limit. The pipeline does not send such a notification but
     /// publishes a `rejected` outcome with this reason and a null `http_status` (docs/data-contract.md), exactly as for the
     /// sender's own validation (which also checks the token's format). `nil`: nothing known against it.
-    public var localRejection: Reason?
+    package var localRejection: Reason?
     /// Whether the payload is known to be a JSON object, so the check before sending need not parse it again
     /// (see ``APNSCore/NotificationValidation/validate(_:payloadIsJSONObject:)``). The router's are: a route's
     /// payload template is an object (checked when it compiles) and `payload_from` takes only an object.
-    public var payloadIsJSONObject: Bool
+    package var payloadIsJSONObject: Bool
     /// The rendered `ordering_key` (or the Kafka key's bytes, for `ordering_key: key`) when the route orders its
     /// notifications: those of one route with the same key to the same device token are sent one at a time, in
     /// input order. `nil` for a route without `ordering_key`.
-    public var orderingKey: [UInt8]?
+    package var orderingKey: [UInt8]?
 
     /// Creates a mapped notification.
-    public init(
+    package init(
         tokenIndex: Int, notification: Notification, localRejection: Reason? = nil, payloadIsJSONObject: Bool = false,
         orderingKey: [UInt8]? = nil
     ) {
@@ -70,9 +70,9 @@ public struct MappedNotification: Sendable {
 }
 
 /// Why an event became a dead letter for a route: human-readable, and naming the route and the field.
-public struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertible {
+package struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of problem it is.
-    public enum Code: String, Sendable, Hashable {
+    package enum Code: String, Sendable, Hashable {
         /// The event's value is not a JSON document (or is a tombstone).
         case notJSON
         /// A required value is missing or null (no device token, `payload_from` not found).
@@ -87,17 +87,17 @@ public struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertib
     }
 
     /// What kind of problem it is.
-    public var code: Code
+    package var code: Code
     /// The route's name.
-    public var route: String
+    package var route: String
     /// The route field at fault, as written in the configuration (`device_tokens`, `expiration`, ...); `nil`
     /// when the event as a whole is at fault (not JSON, or a number out of range anywhere in it).
-    public var field: String?
+    package var field: String?
     /// What is wrong, without the route and field.
-    public var message: String
+    package var message: String
 
     /// Creates a reason.
-    public init(code: Code, route: String, field: String?, message: String) {
+    package init(code: Code, route: String, field: String?, message: String) {
         self.code = code
         self.route = route
         self.field = field
@@ -106,7 +106,7 @@ public struct DeadLetterReason: Error, Sendable, Hashable, CustomStringConvertib
 
     /// The text for the `pushbridge-error` header: `route order-shipped: device_tokens: ...`, or the message
     /// alone when no route was reached (the event is not JSON).
-    public var description: String {
+    package var description: String {
         if let field = self.field {
             return "route \(self.route): \(field): \(self.message)"
         }

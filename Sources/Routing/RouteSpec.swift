@@ -3,49 +3,49 @@
 ///
 /// Field names follow the YAML keys; the key paths in ``RouteCompileError`` use the YAML spelling
 /// (`device_tokens`, `payload.aps.alert.title`) so the configuration loader can point at the line.
-public struct RouteSpec: Sendable {
+package struct RouteSpec: Sendable {
     /// The route's name, unique among routes; it appears in outcomes, dead letters and metrics.
-    public var name: String
+    package var name: String
     /// The Kafka topic whose events this route maps.
-    public var inputTopic: String
+    package var inputTopic: String
     /// A name under the configuration's `apps:`; `nil` selects the default `apns` block.
-    public var app: String?
+    package var app: String?
     /// Fields that must all equal the given values (dotted paths into the event JSON, type-exact equality),
     /// in the order written. Empty: every event of the topic matches.
-    public var match: [(path: String, value: JSONValue)]
+    package var match: [(path: String, value: JSONValue)]
     /// Template for the device tokens: a single tag naming a string or an array of strings (fan-out), or text
     /// with tags that renders one token. Empty for a broadcast route (``channelID``).
-    public var deviceTokens: String
+    package var deviceTokens: String
     /// Template for the broadcast channel ID (iOS 18 Live Activities): the route sends Apple's broadcast request
     /// to the channel it renders instead of pushes to device tokens. Requires `push_type: liveactivity`, and
     /// excludes ``deviceTokens`` and ``collapseID``. `nil`: a device route.
-    public var channelID: String?
+    package var channelID: String?
     /// `apns-topic`, usually the app's bundle ID; the push type's suffix is added when it is missing.
-    public var topic: String
+    package var topic: String
     /// `apns-push-type` as written (`alert`, `background`, ...); checked against ``APNSCore/PushType``.
-    public var pushType: String
+    package var pushType: String
     /// `apns-priority` (10, 5 or 1); `nil` uses the push type's default.
-    public var priority: Int?
+    package var priority: Int?
     /// Template rendering `apns-expiration` in epoch seconds; exclusive with ``ttl``.
-    public var expiration: String?
+    package var expiration: String?
     /// Time to live: `apns-expiration` becomes the mapping time plus this; exclusive with ``expiration``.
-    public var ttl: Duration?
+    package var ttl: Duration?
     /// Template for `apns-collapse-id`.
-    public var collapseID: String?
+    package var collapseID: String?
     /// The payload as a structured template: every string leaf is a template. Exclusive with ``payloadFrom``.
-    public var payload: JSONValue?
+    package var payload: JSONValue?
     /// A dotted path to an object in the event that is sent as the payload. Exclusive with ``payload``.
-    public var payloadFrom: String?
+    package var payloadFrom: String?
     /// Template for the ordering key: notifications of this route with the same rendered key to the same device
     /// token are sent strictly in input order, one at a time. The literal `key` means the Kafka message key.
     /// `nil`: no ordering (every notification is sent at once).
-    public var orderingKey: String?
+    package var orderingKey: String?
     /// Whether a newer notification of the same ordering key replaces one still waiting to be sent (the
     /// replaced one ends `superseded`). Requires ``orderingKey``.
-    public var coalesce: Bool
+    package var coalesce: Bool
 
     /// Creates a route specification.
-    public init(
+    package init(
         name: String,
         inputTopic: String,
         app: String? = nil,

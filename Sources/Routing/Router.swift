@@ -5,11 +5,11 @@ import Foundation
 ///
 /// Compiling checks every route and parses every template once; mapping then does no parsing but the event's
 /// own JSON. A `Router` is immutable and can be shared by any number of tasks.
-public struct Router: Sendable {
+package struct Router: Sendable {
     /// The routes as given, in order.
-    public let specs: [RouteSpec]
+    package let specs: [RouteSpec]
     /// Every input topic, in the order routes first name them.
-    public let inputTopics: [String]
+    package let inputTopics: [String]
 
     let routes: [CompiledRoute]
     /// Per topic, its routes (indices into `routes`) and the parts of an event they read.
@@ -22,7 +22,7 @@ public struct Router: Sendable {
     ///   - routes: the routes, in configuration order.
     ///   - epochSeconds: the clock `ttl` counts from (seconds since 1970); tests inject a fixed one.
     /// - Throws: every problem found, in route order (see ``RouteCompileError``).
-    public init(
+    package init(
         routes: [RouteSpec],
         epochSeconds: @escaping @Sendable () -> Int64 = Router.systemEpochSeconds
     ) throws(RouteCompileErrors) {
@@ -60,12 +60,12 @@ public struct Router: Sendable {
     }
 
     /// The system clock in whole seconds since 1970.
-    @Sendable public static func systemEpochSeconds() -> Int64 {
+    @Sendable package static func systemEpochSeconds() -> Int64 {
         Int64(Date().timeIntervalSince1970)
     }
 
     /// The names of the routes reading `topic`, in configuration order.
-    public func routes(forTopic topic: String) -> [String] {
+    package func routes(forTopic topic: String) -> [String] {
         (self.routesByTopic[topic]?.indices ?? []).map { self.routes[$0].name }
     }
 
@@ -75,7 +75,7 @@ public struct Router: Sendable {
     /// An event whose value is not JSON (or is a tombstone) cannot be matched by any route: it becomes one dead
     /// letter with an empty route name (data contract: one dead letter per event, never one per route, so a
     /// large unreadable event is not multiplied by the number of routes).
-    public func map(event: SourceEvent) -> [RouteMapping] {
+    package func map(event: SourceEvent) -> [RouteMapping] {
         guard let (indices, projection) = self.routesByTopic[event.source.topic] else { return [] }
         let document: JSONValue
         do {
@@ -103,7 +103,7 @@ public struct Router: Sendable {
     /// What the route named `name` makes of `event`, for `pushbridge render`: whether it matches, and if so its
     /// mapping. `nil` when there is no such route. The event's topic is not checked, so any input can be tried
     /// against any route.
-    public func trial(of event: SourceEvent, route name: String) -> RouteTrial? {
+    package func trial(of event: SourceEvent, route name: String) -> RouteTrial? {
         guard let route = self.routes.first(where: { $0.name == name }) else { return nil }
         let document: JSONValue
         do {
@@ -152,7 +152,7 @@ public struct Router: Sendable {
 }
 
 /// The answer of ``Router/trial(of:route:)``.
-public enum RouteTrial: Sendable {
+package enum RouteTrial: Sendable {
     /// The route's `match` rejects the event; the text says which field differs and how.
     case notMatched(String)
     /// The route matches (or the event is not JSON); this is what it makes of the event.

@@ -1,16 +1,16 @@
 /// Where an event came from: the coordinates every record carries back to Kafka.
-public struct SourceCoordinates: Sendable, Hashable {
+package struct SourceCoordinates: Sendable, Hashable {
     /// The input topic.
-    public var topic: String
+    package var topic: String
     /// The input partition.
-    public var partition: Int32
+    package var partition: Int32
     /// The event's offset in that partition.
-    public var offset: Int64
+    package var offset: Int64
     /// The event's key bytes, if it had one.
-    public var key: [UInt8]?
+    package var key: [UInt8]?
 
     /// Creates source coordinates.
-    public init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?) {
+    package init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?) {
         self.topic = topic
         self.partition = partition
         self.offset = offset
@@ -20,21 +20,21 @@ public struct SourceCoordinates: Sendable, Hashable {
 
 /// One consumed event, from the broker adapter through the pipeline to the mapper: the only shape an event
 /// takes after the Kafka source read it (templates see it as `_kafka.*` and `_headers.*`).
-public struct SourceEvent: Sendable {
+package struct SourceEvent: Sendable {
     /// Where it came from; `key` is the event's key.
-    public var source: SourceCoordinates
+    package var source: SourceCoordinates
     /// The value bytes; `nil` for a tombstone.
-    public var value: [UInt8]?
+    package var value: [UInt8]?
     /// The headers, in order; a name may repeat; a `nil` value is a null header (not an empty one).
-    public var headers: [(String, [UInt8]?)]
+    package var headers: [(String, [UInt8]?)]
     /// The broker timestamp in milliseconds since the epoch, when known.
-    public var timestampMilliseconds: Int64?
+    package var timestampMilliseconds: Int64?
     /// The assignment of its partition it was fetched under (the pipeline's `RebalanceListener` counts them);
     /// the mapper does not use it.
-    public var assignmentGeneration: UInt64
+    package var assignmentGeneration: UInt64
 
     /// Creates an event.
-    public init(
+    package init(
         source: SourceCoordinates, value: [UInt8]?, headers: [(String, [UInt8]?)], timestampMilliseconds: Int64?,
         assignmentGeneration: UInt64 = 0
     ) {
@@ -46,7 +46,7 @@ public struct SourceEvent: Sendable {
     }
 
     /// The bytes the event holds in memory: value, key and headers.
-    public var byteCount: Int {
+    package var byteCount: Int {
         var count = (self.value?.count ?? 0) + (self.source.key?.count ?? 0) + self.source.topic.utf8.count
         for (name, value) in self.headers {
             count += name.utf8.count + (value?.count ?? 0)
@@ -57,7 +57,7 @@ public struct SourceEvent: Sendable {
 
 extension SourceEvent {
     /// An event at `topic`/`partition`/`offset` (for tools and tests that make events by hand).
-    public init(
+    package init(
         topic: String, partition: Int32, offset: Int64, key: [UInt8]? = nil, timestampMilliseconds: Int64? = nil,
         headers: [(String, [UInt8]?)] = [], value: [UInt8]?
     ) {

@@ -6,9 +6,9 @@ import NIOTLS
 /// A TLS server that plays a misbehaving feedback service (binary protocol) for the poller's bounds: one that
 /// streams tuples without end, one that never sends nor closes, one that sends chosen bytes and closes. The
 /// simulator's service (`BinaryFeedbackService`) is well-behaved by design, which is why these need their own.
-public final class HostileFeedbackServer: Sendable {
+package final class HostileFeedbackServer: Sendable {
     /// What the server does once a connection's handshake completed.
-    public enum Behaviour: Sendable {
+    package enum Behaviour: Sendable {
         /// Writes valid 38-byte tuples, 64 KiB at a time, until the client goes away.
         case endless
         /// Writes nothing and keeps the connection open.
@@ -18,7 +18,7 @@ public final class HostileFeedbackServer: Sendable {
     }
 
     /// The bound port on 127.0.0.1.
-    public let port: Int
+    package let port: Int
     private let channel: any Channel
 
     private init(port: Int, channel: any Channel) {
@@ -27,7 +27,7 @@ public final class HostileFeedbackServer: Sendable {
     }
 
     /// Starts a server on 127.0.0.1 with `tls`'s server certificate (no client certificate asked for).
-    public static func start(tls: TestTLS, behaviour: Behaviour) async throws -> HostileFeedbackServer {
+    package static func start(tls: TestTLS, behaviour: Behaviour) async throws -> HostileFeedbackServer {
         let configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try tls.serverCertificateChain().map { .certificate($0) },
             privateKey: .privateKey(try tls.serverPrivateKey()))
@@ -46,7 +46,7 @@ public final class HostileFeedbackServer: Sendable {
     }
 
     /// Stops listening.
-    public func shutdown() async {
+    package func shutdown() async {
         try? await self.channel.close()
     }
 }

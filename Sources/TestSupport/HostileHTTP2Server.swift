@@ -12,9 +12,9 @@ import Synchronization
 ///
 /// It reads only frame headers: the client's SETTINGS are acknowledged, PINGs answered, and when a request
 /// stream ends (END_STREAM on HEADERS or DATA) the behaviour's bytes for that stream are written.
-public final class HostileHTTP2Server: Sendable {
+package final class HostileHTTP2Server: Sendable {
     /// What the server does on each connection.
-    public enum Behaviour: Sendable {
+    package enum Behaviour: Sendable {
         /// Answers each request stream with the bytes the closure returns for its stream id (build them with
         /// ``HTTP2Frames``); an empty answer leaves the stream unanswered.
         case answer(@Sendable (_ streamID: UInt32) -> [UInt8])
@@ -24,7 +24,7 @@ public final class HostileHTTP2Server: Sendable {
     }
 
     /// The bound port on 127.0.0.1.
-    public let port: Int
+    package let port: Int
     private let channel: any Channel
     private let accepted: Accepted
 
@@ -33,7 +33,7 @@ public final class HostileHTTP2Server: Sendable {
     }
 
     /// TLS connections accepted so far.
-    public var connectionsAccepted: Int { self.accepted.count.load(ordering: .relaxed) }
+    package var connectionsAccepted: Int { self.accepted.count.load(ordering: .relaxed) }
 
     private init(port: Int, channel: any Channel, accepted: Accepted) {
         self.port = port
@@ -42,7 +42,7 @@ public final class HostileHTTP2Server: Sendable {
     }
 
     /// Starts a server on 127.0.0.1 with `tls`'s server certificate (ALPN `h2`).
-    public static func start(tls: TestTLS, behaviour: Behaviour) async throws -> HostileHTTP2Server {
+    package static func start(tls: TestTLS, behaviour: Behaviour) async throws -> HostileHTTP2Server {
         var configuration = TLSConfiguration.makeServerConfiguration(
             certificateChain: try tls.serverCertificateChain().map { .certificate($0) },
             privateKey: .privateKey(try tls.serverPrivateKey())
@@ -65,7 +65,7 @@ public final class HostileHTTP2Server: Sendable {
     }
 
     /// Stops listening.
-    public func shutdown() async {
+    package func shutdown() async {
         try? await self.channel.close()
     }
 }
@@ -140,12 +140,12 @@ private final class RawHTTP2Handler: ChannelInboundHandler {
 }
 
 /// Raw HTTP/2 frames and HPACK pieces (RFC 9113, RFC 7541) for ``HostileHTTP2Server``.
-public enum HTTP2Frames {
+package enum HTTP2Frames {
     /// The largest frame payload a peer accepts without a larger SETTINGS_MAX_FRAME_SIZE.
-    public static let maxFramePayload = 16_384
+    package static let maxFramePayload = 16_384
 
     /// One frame.
-    public static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8]) -> [UInt8] {
+    package static func frame(type: UInt8, flags: UInt8, stream: UInt32, payload: [UInt8]) -> [UInt8] {
         let length = payload.count
         return [
             UInt8(truncatingIfNeeded: length >> 16), UInt8(truncatingIfNeeded: length >> 8),
@@ -157,7 +157,7 @@ public enum HTTP2Frames {
 
     /// A whole response on `stream`: `:status`, `headers` as literals, and `body` in DATA frames of at most
     /// ``maxFramePayload`` bytes (none when empty: END_STREAM then rides on HEADERS).
-    public static func response(
+    package static func response(
         stream: UInt32, status: Int, headers: [(String, String)] = [], body: [UInt8] = []
     ) -> [UInt8] {
         var block = self.status(status)
@@ -173,12 +173,12 @@ public enum HTTP2Frames {
     }
 
     /// An empty SETTINGS frame (all defaults).
-    public static func settings() -> [UInt8] {
+    package static func settings() -> [UInt8] {
         self.frame(type: 0x4, flags: 0, stream: 0, payload: [])
     }
 
     /// GOAWAY.
-    public static func goAway(lastStreamID: UInt32, errorCode: UInt32, debugData: [UInt8] = []) -> [UInt8] {
+    package static func goAway(lastStreamID: UInt32, errorCode: UInt32, debugData: [UInt8] = []) -> [UInt8] {
         var payload: [UInt8] = []
         for value in [lastStreamID, errorCode] {
             payload += [
@@ -190,7 +190,7 @@ public enum HTTP2Frames {
     }
 
     /// A header block as HEADERS plus as many CONTINUATION frames as its size needs.
-    public static func headers(stream: UInt32, block: [UInt8], endStream: Bool) -> [UInt8] {
+    package static func headers(stream: UInt32, block: [UInt8], endStream: Bool) -> [UInt8] {
         var chunks: [[UInt8]] = []
         var offset = 0
         repeat {
@@ -208,33 +208,33 @@ public enum HTTP2Frames {
     }
 
     /// A DATA frame.
-    public static func data(stream: UInt32, _ payload: [UInt8], endStream: Bool) -> [UInt8] {
+    package static func data(stream: UInt32, _ payload: [UInt8], endStream: Bool) -> [UInt8] {
         self.frame(type: 0x0, flags: endStream ? 0x1 : 0, stream: stream, payload: payload)
     }
 
     /// HPACK: an indexed field (static table 8 is `:status 200`, 12 `:status 400`; 62 is the newest dynamic
     /// entry).
-    public static func indexed(_ index: Int) -> [UInt8] {
+    package static func indexed(_ index: Int) -> [UInt8] {
         self.integer(index, prefixBits: 7, firstByte: 0x80)
     }
 
     /// HPACK: `:status` with any value, as a literal without indexing of static name 8.
-    public static func status(_ status: Int) -> [UInt8] {
+    package static func status(_ status: Int) -> [UInt8] {
         self.status(text: String(status))
     }
 
     /// HPACK: `:status` with any text, digits or not.
-    public static func status(text: String) -> [UInt8] {
+    package static func status(text: String) -> [UInt8] {
         self.integer(8, prefixBits: 4, firstByte: 0x00) + self.string(text)
     }
 
     /// HPACK: a literal field with a new name, not indexed.
-    public static func literal(_ name: String, _ value: String) -> [UInt8] {
+    package static func literal(_ name: String, _ value: String) -> [UInt8] {
         [0x00] + self.string(name) + self.string(value)
     }
 
     /// HPACK: a literal field with a new name, added to the dynamic table (so ``indexed(_:)`` 62 repeats it).
-    public static func literalIndexed(_ name: String, _ value: String) -> [UInt8] {
+    package static func literalIndexed(_ name: String, _ value: String) -> [UInt8] {
         [0x40] + self.string(name) + self.string(value)
     }
 

@@ -3,7 +3,7 @@ import Kafka
 
 /// A consumer configuration for tests on the mock cluster (or another test broker): earliest offsets, quick
 /// heartbeats and commits, small batches. `KAFKA_TEST_DEBUG=cgrp,...` turns on librdkafka's debug contexts.
-public func consumerConfiguration(_ broker: some TestKafkaBroker, group: String) -> KafkaConsumerConfiguration {
+package func consumerConfiguration(_ broker: some TestKafkaBroker, group: String) -> KafkaConsumerConfiguration {
     var configuration = KafkaConsumerConfiguration(bootstrapServers: broker.bootstrapServers, groupID: group)
     configuration.autoOffsetReset = .earliest
     configuration.commitInterval = .milliseconds(200)
@@ -18,7 +18,7 @@ public func consumerConfiguration(_ broker: some TestKafkaBroker, group: String)
 }
 
 /// A producer configuration for tests: a 2 ms linger, librdkafka's own log off.
-public func producerConfiguration(_ broker: some TestKafkaBroker) -> KafkaProducerConfiguration {
+package func producerConfiguration(_ broker: some TestKafkaBroker) -> KafkaProducerConfiguration {
     var configuration = KafkaProducerConfiguration(bootstrapServers: broker.bootstrapServers)
     configuration.linger = .milliseconds(2)
     configuration.properties = ["log_level": "0"]

@@ -1,25 +1,25 @@
 import Foundation
 
 /// Runs the built `pushbridge` executable as a child process, the way a user does.
-public enum PushBridgeExecutable {
+package enum PushBridgeExecutable {
     /// What a run printed and how it ended.
-    public struct Result: Sendable {
+    package struct Result: Sendable {
         /// The exit status.
-        public var status: Int32
+        package var status: Int32
         /// Everything written to standard output.
-        public var standardOutput: String
+        package var standardOutput: String
         /// Everything written to standard error.
-        public var standardError: String
+        package var standardError: String
     }
 
     /// The child did not exit within the timeout (it was terminated).
-    public struct TimedOut: Error {}
+    package struct TimedOut: Error {}
 
     /// `pushbridge` is not built next to the tests.
-    public struct NotBuilt: Error {}
+    package struct NotBuilt: Error {}
 
     /// The executable next to the test bundle (`swift build --build-tests` builds both into one directory).
-    public static var url: URL? {
+    package static var url: URL? {
         let candidates = [
             URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent(),
             Bundle.main.bundleURL.deletingLastPathComponent(),
@@ -36,7 +36,7 @@ public enum PushBridgeExecutable {
     ///
     /// With `asUser`, a test running as root runs the executable as that user ID instead (through util-linux's
     /// `setpriv`, with no supplementary groups), as the container image does.
-    public static func run(
+    package static func run(
         _ arguments: [String], environment: [String: String] = [:], input: String = "",
         timeout: Duration = .seconds(30), asUser userID: UInt32? = nil
     ) async throws -> Result {

@@ -4,7 +4,7 @@ import Logging
 import Synchronization
 
 /// What a test reads back from topics, taken batch by batch as it arrives.
-public protocol ReadBackRecords: Sendable {
+package protocol ReadBackRecords: Sendable {
     /// Nothing read yet.
     init()
     /// Takes the next batch.
@@ -12,27 +12,27 @@ public protocol ReadBackRecords: Sendable {
 }
 
 /// Records read back, by topic, in the order they arrived.
-public struct RecordsByTopic: ReadBackRecords {
+package struct RecordsByTopic: ReadBackRecords {
     /// The records of each topic.
-    public private(set) var byTopic: [String: [KafkaMessage]] = [:]
+    package private(set) var byTopic: [String: [KafkaMessage]] = [:]
     /// How many records arrived, over all topics.
-    public private(set) var count = 0
+    package private(set) var count = 0
 
-    public init() {}
+    package init() {}
 
-    public mutating func add(_ batch: [KafkaMessage]) {
+    package mutating func add(_ batch: [KafkaMessage]) {
         for message in batch { self.byTopic[message.topic, default: []].append(message) }
         self.count += batch.count
     }
 
     /// The records of `topic`; `nil` when none arrived.
-    public subscript(topic: String) -> [KafkaMessage]? { self.byTopic[topic] }
+    package subscript(topic: String) -> [KafkaMessage]? { self.byTopic[topic] }
 }
 
 /// Reads `topics` of `broker` from the start, without joining a group, until `done` holds for what arrived (at most
 /// `timeout`); returns the records and whether `done` held. It reads partition 0 of each topic: the result topics
 /// the tests read back have one partition.
-public func readBack<Records: ReadBackRecords>(
+package func readBack<Records: ReadBackRecords>(
     _ topics: [String], from broker: some TestKafkaBroker, as type: Records.Type = Records.self,
     timeout: Duration, until done: @escaping @Sendable (Records) -> Bool
 ) async throws -> (records: Records, complete: Bool) {
@@ -69,7 +69,7 @@ public func readBack<Records: ReadBackRecords>(
 }
 
 /// The committed offsets of `group` for `topic`'s partitions `0..<partitions` (asked without joining the group).
-public func committedOffsets(
+package func committedOffsets(
     _ broker: some TestKafkaBroker, group: String, topic: String, partitions: Int32
 ) async throws -> [Int32: Int64] {
     let consumer = try KafkaConsumer(
@@ -91,7 +91,7 @@ public func committedOffsets(
 }
 
 /// A logger for the clients tests make: critical messages only, unless `BRIDGE_TEST_LOG` names a level.
-public func quietLogger() -> Logger {
+package func quietLogger() -> Logger {
     var logger = Logger(label: "bridge-tests")
     logger.logLevel =
         ProcessInfo.processInfo.environment["BRIDGE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical

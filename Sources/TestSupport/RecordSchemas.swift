@@ -3,9 +3,9 @@ import Foundation
 /// Checks records against the JSON Schemas in `schemas/` with `scripts/validate-records.py` (Python's
 /// jsonschema, installed by `make test`), so the schemas users read and the records the bridge writes cannot
 /// drift apart.
-public enum RecordSchemas {
+package enum RecordSchemas {
     /// A schema file name under `schemas/`.
-    public enum Schema: String, Sendable {
+    package enum Schema: String, Sendable {
         case outcome = "outcome.v1.schema.json"
         case outcomeV2 = "outcome.v2.schema.json"
         case invalidToken = "invalid-token.v1.schema.json"
@@ -14,13 +14,13 @@ public enum RecordSchemas {
     }
 
     /// The validator's verdict: the problems it printed, one per line; empty when every record is valid.
-    public struct Report: Sendable {
-        public var problems: [String]
-        public var exitStatus: Int32
+    package struct Report: Sendable {
+        package var problems: [String]
+        package var exitStatus: Int32
     }
 
     /// Validates `records` (each a JSON document) against their schemas.
-    public static func validate(_ records: [(Schema, [UInt8])]) throws -> Report {
+    package static func validate(_ records: [(Schema, [UInt8])]) throws -> Report {
         let process = Process()
         // The project's virtual environment (scripts/lint-deploy.sh, which `make test` runs first) has jsonschema;
         // the system Python need not.
@@ -56,9 +56,9 @@ public enum RecordSchemas {
 }
 
 /// Paths inside the repository, found from this source file's location.
-public enum RepositoryPaths {
+package enum RepositoryPaths {
     /// The repository's root directory.
-    public static var root: URL {
+    package static var root: URL {
         URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent()  // TestSupport
             .deletingLastPathComponent()  // Sources

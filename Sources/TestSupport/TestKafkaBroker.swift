@@ -1,7 +1,7 @@
 import Kafka
 
 /// A broker the Kafka tests run against: librdkafka's mock cluster or a real broker process.
-public protocol TestKafkaBroker: Sendable {
+package protocol TestKafkaBroker: Sendable {
     /// `host:port` pairs for `bootstrap.servers`.
     var bootstrapServers: String { get }
     /// Creates `topic` with `partitions` partitions.
@@ -9,7 +9,7 @@ public protocol TestKafkaBroker: Sendable {
 }
 
 extension KafkaMockCluster: TestKafkaBroker {
-    public func addTopic(_ topic: String, partitions: Int32) async throws {
+    package func addTopic(_ topic: String, partitions: Int32) async throws {
         try self.createTopic(topic, partitionCount: partitions)
     }
 }

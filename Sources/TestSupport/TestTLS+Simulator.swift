@@ -8,7 +8,7 @@ extension TestTLS {
     /// Starts the APNs simulator for `scenario` on this material's server certificate, with its logs silenced,
     /// trusting a new P-256 provider key as `keyID` of `teamID`; the key is written as PEM to `keyFile` in
     /// ``directory``, where a configuration's `auth.key_file` can name it.
-    public func startSimulator(
+    package func startSimulator(
         scenario: SimulatorScenario,
         keyID: String,
         teamID: String,
@@ -36,7 +36,7 @@ extension TestTLS {
     /// Starts the simulator's binary gateway with `behaviour` and its feedback service on this material's server
     /// certificate (or `server`'s), accepting client certificates signed by this material's CA (or
     /// `clientCA`'s).
-    public func startBinarySimulator(
+    package func startBinarySimulator(
         _ behaviour: BinaryGatewayBehaviour = BinaryGatewayBehaviour(), server: TestTLS? = nil,
         clientCA: TestTLS? = nil
     ) async throws -> (gateway: BinaryGateway, feedback: BinaryFeedbackService) {

@@ -7,25 +7,25 @@ import X509
 /// TLS material for tests, generated fresh with swift-certificates and swift-crypto (P-256 keys): a CA, a server
 /// certificate for `127.0.0.1` and `localhost`, and a client certificate, all written as PEM files to a new
 /// temporary directory.
-public struct TestTLS: Sendable {
+package struct TestTLS: Sendable {
     /// The directory holding the PEM files.
-    public var directory: URL
+    package var directory: URL
     /// The CA certificate (`ca.pem`); trust it to accept the server's and the client's certificates.
-    public var caCertificatePath: String
+    package var caCertificatePath: String
     /// The server certificate (`server.pem`), signed by the CA, for 127.0.0.1 and localhost.
-    public var serverCertificatePath: String
+    package var serverCertificatePath: String
     /// The server's private key (`server-key.pem`, PKCS#8).
-    public var serverKeyPath: String
+    package var serverKeyPath: String
     /// The client certificate (`client.pem`), signed by the CA, for mutual TLS.
-    public var clientCertificatePath: String
+    package var clientCertificatePath: String
     /// The client's private key (`client-key.pem`, PKCS#8).
-    public var clientKeyPath: String
+    package var clientKeyPath: String
     /// The common name of the client certificate.
-    public var clientCommonName: String
+    package var clientCommonName: String
 
     /// Generates a CA and the server and client certificates it signs; `name` prefixes the common names (use
     /// different names for two independent CAs).
-    public static func generate(name: String = "PushBridge Test", clientCommonName: String = "pushbridge-client")
+    package static func generate(name: String = "PushBridge Test", clientCommonName: String = "pushbridge-client")
         throws -> TestTLS
     {
         let directory = FileManager.default.temporaryDirectory
@@ -107,33 +107,33 @@ public struct TestTLS: Sendable {
     }
 
     /// The CA certificate, loaded for NIOSSL.
-    public func caCertificate() throws -> NIOSSLCertificate {
+    package func caCertificate() throws -> NIOSSLCertificate {
         try NIOSSLCertificate.fromPEMFile(self.caCertificatePath)[0]
     }
 
     /// The server certificate chain, loaded for NIOSSL.
-    public func serverCertificateChain() throws -> [NIOSSLCertificate] {
+    package func serverCertificateChain() throws -> [NIOSSLCertificate] {
         try NIOSSLCertificate.fromPEMFile(self.serverCertificatePath)
     }
 
     /// The server private key, loaded for NIOSSL.
-    public func serverPrivateKey() throws -> NIOSSLPrivateKey {
+    package func serverPrivateKey() throws -> NIOSSLPrivateKey {
         try NIOSSLPrivateKey(file: self.serverKeyPath, format: .pem)
     }
 
     /// The client certificate chain, loaded for NIOSSL.
-    public func clientCertificateChain() throws -> [NIOSSLCertificate] {
+    package func clientCertificateChain() throws -> [NIOSSLCertificate] {
         try NIOSSLCertificate.fromPEMFile(self.clientCertificatePath)
     }
 
     /// The client private key, loaded for NIOSSL.
-    public func clientPrivateKey() throws -> NIOSSLPrivateKey {
+    package func clientPrivateKey() throws -> NIOSSLPrivateKey {
         try NIOSSLPrivateKey(file: self.clientKeyPath, format: .pem)
     }
 
     /// The client certificate and key as a PKCS#12 bundle (`client.p12`, made by `openssl pkcs12 -export`)
     /// protected by `password`; returns its path.
-    public func exportClientP12(password: String) throws -> String {
+    package func exportClientP12(password: String) throws -> String {
         let output = self.directory.appendingPathComponent("client.p12").path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -150,13 +150,13 @@ public struct TestTLS: Sendable {
     }
 
     /// `openssl pkcs12 -export` failed.
-    public struct ExportFailed: Error {
+    package struct ExportFailed: Error {
         /// Its exit status.
-        public var status: Int32
+        package var status: Int32
     }
 
     /// Deletes the directory and its PEM files.
-    public func remove() {
+    package func remove() {
         try? FileManager.default.removeItem(at: self.directory)
     }
 }

@@ -10,37 +10,37 @@ import Kafka
 ///
 /// Open one with ``withTestWorld(_:_:)``, which closes it however the test ends. The bridge's end-to-end
 /// tests and `pushbridge doctor`'s tests each add what they need on top (their configuration files).
-public final class TestWorld: Sendable {
+package final class TestWorld: Sendable {
     /// The topics of the bridge's three result records: outcomes, invalid tokens, dead letters.
-    public static let resultTopicNames = [
+    package static let resultTopicNames = [
         "pushbridge.outcomes", "pushbridge.invalid-tokens", "pushbridge.dead-letters",
     ]
 
     /// What a world is made of.
-    public struct Configuration: Sendable {
+    package struct Configuration: Sendable {
         /// The topics to create, by their names before ``TestWorld/topic(_:)`` prefixes them.
-        public var topics: [(name: String, partitions: Int32)]
+        package var topics: [(name: String, partitions: Int32)]
         /// The simulator's scenario; its JWT key (and with ``acceptsClientCertificates`` its client CA) is filled
         /// in by the world.
-        public var scenario: SimulatorScenario
+        package var scenario: SimulatorScenario
         /// The key ID and team ID the simulator trusts the provider key as.
-        public var keyID: String
-        public var teamID: String
+        package var keyID: String
+        package var teamID: String
         /// The file in ``TestWorld/directory`` the provider key is written to.
-        public var keyFile: String
+        package var keyFile: String
         /// Prefixes the common names of the TLS material.
-        public var tlsName: String
+        package var tlsName: String
         /// Whether the simulator authenticates clients by certificates the world's CA signed.
-        public var acceptsClientCertificates: Bool
+        package var acceptsClientCertificates: Bool
         /// The simulator's clock.
-        public var simulatorClock: any WallClock
+        package var simulatorClock: any WallClock
         /// A broker shared with other tests; `nil` makes a mock cluster for this world.
-        public var broker: (any TestKafkaBroker)?
+        package var broker: (any TestKafkaBroker)?
         /// On a shared broker, topic names start with this, a short random part and a dot.
-        public var sharedTopicPrefix: String
+        package var sharedTopicPrefix: String
 
         /// A world with `topics` and a simulator for `scenario` trusting a key as `keyID` of `teamID`.
-        public init(
+        package init(
             topics: [(name: String, partitions: Int32)],
             scenario: SimulatorScenario = SimulatorScenario(),
             keyID: String,
@@ -66,28 +66,28 @@ public final class TestWorld: Sendable {
     }
 
     /// The broker: a mock cluster of this world's own, or a broker shared with other tests.
-    public let broker: any TestKafkaBroker
+    package let broker: any TestKafkaBroker
     /// Whether ``close()`` closes the broker (a mock cluster made for this world).
     private let ownsBroker: Bool
     /// Prefixed to every topic name on a shared broker, so that each world has topics of its own; empty otherwise.
-    public let topicPrefix: String
+    package let topicPrefix: String
     /// The TLS material: CA, server and client certificates.
-    public let tls: TestTLS
+    package let tls: TestTLS
     /// The APNs simulator, on the TLS material's server certificate.
-    public let simulator: APNSSimulatorServer
+    package let simulator: APNSSimulatorServer
 
     /// The directory of the TLS material, the provider key and the test's own files.
-    public var directory: URL { self.tls.directory }
+    package var directory: URL { self.tls.directory }
 
     /// The mock cluster, for the tests that make it fail.
-    public var cluster: KafkaMockCluster {
+    package var cluster: KafkaMockCluster {
         guard let cluster = self.broker as? KafkaMockCluster else { preconditionFailure("not a mock cluster") }
         return cluster
     }
 
     /// Starts the broker (or takes the shared one) with the topics, and the simulator. What started is stopped
     /// again when a later step fails.
-    public init(_ configuration: Configuration) async throws {
+    package init(_ configuration: Configuration) async throws {
         let broker = try configuration.broker ?? KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
         let ownsBroker = configuration.broker == nil
         let prefix =
@@ -120,28 +120,28 @@ public final class TestWorld: Sendable {
     }
 
     /// Stops the simulator, closes a mock cluster of this world's own and deletes the directory.
-    public func close() async {
+    package func close() async {
         await self.simulator.shutdown()
         if self.ownsBroker, let cluster = self.broker as? KafkaMockCluster { cluster.close() }
         self.tls.remove()
     }
 
     /// The name of the world's topic `name` on the broker.
-    public func topic(_ name: String) -> String { self.topicPrefix + name }
+    package func topic(_ name: String) -> String { self.topicPrefix + name }
 
     /// The path of `name` in the world's directory.
-    public func path(_ name: String) -> String { self.directory.appendingPathComponent(name).path }
+    package func path(_ name: String) -> String { self.directory.appendingPathComponent(name).path }
 
     /// Writes `text` into the world's directory as `name`; returns its path.
     @discardableResult
-    public func write(_ text: String, to name: String) throws -> String {
+    package func write(_ text: String, to name: String) throws -> String {
         let url = self.directory.appendingPathComponent(name)
         try Data(text.utf8).write(to: url)
         return url.path
     }
 
     /// Reads `topics` of this world's broker back (``readBack(_:from:as:timeout:until:)``).
-    public func readBack<Records: ReadBackRecords>(
+    package func readBack<Records: ReadBackRecords>(
         _ topics: [String], as type: Records.Type = Records.self, timeout: Duration,
         until done: @escaping @Sendable (Records) -> Bool
     ) async throws -> (records: Records, complete: Bool) {
@@ -149,13 +149,13 @@ public final class TestWorld: Sendable {
     }
 
     /// The committed offsets of `group` on this world's broker (``committedOffsets(_:group:topic:partitions:)``).
-    public func committedOffsets(group: String, topic: String, partitions: Int32) async throws -> [Int32: Int64] {
+    package func committedOffsets(group: String, topic: String, partitions: Int32) async throws -> [Int32: Int64] {
         try await TestSupport.committedOffsets(self.broker, group: group, topic: topic, partitions: partitions)
     }
 }
 
 /// Opens a world for `configuration`, runs `body` in it, and closes the world when `body` returns or throws.
-public func withTestWorld<Result>(
+package func withTestWorld<Result>(
     _ configuration: TestWorld.Configuration,
     _ body: (TestWorld) async throws -> Result
 ) async throws -> Result {

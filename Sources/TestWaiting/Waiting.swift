@@ -4,20 +4,20 @@ import Testing
 // (the pipeline core's tests link no I/O library). Prefer awaiting an event; poll only state that has none.
 
 /// What a wait throws when what it waits for does not happen in time.
-public struct TimedOut: Error, CustomStringConvertible {
+package struct TimedOut: Error, CustomStringConvertible {
     /// What was awaited, for the message.
-    public var what: String
+    package var what: String
 
     /// Creates the error.
-    public init(what: String) {
+    package init(what: String) {
         self.what = what
     }
 
-    public var description: String { "timed out waiting for \(self.what)" }
+    package var description: String { "timed out waiting for \(self.what)" }
 }
 
 /// Runs `body`; throws ``TimedOut`` naming `what` when `timeout` passes first (`body` is then cancelled).
-public func withTimeout<Result: Sendable>(
+package func withTimeout<Result: Sendable>(
     _ timeout: Duration,
     _ what: String,
     _ body: @escaping @Sendable () async throws -> Result
@@ -34,7 +34,7 @@ public func withTimeout<Result: Sendable>(
 }
 
 /// What `body` returns, or `nil` when `timeout` passes first (`body` is then cancelled).
-public func withTimeout<Result: Sendable>(
+package func withTimeout<Result: Sendable>(
     _ timeout: Duration,
     _ body: @escaping @Sendable () async -> Result?
 ) async -> Result? {
@@ -51,7 +51,7 @@ public func withTimeout<Result: Sendable>(
 }
 
 /// Polls `condition` every `interval` until it holds or `timeout` passes; returns whether it held in the end.
-public func eventually(
+package func eventually(
     timeout: Duration = .seconds(5),
     every interval: Duration = .milliseconds(10),
     _ condition: () async -> Bool
@@ -65,7 +65,7 @@ public func eventually(
 }
 
 /// Polls `condition` every 2 ms; when it does not hold within `timeout`, records an issue and throws.
-public func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
+package func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
     guard try await eventually(timeout: timeout, every: .milliseconds(2), condition) else {
         Issue.record("condition not met within \(timeout)")
         throw TimedOut(what: "a condition")

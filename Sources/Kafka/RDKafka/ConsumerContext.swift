@@ -5,7 +5,7 @@ import Logging
 import Synchronization
 import Waiting
 
-/// The consumer's state shared by its poll thread, its rebalance callback and its public API.
+/// The consumer's state shared by its poll thread, its rebalance callback and its package API.
 final class ConsumerContext: Sendable {
     let buffer: BatchBuffer
     let listener: (any KafkaRebalanceListener)?

@@ -4,7 +4,7 @@ import Foundation
 /// Owns one `rd_kafka_t` (and, for a mock cluster, the `rd_kafka_mock_cluster_t` it hosts).
 ///
 /// This is the one place where raw librdkafka handles cross threads, so it is `@unchecked Sendable`. That is
-/// safe because librdkafka handles are thread-safe (every public function may be called from any thread), and
+/// safe because librdkafka handles are thread-safe (every package function may be called from any thread), and
 /// the only mutable state here, `state`, is guarded by a readers-writer lock: callers from outside the
 /// client's own threads go through ``withHandle(_:)`` (read lock), and ``destroy()`` takes the write lock, so
 /// no call can run on a freed handle.
