@@ -60,7 +60,7 @@ func fuzzOne(_ bytes: [UInt8]) {
 
 #if PUSHBRIDGE_LIBFUZZER
     @_cdecl("LLVMFuzzerTestOneInput")
-    package func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         fuzzOne(size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
         return 0
     }

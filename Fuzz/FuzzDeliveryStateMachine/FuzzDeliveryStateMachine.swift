@@ -334,7 +334,7 @@ func checkOutcome(
 
 #if PUSHBRIDGE_LIBFUZZER
     @_cdecl("LLVMFuzzerTestOneInput")
-    package func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    public func fuzzerTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         fuzzOne(size == 0 ? [] : Array(UnsafeBufferPointer(start: data, count: size)))
         return 0
     }
