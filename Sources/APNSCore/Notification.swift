@@ -91,7 +91,7 @@ extension Notification {
 
     /// Whether this is a broadcast to ``channelID`` rather than a push to one device.
     @inlinable
-    package var isBroadcast: Bool { self.channelID != nil }
+    public var isBroadcast: Bool { self.channelID != nil }
 
     /// The bundle ID of the app: ``topic`` without its push type's suffix. A broadcast names the app by it in
     /// its path (`/4/broadcasts/apps/<bundle ID>`).

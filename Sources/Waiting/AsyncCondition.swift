@@ -16,9 +16,9 @@ import Synchronization
 /// - Deadline: a wait with a deadline returns ``WaitResult/timedOut`` once it passes.
 ///
 /// A change resumes waiters after the lock is released. Checking costs nothing while nobody waits.
-package final class AsyncCondition<State: Sendable>: Sendable {
+public final class AsyncCondition<State: Sendable>: Sendable {
     /// How a wait ended.
-    package enum WaitResult<Value: Sendable>: Sendable {
+    public enum WaitResult<Value: Sendable>: Sendable {
         /// The condition held and returned this value.
         case satisfied(Value)
         /// The deadline passed first.
@@ -27,7 +27,7 @@ package final class AsyncCondition<State: Sendable>: Sendable {
         case cancelled
 
         /// The condition's value, or `nil` when the wait timed out or was cancelled.
-        package var value: Value? {
+        public var value: Value? {
             if case .satisfied(let value) = self { return value }
             return nil
         }
@@ -90,13 +90,13 @@ package final class AsyncCondition<State: Sendable>: Sendable {
     let storage: Mutex<Storage>
 
     /// Creates the condition around `state`.
-    package init(_ state: State) {
+    public init(_ state: State) {
         self.storage = Mutex(Storage(state: state))
     }
 
     /// Reads or changes the state under the lock; then resumes every waiter whose condition now holds.
     @inlinable
-    package func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+    public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
         let (result, resumptions) = try self.storage.withLock { storage in
             let result = try body(&storage.state)
             if storage.waiters.isEmpty { return (result, [@Sendable () -> Void]()) }
@@ -109,7 +109,7 @@ package final class AsyncCondition<State: Sendable>: Sendable {
     /// ``withLock(_:)``, then `settle` under the same lock once the waiters were checked, with how many in-turn
     /// waiters still wait: for a change whose last step depends on whether anybody is left waiting.
     @inlinable
-    package func withLock<Result>(
+    public func withLock<Result>(
         _ body: (inout State) throws -> Result,
         settle: (inout State, _ waitingInTurn: Int) -> Void
     ) rethrows -> Result {
@@ -124,11 +124,11 @@ package final class AsyncCondition<State: Sendable>: Sendable {
     }
 
     /// How many tasks wait now (for tests and gauges).
-    package var waiting: Int { self.storage.withLock { $0.waiters.count } }
+    public var waiting: Int { self.storage.withLock { $0.waiters.count } }
 
     /// Reads the state under the lock; nobody is resumed (reading changes nothing).
     @inlinable
-    package func read<Result>(_ body: (State) throws -> Result) rethrows -> Result {
+    public func read<Result>(_ body: (State) throws -> Result) rethrows -> Result {
         try self.storage.withLock { storage in try body(storage.state) }
     }
 
@@ -143,7 +143,7 @@ package final class AsyncCondition<State: Sendable>: Sendable {
     ///     served); the condition is not even checked now while an earlier in-turn waiter still waits.
     ///   - deadline: when to give up; `nil` waits for as long as it takes.
     @inlinable
-    package func wait<Value: Sendable>(
+    public func wait<Value: Sendable>(
         inTurn: Bool = false,
         deadline: ContinuousClock.Instant? = nil,
         until condition: @escaping @Sendable (inout State) -> Value?
@@ -156,7 +156,7 @@ package final class AsyncCondition<State: Sendable>: Sendable {
     /// when it does not hold (or, `inTurn`, when an earlier in-turn waiter still waits, and the condition is not
     /// checked).
     @inlinable
-    package func check<Value>(inTurn: Bool = false, _ condition: (inout State) -> Value?) -> Value? {
+    public func check<Value>(inTurn: Bool = false, _ condition: (inout State) -> Value?) -> Value? {
         self.storage.withLock { storage in
             if inTurn && storage.inTurnCount > 0 { return nil }
             return condition(&storage.state)
@@ -236,12 +236,12 @@ package final class AsyncCondition<State: Sendable>: Sendable {
 /// A one-way flag (closed, stopped) that tasks wait for.
 extension AsyncCondition where State == Bool {
     /// Sets the flag: every task waiting for it resumes.
-    package func set() {
+    public func set() {
         self.withLock { $0 = true }
     }
 
     /// Waits until the flag is set: `true`; `false` when the `deadline` passed first or the task was cancelled.
-    package func waitUntilSet(deadline: ContinuousClock.Instant? = nil) async -> Bool {
+    public func waitUntilSet(deadline: ContinuousClock.Instant? = nil) async -> Bool {
         await self.wait(deadline: deadline) { $0 ? () : nil }.value != nil
     }
 }
