@@ -119,6 +119,13 @@ package final class KafkaConsumer: Sendable {
             maxBatchBytes: max(1, configuration.maxBatchBytes),
             pollTimeoutMilliseconds: configuration.pollTimeout.milliseconds
         )
+        if listener != nil {
+            // The listener's calls need a task; close() joins it.
+            Task { await context.serveListener() }
+        } else {
+            context.listenerCalls.continuation.finish()
+            context.listenerServed.set()
+        }
         startThread(named: "kafka-cons-poll") { loop.run() }
     }
 
@@ -342,6 +349,13 @@ package final class KafkaConsumer: Sendable {
                 metadata: ["kafka.timeout_ms": "\(self.context.closeTimeout.milliseconds)"]
             )
             self.context.buffer.finish(.closed)
+            return
+        }
+        // Closed: the listener's last calls (the revocation) returned, or their own timeout let the poll thread go.
+        if await !self.context.listenerServed.waitUntilSet(deadline: .now + self.context.listenerTimeout) {
+            self.context.logger.warning(
+                "A rebalance listener call is still running after the consumer closed",
+                metadata: ["kafka.timeout_ms": "\(self.context.listenerTimeout.milliseconds)"])
         }
     }
 }

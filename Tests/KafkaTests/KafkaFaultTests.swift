@@ -106,6 +106,28 @@ struct KafkaFaultTests {
         #expect(try await batches.next() == nil)
     }
 
+    @Test("a rebalance listener that never returns holds up neither the group nor close beyond its timeout")
+    func stuckListener() async throws {
+        let topic = "stuck-listener"
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 20, partitionCount: 1)
+        await producer.close()
+        var configuration = consumerConfiguration(cluster, group: "stuck-listener")
+        configuration.rebalanceListenerTimeout = .seconds(1)
+        let consumer = try KafkaConsumer(
+            configuration: configuration, topics: [topic], listener: StuckOnAssignment(), logger: testLogger("c"))
+        // The assignment goes on once the listener's timeout passed.
+        let received = try await read(consumer) { $0.count >= 20 }
+        #expect(received.count == 20)
+        let clock = ContinuousClock()
+        let elapsed = try await clock.measure {
+            try await withTimeout(.seconds(30), "close") { await consumer.close() }
+        }
+        // Closing, then at most the listener timeout for the call that is still stuck.
+        #expect(elapsed < .seconds(6))
+    }
+
     @Test("closing a consumer whose coordinator is down returns within the close timeout")
     func consumerCloseWithBrokerDownIsPrompt() async throws {
         let topic = "close-down"
@@ -167,4 +189,13 @@ struct KafkaFaultTests {
             #expect([.purgedQueued, .purgedInFlight].contains(error.code))
         }
     }
+}
+
+/// A listener whose assignment call does not return (for ten minutes).
+private struct StuckOnAssignment: KafkaRebalanceListener {
+    func partitionsAssigned(_ partitions: [KafkaPartition], generation: UInt64) async {
+        try? await Task.sleep(for: .seconds(600))
+    }
+
+    func partitionsRevoked(_ partitions: [KafkaPartition]) async {}
 }

@@ -15,6 +15,11 @@ final class ConsumerContext: Sendable {
     let closeRequested = Atomic<Bool>(false)
     /// Set once the poll thread closed and destroyed the consumer.
     let closed = AsyncCondition(false)
+    /// The listener's calls from the poll thread, for ``serveListener()`` to run; finished once the poll thread
+    /// ends.
+    let listenerCalls = AsyncStream<@Sendable () async -> Void>.makeStream()
+    /// Set once ``serveListener()`` returned: every listener call it started has returned.
+    let listenerServed = AsyncCondition(false)
     /// Each assigned partition's current assignment, and the last generation handed out. Written by the
     /// rebalance callback and read by the poll loop, both on the poll thread, so a message is stamped with the
     /// assignment it was fetched under.
@@ -163,18 +168,31 @@ final class ConsumerContext: Sendable {
         }
     }
 
+    /// Runs the listener's calls from the poll thread, each in a task of its own group (a stuck one does not hold up
+    /// the next), until the poll thread ends and every call returned. The consumer's one task: started with it,
+    /// joined by ``KafkaConsumer/close()``.
+    func serveListener() async {
+        await withDiscardingTaskGroup { group in
+            for await call in self.listenerCalls.stream {
+                group.addTask { await call() }
+            }
+        }
+        self.listenerServed.set()
+    }
+
     /// Runs a listener method from the poll thread and blocks it until the method returns or the timeout.
     func awaitListener(_ event: String, _ body: @escaping @Sendable (any KafkaRebalanceListener) async -> Void) {
         guard let listener = self.listener else {
             return
         }
         let done = DispatchSemaphore(value: 0)
-        // The poll thread is not part of Swift concurrency, so the listener runs in a task of its own while
-        // the thread waits; that is the point of the bound: a stuck listener cannot stall the group forever.
-        Task {
+        // The poll thread is not part of Swift concurrency: the listener runs in a task of ``serveListener()``'s
+        // group while the thread waits, and the wait is bounded, so a stuck listener cannot stall the group forever.
+        let call: @Sendable () async -> Void = {
             await body(listener)
             done.signal()
         }
+        guard case .enqueued = self.listenerCalls.continuation.yield(call) else { return }
         let timeoutMilliseconds = Int(self.listenerTimeout.milliseconds)
         if done.wait(timeout: .now() + .milliseconds(timeoutMilliseconds)) == .timedOut {
             self.logger.warning(

@@ -75,6 +75,7 @@ struct PollLoop: Sendable {
         }
         self.client.destroy()
         self.context.buffer.finish(failure.map(BatchBuffer.End.failed) ?? .closed)
+        self.context.listenerCalls.continuation.finish()
         self.context.closed.set()
     }
 
