@@ -17,8 +17,8 @@ final class FlowController: Sendable {
         var stopped = false
         /// Releases so far (wrapping): a stall watch compares it across its sleep.
         var releases: UInt64 = 0
-        /// Whether waiting pieces may take room: while nobody waits, and during a release that brought in flight
-        /// down to the resume levels (or to nothing), until a waiting piece does not fit.
+        /// Whether waiting pieces may take room: while the line is not full, and during a release that brought in
+        /// flight down to the resume levels (or to nothing), until a waiting piece does not fit.
         var handingOut = true
     }
 
@@ -143,9 +143,10 @@ final class FlowController: Sendable {
             state.releases &+= 1
             if !state.handingOut { state.handingOut = state.flow.admitsWaiters }
         } settle: { state, waiting in
-            // Whoever still waits did not fit: room is handed out again from the next release at the resume levels.
-            state.handingOut = waiting == 0
             self.apply(state.flow.settle(waiting: waiting > 0))
+            // Whoever still waits did not fit, and a full line stays full until the resume levels (also for a piece
+            // that is only about to wait): room is handed out again from the release that gets there.
+            state.handingOut = waiting == 0 && !state.flow.full
             self.onChange(state.flow.inFlight)
         }
     }

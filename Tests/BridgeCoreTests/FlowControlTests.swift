@@ -220,6 +220,21 @@ extension FlowControlTests {
         #expect(source.isPaused(PartitionID(topic: "in", partition: 0)) == true)
     }
 
+    @Test("a piece that finds the line full waits for the resume levels even when it starts waiting after a release")
+    func lateWaiterWaitsForResumeLevels() async throws {
+        let controller = FlowController(source: RecordingSource(), maxCount: 8, maxBytes: 1 << 20)
+        for _ in 0..<8 { #expect(controller.acquireNow(bytes: 1) == true) }
+        #expect(controller.acquireNow(bytes: 1) == nil, "the line is full")
+        // A release lands between the piece finding the line full and its wait: 7 in flight, above the resume level.
+        controller.release(bytes: 1)
+        let waiting = Task { await controller.acquire(bytes: 1) }
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(controller.inFlight.count == 7, "no room handed out above the resume level")
+        controller.release(bytes: 1)
+        #expect(await waiting.value)
+        #expect(controller.inFlight.count == 7, "6 after the release, 7 with the waiter's room")
+    }
+
     @Test("a full line wakes its waiting consumer once in flight is down to the resume levels, not per release")
     func waiterWokenAtResumeLevels() async throws {
         let controller = FlowController(source: RecordingSource(), maxCount: 8, maxBytes: 1 << 20)
