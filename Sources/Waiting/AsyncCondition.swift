@@ -78,6 +78,14 @@ public final class AsyncCondition<State: Sendable>: Sendable {
             return resumptions
         }
 
+        /// The condition's value now, unless it waits in turn and an earlier in-turn waiter still waits (then it is
+        /// not checked).
+        @usableFromInline
+        mutating func checkNow<Value>(inTurn: Bool, _ condition: (inout State) -> Value?) -> Value? {
+            if inTurn && self.inTurnCount > 0 { return nil }
+            return condition(&self.state)
+        }
+
         mutating func remove(_ id: UInt64) -> Waiter? {
             guard let index = self.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             let waiter = self.waiters.remove(at: index)
@@ -97,13 +105,7 @@ public final class AsyncCondition<State: Sendable>: Sendable {
     /// Reads or changes the state under the lock; then resumes every waiter whose condition now holds.
     @inlinable
     public func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
-        let (result, resumptions) = try self.storage.withLock { storage in
-            let result = try body(&storage.state)
-            if storage.waiters.isEmpty { return (result, [@Sendable () -> Void]()) }
-            return (result, storage.checkWaiters())
-        }
-        for resume in resumptions { resume() }
-        return result
+        try self.withLock(body, settle: { _, _ in })
     }
 
     /// ``withLock(_:)``, then `settle` under the same lock once the waiters were checked, with how many in-turn
@@ -156,11 +158,8 @@ public final class AsyncCondition<State: Sendable>: Sendable {
     /// when it does not hold (or, `inTurn`, when an earlier in-turn waiter still waits, and the condition is not
     /// checked).
     @inlinable
-    public func check<Value>(inTurn: Bool = false, _ condition: (inout State) -> Value?) -> Value? {
-        self.storage.withLock { storage in
-            if inTurn && storage.inTurnCount > 0 { return nil }
-            return condition(&storage.state)
-        }
+    public func check<Value: Sendable>(inTurn: Bool = false, _ condition: @Sendable (inout State) -> Value?) -> Value? {
+        self.storage.withLock { storage in storage.checkNow(inTurn: inTurn, condition) }
     }
 
     @usableFromInline
@@ -208,9 +207,7 @@ public final class AsyncCondition<State: Sendable>: Sendable {
                 let now: WaitResult<Value>? = self.storage.withLock { storage in
                     // Cancelled before this lock: the cancellation handler found nothing to remove.
                     if Task.isCancelled { return .cancelled }
-                    if !(inTurn && storage.inTurnCount > 0), let value = condition(&storage.state) {
-                        return .satisfied(value)
-                    }
+                    if let value = storage.checkNow(inTurn: inTurn, condition) { return .satisfied(value) }
                     storage.waiters.append(
                         Waiter(
                             id: id,
