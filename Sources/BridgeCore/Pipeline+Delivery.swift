@@ -65,7 +65,7 @@ extension Pipeline {
         /// A record the producer could not take without waiting.
         case publish(OutgoingRecord, acknowledged: @Sendable () -> Void)
         /// A record Kafka failed, to publish again after a backoff.
-        case publishAgain(PublishRetry)
+        case publishAfterBackoff(PublishRetry)
     }
 
     /// Starts a delivery. The common case, the line open and the first answer final, runs without a task: the
@@ -177,8 +177,8 @@ extension Pipeline {
                     group.addTask { await self.deliver(delivery, machine: machine, action: action) }
                 case .publish(let record, let acknowledged):
                     group.addTask { await self.publishLater(record, acknowledged: acknowledged) }
-                case .publishAgain(let retry):
-                    group.addTask { await self.publishAgain(retry) }
+                case .publishAfterBackoff(let retry):
+                    group.addTask { await self.publishAfterBackoff(retry) }
                 }
             }
         }

@@ -121,7 +121,7 @@ extension Pipeline {
             )
             let retry = PublishRetry(
                 record: record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged)
-            if case .terminated = self.resumptions.continuation.yield(.publishAgain(retry)) {
+            if case .terminated = self.resumptions.continuation.yield(.publishAfterBackoff(retry)) {
                 // The pipeline finished: nothing waits for this record any more.
                 self.unpublished.remove(failing)
             }
@@ -129,7 +129,7 @@ extension Pipeline {
     }
 
     /// Publishes a record Kafka failed once more, after the backoff for its attempt; in a task of ``run()``'s.
-    func publishAgain(_ retry: PublishRetry) async {
+    func publishAfterBackoff(_ retry: PublishRetry) async {
         try? await Task.sleep(for: self.configuration.publishBackoff.delay(afterAttempt: retry.attempt))
         guard !self.isAbandoned else {
             self.unpublished.remove(retry.failing)
@@ -141,7 +141,7 @@ extension Pipeline {
     }
 }
 
-/// A record to publish again after a failure (see ``Pipeline/publishAgain(_:)``).
+/// A record to publish again after a failure (see ``Pipeline/publishAfterBackoff(_:)``).
 struct PublishRetry: Sendable {
     var record: OutgoingRecord
     /// Failed attempts so far.
