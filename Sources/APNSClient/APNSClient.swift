@@ -271,11 +271,10 @@ package final class APNSClient: Sendable {
     package func run() async {
         await withDiscardingTaskGroup { group in
             group.addTask { await self.pool.run() }
+            // Ends at shutdown(), which shuts the pool down too, or on cancellation, which reaches the pool's run.
             for await send in self.waitingSends.stream {
                 group.addTask { await send() }
             }
-            // Shut down (or cancelled): the pool's run ends too.
-            await self.pool.shutdown()
         }
     }
 
