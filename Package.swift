@@ -168,6 +168,7 @@ let package = Package(
         .target(
             name: "Bridge",
             dependencies: [
+                "Waiting",
                 "BridgeCore",
                 "Kafka",
                 "APNSClient",
@@ -319,7 +320,9 @@ let package = Package(
         .testTarget(name: "WaitingTests", dependencies: ["Waiting", "TestWaiting"], swiftSettings: strict),
         .testTarget(
             name: "KafkaTests",
-            dependencies: ["Kafka", "TestSupport", "TestWaiting", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "Kafka", "TestSupport", "TestWaiting", "Waiting", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport", "TestWaiting"], swiftSettings: strict),

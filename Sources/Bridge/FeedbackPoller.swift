@@ -6,7 +6,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
-import Synchronization
+import Waiting
 
 /// Polls one binary app's feedback service (docs/binary-protocol.md): at start and then every `interval`, it
 /// reads the service's tuples until the service closes the connection and publishes one invalid-token record
@@ -224,19 +224,17 @@ final class Acknowledgements: Sendable {
     private struct State {
         var remaining: Int
         var answers = Answers()
-        var waiter: CheckedContinuation<Void, Never>?
-        var cancelled = false
     }
 
-    private let state: Mutex<State>
+    private let state: AsyncCondition<State>
 
     init(count: Int) {
-        self.state = Mutex(State(remaining: count))
+        self.state = AsyncCondition(State(remaining: count))
     }
 
     /// The sink answered record `index`.
     func answer(_ index: Int, error: (any Error)?) {
-        let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+        self.state.withLock { state in
             if let error {
                 state.answers.failed.append(index)
                 state.answers.error = error
@@ -244,32 +242,12 @@ final class Acknowledgements: Sendable {
                 state.answers.acknowledged += 1
             }
             state.remaining -= 1
-            guard state.remaining == 0 else { return nil }
-            defer { state.waiter = nil }
-            return state.waiter
         }
-        waiter?.resume()
     }
 
     /// Waits until every record was answered, or the task is cancelled; returns the answers so far.
     func wait() async -> Answers {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let ready = self.state.withLock { state in
-                    if state.remaining <= 0 || state.cancelled { return true }
-                    state.waiter = continuation
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
-                state.cancelled = true
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume()
-        }
-        return self.state.withLock { $0.answers }
+        _ = await self.state.wait { $0.remaining <= 0 ? () : nil }
+        return self.state.read { $0.answers }
     }
 }

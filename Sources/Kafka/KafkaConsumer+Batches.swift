@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import Waiting
 
 /// The messages of a ``KafkaConsumer``, in batches, as an async sequence with a bounded buffer: when the
 /// reader falls ``KafkaConsumerConfiguration/bufferedBatchCount`` batches behind, the poll thread stops
@@ -41,19 +41,18 @@ final class BatchBuffer: Sendable {
 
     private struct State {
         var batches: [[KafkaMessage]] = []
-        var reader: CheckedContinuation<[KafkaMessage]?, any Error>?
         var end: End?
         var writerWaiting = false
     }
 
-    private enum ReadAction {
-        case deliver([KafkaMessage], wakeWriter: Bool)
+    /// What the reader finds: a batch (and whether the writer waits for the slot it frees), or the end.
+    private enum Read: Sendable {
+        case batch([KafkaMessage], wakeWriter: Bool)
         case end(End)
-        case cancelled
-        case wait
     }
 
-    private let state = Mutex(State())
+    /// The reader waits on it for a batch or the end; the writer is a thread and waits on ``space``.
+    private let state = AsyncCondition(State())
     /// Signalled by the reader when it frees a slot the writer waits for. A semaphore keeps a signal that
     /// arrives before the writer starts waiting.
     private let space = DispatchSemaphore(value: 0)
@@ -86,20 +85,12 @@ final class BatchBuffer: Sendable {
         }
     }
 
-    /// Hands `batch` to a waiting reader or buffers it (the writer checked ``waitForSpace(shouldStop:)``).
+    /// Buffers `batch`, for a waiting reader or the next read (the writer checked ``waitForSpace(shouldStop:)``).
     func push(_ batch: [KafkaMessage]) {
-        let reader = self.state.withLock { state -> CheckedContinuation<[KafkaMessage]?, any Error>? in
-            guard state.end == nil else {
-                return nil
-            }
-            if let reader = state.reader {
-                state.reader = nil
-                return reader
-            }
+        self.state.withLock { state in
+            guard state.end == nil else { return }
             state.batches.append(batch)
-            return nil
         }
-        reader?.resume(returning: batch)
     }
 
     /// Drops buffered messages of `partitions` (they were revoked: another member will consume them).
@@ -119,63 +110,38 @@ final class BatchBuffer: Sendable {
     /// Ends the sequence: the reader gets `nil` (closed; buffered batches are dropped) or, after the buffered
     /// batches, the error.
     func finish(_ end: End) {
-        let reader = self.state.withLock { state -> CheckedContinuation<[KafkaMessage]?, any Error>? in
-            guard state.end == nil else {
-                return nil
-            }
+        self.state.withLock { state in
+            guard state.end == nil else { return }
             state.end = end
             if case .closed = end {
                 state.batches.removeAll()
             }
-            let reader = state.reader
-            state.reader = nil
-            return reader
-        }
-        switch end {
-        case .closed: reader?.resume(returning: nil)
-        case .failed(let error): reader?.resume(throwing: error)
         }
     }
 
     func next() async throws -> [KafkaMessage]? {
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let action = self.state.withLock { state -> ReadAction in
-                    if !state.batches.isEmpty {
-                        let wakeWriter = state.writerWaiting
-                        state.writerWaiting = false
-                        return .deliver(state.batches.removeFirst(), wakeWriter: wakeWriter)
-                    }
-                    if let end = state.end {
-                        // An error is thrown once; afterwards the sequence is simply over.
-                        state.end = .closed
-                        return .end(end)
-                    }
-                    if Task.isCancelled {
-                        return .cancelled
-                    }
-                    state.reader = continuation
-                    return .wait
-                }
-                switch action {
-                case .deliver(let batch, let wakeWriter):
-                    if wakeWriter {
-                        self.space.signal()
-                    }
-                    continuation.resume(returning: batch)
-                case .end(.closed): continuation.resume(returning: nil)
-                case .end(.failed(let error)): continuation.resume(throwing: error)
-                case .cancelled: continuation.resume(throwing: CancellationError())
-                case .wait: break
-                }
+        let read = await self.state.wait { state -> Read? in
+            if !state.batches.isEmpty {
+                let wakeWriter = state.writerWaiting
+                state.writerWaiting = false
+                return .batch(state.batches.removeFirst(), wakeWriter: wakeWriter)
             }
-        } onCancel: {
-            let reader = self.state.withLock { state in
-                let reader = state.reader
-                state.reader = nil
-                return reader
+            if let end = state.end {
+                // An error is thrown once; afterwards the sequence is simply over.
+                state.end = .closed
+                return .end(end)
             }
-            reader?.resume(throwing: CancellationError())
+            return nil
+        }
+        switch read {
+        case .satisfied(.batch(let batch, let wakeWriter)):
+            if wakeWriter {
+                self.space.signal()
+            }
+            return batch
+        case .satisfied(.end(.closed)): return nil
+        case .satisfied(.end(.failed(let error))): throw error
+        case .cancelled, .timedOut: throw CancellationError()
         }
     }
 }

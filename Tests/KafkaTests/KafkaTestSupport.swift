@@ -5,6 +5,7 @@ import Synchronization
 import TestSupport
 import TestWaiting
 import Testing
+import Waiting
 
 /// A logger that keeps test output readable: librdkafka's transient complaints are warnings.
 func testLogger(_ label: String) -> Logger {
@@ -92,45 +93,18 @@ extension KafkaMessage {
 
 /// A value the test awaits conditions on, updated from other tasks or threads.
 final class Observed<Value: Sendable>: Sendable {
-    private struct Waiter {
-        var id: Int
-        var predicate: @Sendable (Value) -> Bool
-        var continuation: CheckedContinuation<Value?, Never>
-    }
-
-    private struct State {
-        var value: Value
-        var waiters: [Waiter] = []
-        var nextID = 0
-    }
-
-    private let state: Mutex<State>
+    private let condition: AsyncCondition<Value>
 
     init(_ value: Value) {
-        self.state = Mutex(State(value: value))
+        self.condition = AsyncCondition(value)
     }
 
     var value: Value {
-        self.state.withLock { $0.value }
+        self.condition.read { $0 }
     }
 
     func update(_ body: (inout Value) -> Void) {
-        let ready = self.state.withLock { state -> [(CheckedContinuation<Value?, Never>, Value)] in
-            body(&state.value)
-            let value = state.value
-            var ready: [(CheckedContinuation<Value?, Never>, Value)] = []
-            state.waiters.removeAll { waiter in
-                guard waiter.predicate(value) else {
-                    return false
-                }
-                ready.append((waiter.continuation, value))
-                return true
-            }
-            return ready
-        }
-        for (continuation, value) in ready {
-            continuation.resume(returning: value)
-        }
+        self.condition.withLock(body)
     }
 
     /// Waits until `predicate` holds, at most `timeout`.
@@ -140,40 +114,10 @@ final class Observed<Value: Sendable>: Sendable {
         timeout: Duration = .seconds(30),
         until predicate: @escaping @Sendable (Value) -> Bool
     ) async throws -> Value {
-        try await withTimeout(timeout, what) {
-            let id = self.state.withLock { state in
-                defer { state.nextID += 1 }
-                return state.nextID
-            }
-            let value = await withTaskCancellationHandler {
-                await withCheckedContinuation { continuation in
-                    let value = self.state.withLock { state -> Value?? in
-                        if predicate(state.value) {
-                            return .some(state.value)
-                        }
-                        if Task.isCancelled {
-                            return .some(nil)
-                        }
-                        state.waiters.append(Waiter(id: id, predicate: predicate, continuation: continuation))
-                        return .none
-                    }
-                    if let value {
-                        continuation.resume(returning: value)
-                    }
-                }
-            } onCancel: {
-                let waiter = self.state.withLock { state -> Waiter? in
-                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
-                        return nil
-                    }
-                    return state.waiters.remove(at: index)
-                }
-                waiter?.continuation.resume(returning: nil)
-            }
-            guard let value else {
-                throw CancellationError()
-            }
-            return value
+        switch await self.condition.wait(deadline: .now + timeout, until: { predicate($0) ? $0 : nil }) {
+        case .satisfied(let value): return value
+        case .timedOut: throw TimedOut(what: what)
+        case .cancelled: throw CancellationError()
         }
     }
 }
