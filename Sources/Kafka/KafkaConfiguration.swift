@@ -54,6 +54,10 @@ package struct KafkaConsumerConfiguration: Sendable {
     /// wait for an unreachable coordinator up to the session timeout); after it, close returns and librdkafka
     /// finishes in the background. What was not committed is consumed again: at-least-once holds.
     package var closeTimeout: Duration = .seconds(10)
+    /// Whether ``KafkaConsumer/resume(_:)`` wakes the resumed partitions' fetchers (a seek, and another once the
+    /// local queue is empty). Always on in the product; off only where a test measures the wake-up against its
+    /// absence in the same run, which is what makes that measure independent of the host's speed.
+    package var wakesFetchersOnResume = true
 
     /// Creates a configuration for the group `groupID` on `bootstrapServers`.
     package init(bootstrapServers: String, groupID: String, properties: [String: String] = [:]) {

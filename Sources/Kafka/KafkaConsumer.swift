@@ -27,6 +27,8 @@ package protocol KafkaRebalanceListener: Sendable {
 package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let context: ConsumerContext
+    /// ``KafkaConsumerConfiguration/wakesFetchersOnResume``.
+    private let wakesFetchersOnResume: Bool
 
     /// The consumed messages, in batches. Iterate from one task.
     package let batches: KafkaMessageBatches
@@ -111,6 +113,7 @@ package final class KafkaConsumer: Sendable {
         }
         self.client = client
         self.context = context
+        self.wakesFetchersOnResume = configuration.wakesFetchersOnResume
         self.batches = KafkaMessageBatches(buffer: buffer)
         let loop = PollLoop(
             client: client,
@@ -203,9 +206,13 @@ package final class KafkaConsumer: Sendable {
             self.context.markPaused(partitions, false)
             try self.client.withHandle { handle in
                 try Self.setPaused(false, list, handle)
-                seekWithoutWaiting(handle, to: positions.map { ($0.partition, $0.offset) })
+                if self.wakesFetchersOnResume {
+                    seekWithoutWaiting(handle, to: positions.map { ($0.partition, $0.offset) })
+                }
             }
-            self.context.wakeLater(positions)
+            if self.wakesFetchersOnResume {
+                self.context.wakeLater(positions)
+            }
         }
     }
 
