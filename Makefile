@@ -3,7 +3,7 @@ SWIFT       ?= swift
 BUILD_FLAGS ?=
 BIN_DEBUG   := .build/debug/pushbridge
 
-.PHONY: deps python-tools build test run release clean
+.PHONY: deps python-tools build test test-suite test-stress run release clean
 
 deps:
 	@scripts/install-deps.sh
@@ -27,9 +27,21 @@ BROKER_RESTART_TESTS := brokerDownThenUpLosesNothing|brokerDownAndUp|kafkaFailur
 test: deps python-tools
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
 	$(SWIFT) package describe --type json 2>/dev/null | python3 scripts/check-core-deps.py
+	$(MAKE) --no-print-directory test-suite
+
+## make test-suite: the suite of `make test` on what is already built (no build, no checks).
+test-suite:
 	$(SWIFT) test --skip-build $(BUILD_FLAGS) --skip '$(BROKER_RESTART_TESTS)'
 	$(SWIFT) test --skip-build $(BUILD_FLAGS) --filter '$(BROKER_RESTART_TESTS)' --no-parallel
 	$(MAKE) --no-print-directory fuzz-smoke
+
+## make test-stress: the whole suite STRESS_RUNS (3) times in a row while another process keeps one core busy;
+## lists every test that failed at least once (scripts/test-stress.sh). Not part of `make test`: run it before
+## resolving anything that touches timing (docs/testing.md, "Timing in tests").
+STRESS_RUNS ?= 3
+test-stress: deps python-tools
+	$(SWIFT) build --build-tests $(BUILD_FLAGS)
+	@scripts/test-stress.sh $(STRESS_RUNS) .build/test-stress
 
 ## make run: the demo (embedded Kafka, the APNs simulator and the bridge on sample events).
 ## RUN_ARGS overrides the arguments, e.g. make run RUN_ARGS="demo --events 5000".
