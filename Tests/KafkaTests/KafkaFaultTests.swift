@@ -90,6 +90,8 @@ struct KafkaFaultTests {
         var configuration = consumerConfiguration(cluster, group: "close")
         configuration.maxBatchMessageCount = 10
         configuration.bufferedBatchCount = 1
+        // Far from a prompt close, so that the bound below tells the two apart with room on both sides.
+        configuration.closeTimeout = .seconds(20)
         let recorder = RebalanceRecorder()
         let consumer = try KafkaConsumer(
             configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("c"))
@@ -98,9 +100,10 @@ struct KafkaFaultTests {
         // The poll thread is now blocked on the full buffer, with the partition assigned.
         let clock = ContinuousClock()
         let elapsed = try await clock.measure {
-            try await withTimeout(.seconds(10), "close") { await consumer.close() }
+            try await withTimeout(.seconds(30), "close") { await consumer.close() }
         }
-        #expect(elapsed < .seconds(5))
+        // Tells a prompt close (0.1 s unloaded) from one that waits out the 20 s close timeout: halfway.
+        #expect(elapsed < .seconds(10))
         #expect(recorder.revoked.value == [KafkaPartition(topic: topic, partition: 0)])
         var batches = consumer.batches.makeAsyncIterator()
         #expect(try await batches.next() == nil)
@@ -115,6 +118,8 @@ struct KafkaFaultTests {
         await producer.close()
         var configuration = consumerConfiguration(cluster, group: "stuck-listener")
         configuration.rebalanceListenerTimeout = .seconds(1)
+        // Far from the listener timeout, so that the bound below tells the two apart with room on both sides.
+        configuration.closeTimeout = .seconds(20)
         let consumer = try KafkaConsumer(
             configuration: configuration, topics: [topic], listener: StuckOnAssignment(), logger: testLogger("c"))
         // The assignment goes on once the listener's timeout passed.
@@ -124,8 +129,9 @@ struct KafkaFaultTests {
         let elapsed = try await clock.measure {
             try await withTimeout(.seconds(30), "close") { await consumer.close() }
         }
-        // Closing, then at most the listener timeout for the call that is still stuck.
-        #expect(elapsed < .seconds(6))
+        // Closing, then at most the 1 s listener timeout for the call that is still stuck (1.1 s unloaded), not the
+        // 20 s close timeout nor the stuck call itself: halfway.
+        #expect(elapsed < .seconds(10))
     }
 
     @Test("closing a consumer whose coordinator is down returns within the close timeout")
@@ -146,7 +152,8 @@ struct KafkaFaultTests {
         let elapsed = try await clock.measure {
             try await withTimeout(.seconds(30), "close") { await consumer.close() }
         }
-        // The 1 s close timeout, not the 10 s default; the rest is room for a loaded CI host.
+        // The 1 s close timeout, not the 10 s default: a deadline never fires early, so the default's side is 10 s
+        // or more, and the 6 s between are room for a loaded host (this test runs alone, after the parallel suite).
         #expect(elapsed < .seconds(7))
         var batches = consumer.batches.makeAsyncIterator()
         #expect(try await batches.next() == nil)
@@ -170,16 +177,18 @@ struct KafkaFaultTests {
                 }
             }
         }
-        try await withTimeout(.seconds(10), "sends in flight") {
+        try await withTimeout(.seconds(30), "sends in flight") {
             while producer.inFlightMessageCount < 10 {
                 try await Task.sleep(for: .milliseconds(10))
             }
         }
         let clock = ContinuousClock()
         let elapsed = try await clock.measure {
-            try await withTimeout(.seconds(10), "close") { await producer.close(timeout: .milliseconds(300)) }
+            try await withTimeout(.seconds(30), "close") { await producer.close(timeout: .milliseconds(300)) }
         }
-        let results = try await outcomes.wait("every send to return", timeout: .seconds(5)) { $0.count == 10 }
+        let results = try await outcomes.wait("every send to return") { $0.count == 10 }
+        // The 300 ms close timeout (0.35 s unloaded), not close's 10 s default nor the purge's 5 s wait for reports
+        // that do not come: deadlines never fire early, and this test runs alone, after the parallel suite.
         #expect(elapsed < .seconds(5))
         for result in results {
             guard case .failure(let error) = result else {
