@@ -157,10 +157,11 @@ struct ChannelManagementHostileTests {
             return try await client.list(bundleID: Fixtures.topic)
         }
         #expect(error?.code == .timeout)
-        // The call itself, not the shutdowns after it. The bound only tells a timeout from a hang: on a loaded
-        // 2-core CI host connecting and the TLS handshake alone have taken seconds.
+        // The call itself, not the shutdowns after it. The bound only tells a timeout from a hang (the suite's
+        // one-minute limit), halfway: connecting and the TLS handshake took 2.5 s under the parallel suite on an
+        // unloaded 2-core host.
         #expect(waited >= .milliseconds(500))
-        #expect(waited < .seconds(15))
+        #expect(waited < .seconds(30))
     }
 
     @Test("nothing listening is unreachable, within the request timeout")

@@ -108,7 +108,8 @@ struct FeedbackClientTests {
         #expect(
             poll.bytesRead
                 <= FeedbackClientConfiguration(host: "", port: 0, credentials: try self.credentials()).maxBytes)
-        #expect(ContinuousClock.now - started < .seconds(10))
+        // Cut at the limit (0.7 s under the parallel suite), not read on until the default 30 s timeout: halfway.
+        #expect(ContinuousClock.now - started < .seconds(15))
         await server.shutdown()
     }
 

@@ -58,7 +58,9 @@ struct DoctorTests {
             let started = ContinuousClock.now
             let checks = try await setup.doctor(
                 try setup.configuration(bootstrapServers: address), kafkaTimeout: .seconds(2))
-            #expect(ContinuousClock.now - started < .seconds(15))
+            // Tells the 2 s Kafka timeout from a hang (the suite's limit is a minute): with the doctor's other
+            // checks the run took 5.3 s under the parallel suite on an unloaded host, so the bound is halfway.
+            #expect(ContinuousClock.now - started < .seconds(30))
             let reachable = try #require(checks.named("kafka reachable"))
             #expect(reachable.status == .fail)
             #expect(reachable.found.contains(address))
