@@ -97,7 +97,7 @@ package final class TansuBroker: TestKafkaBroker {
         throw StartFailed(description: "Tansu did not start within \(timeout): \(reason)")
     }
 
-    /// Creates `topic` with Tansu's own client (`tansu topic create`, at most 10 s).
+    /// Creates `topic` with Tansu's own client (`tansu topic create`, at most 30 s: only a hang should fail it).
     package func addTopic(_ topic: String, partitions partitionCount: Int32) async throws {
         let process = Process()
         process.executableURL = self.tansu
@@ -108,11 +108,11 @@ package final class TansuBroker: TestKafkaBroker {
         let errors = Pipe()
         process.standardError = errors
         try process.run()
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(30)
         while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
         if process.isRunning {
             process.terminate()
-            throw StartFailed(description: "tansu topic create \(topic) did not finish within 10 s")
+            throw StartFailed(description: "tansu topic create \(topic) did not finish within 30 s")
         }
         guard process.terminationStatus == 0 else {
             let reason = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -59,7 +59,7 @@ struct APNSClientTests {
         let client = harness.client(authentication: .token(source), connections: 3)
         _ = await client.send(Fixtures.notification())
         // The pool opens its other connections in the background; wait (bounded) until all three are up.
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(30)
         while client.openConnections < 3 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }

@@ -197,7 +197,7 @@ struct FlowControlTests {
         #expect(await controller.acquire(bytes: 1))
         let timedOut = await controller.waitUntilEmpty(timeout: .milliseconds(50))
         #expect(!timedOut)
-        let drained = Task { await controller.waitUntilEmpty(timeout: .seconds(10)) }
+        let drained = Task { await controller.waitUntilEmpty(timeout: .seconds(30)) }
         try? await Task.sleep(for: .milliseconds(20))
         controller.release(bytes: 1)
         #expect(await drained.value)
@@ -300,7 +300,7 @@ extension FlowControlTests {
         let waiting = Task { await controller.acquire(bytes: 1) }
         while controller.flow.full == false { await Task.yield() }
         #expect(source.isPaused(self.p0) == false, "full, not stalled yet")
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(30)
         while source.isPaused(self.p0) != true, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }

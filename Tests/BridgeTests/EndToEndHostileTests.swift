@@ -303,7 +303,7 @@ struct EndToEndFatalProducerTests {
                     _ = try await world.results { $0.outcomes.count >= 20 }
                     try started.producer.raiseFatalErrorForTesting(reason: "test: sequence desynchronised")
                     // The bridge stops by itself; the admin server answers until the very end.
-                    let deadline = ContinuousClock.now + .seconds(10)
+                    let deadline = ContinuousClock.now + .seconds(30)
                     while ContinuousClock.now < deadline {
                         guard let (health, _) = try? await httpGet(port: started.adminPort, path: "/healthz") else {
                             break

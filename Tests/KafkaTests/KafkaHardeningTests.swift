@@ -41,7 +41,7 @@ struct KafkaHardeningTests {
         try await producer.send(topic: "fatal", key: nil, value: Array("before".utf8))
         #expect(producer.fatalError == nil)
         try producer.raiseFatalErrorForTesting(reason: "test: sequence desynchronised")
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(30)
         while reported.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }

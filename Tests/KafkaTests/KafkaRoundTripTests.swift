@@ -172,7 +172,7 @@ struct KafkaRoundTripTests {
         let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("c"))
         let first = try await read(consumer) { !$0.isEmpty }
         // One batch is with the reader and two wait in the buffer; the poll thread must take no more.
-        try await withTimeout(.seconds(10), "the buffer to fill") {
+        try await withTimeout(.seconds(30), "the buffer to fill") {
             while try consumer.lag(for: [partition]).first?.position != 30 {
                 try await Task.sleep(for: .milliseconds(20))
             }

@@ -22,9 +22,9 @@ struct KafkaThreadNameTests {
         let producer = try makeProducer(cluster)
         let consumer = try KafkaConsumer(
             configuration: consumerConfiguration(cluster, group: "names"), topics: [topic], logger: testLogger("c"))
-        // A thread names itself once it runs, a moment after it is started.
+        // A thread names itself once it runs, a moment after it is started (at least 30 s allowed).
         var names = try Self.threadNames()
-        for _ in 0..<250 where !(names.contains("kafka-prod-poll") && names.contains("kafka-cons-poll")) {
+        for _ in 0..<1500 where !(names.contains("kafka-prod-poll") && names.contains("kafka-cons-poll")) {
             try await Task.sleep(for: .milliseconds(20))
             names = try Self.threadNames()
         }
