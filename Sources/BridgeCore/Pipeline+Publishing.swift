@@ -129,9 +129,11 @@ extension Pipeline {
     }
 
     /// Publishes a record Kafka failed once more, after the backoff for its attempt; in a task of ``run()``'s.
+    /// Not once the drain gave up on in-flight work, nor once the task is cancelled: a cancelled send fails at once,
+    /// and trying it again would go round without waiting (the record's event stays uncommitted instead).
     func publishAfterBackoff(_ retry: PublishRetry) async {
         try? await Task.sleep(for: self.configuration.publishBackoff.delay(afterAttempt: retry.attempt))
-        guard !self.isAbandoned else {
+        guard !self.isAbandoned, !Task.isCancelled else {
             self.unpublished.remove(retry.failing)
             return
         }

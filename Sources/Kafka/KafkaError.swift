@@ -62,6 +62,8 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let purgedQueued = Code(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
         /// A message was purged while in flight (`_PURGE_INFLIGHT`).
         package static let purgedInFlight = Code(RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+        /// A wait was given up because its task was cancelled (`_INTR`).
+        package static let interrupted = Code(RD_KAFKA_RESP_ERR__INTR)
         /// A blocking operation ran out of time (`_TIMED_OUT`).
         package static let timedOut = Code(RD_KAFKA_RESP_ERR__TIMED_OUT)
         /// The broker connection failed (`_TRANSPORT`).
@@ -100,4 +102,10 @@ extension KafkaError {
         )
         rd_kafka_error_destroy(error)
     }
+}
+
+extension KafkaError {
+    /// A send cancelled while it waited for room in the producer's local queue: nothing was produced.
+    static let interruptedWaitingForRoom = KafkaError(
+        code: .interrupted, message: "cancelled while waiting for room in the producer's queue; not produced")
 }

@@ -65,6 +65,12 @@ package final class KafkaProducer: Sendable {
         self.context.inFlightCount
     }
 
+    /// How many times librdkafka refused a message because its local queue was full. A sender waiting for room
+    /// tries once per delivery report, so this grows with reports, never while the brokers are away.
+    package var queueFullRefusalCount: Int {
+        self.context.queueFullRefusals.load(ordering: .relaxed)
+    }
+
     /// The fatal error the producer raised, if it did; it cannot send after one.
     package var fatalError: KafkaError? {
         self.context.fatal.withLock { $0 }
@@ -85,7 +91,7 @@ package final class KafkaProducer: Sendable {
     /// `partition` names one.
     /// Throws a ``KafkaError``: the delivery error (e.g. `_MSG_TIMED_OUT` after librdkafka's own retries),
     /// or `_DESTROY` once the producer is closing. When librdkafka's local queue is full, waits for
-    /// deliveries to make room instead of failing.
+    /// deliveries to make room instead of failing; cancelled while it waits, it throws `_INTR` without producing.
     @discardableResult
     package func send(
         topic: String,
@@ -109,7 +115,8 @@ package final class KafkaProducer: Sendable {
                     }
                 }
             } catch let error as KafkaError where error.code == .queueFull {
-                await self.context.waitForDelivery()
+                self.context.queueFullRefusals.add(1, ordering: .relaxed)
+                guard await self.context.waitForDelivery() else { throw KafkaError.interruptedWaitingForRoom }
             }
         }
     }
@@ -120,7 +127,9 @@ package final class KafkaProducer: Sendable {
     /// Nothing waits for the broker meanwhile: a caller with many records in flight keeps no task per record.
     /// The failure is a ``KafkaError``: the delivery error (e.g. `_MSG_TIMED_OUT` after librdkafka's own
     /// retries), why the message was refused, or `_DESTROY` once the producer is closing. When librdkafka's
-    /// local queue is full, waits for deliveries to make room instead of failing.
+    /// local queue is full, waits for deliveries to make room instead of failing; cancelled while it waits (a
+    /// shutdown that gave up on its work, with every broker down), it calls `completion` with `_INTR` at once,
+    /// without producing, instead of trying again.
     package func send(
         topic: String,
         key: [UInt8]?,
@@ -132,7 +141,10 @@ package final class KafkaProducer: Sendable {
         while !self.sendNow(
             topic: topic, key: key, value: value, headers: headers, partition: partition, completion: completion)
         {
-            await self.context.waitForDelivery()
+            guard await self.context.waitForDelivery() else {
+                completion(.failure(KafkaError.interruptedWaitingForRoom))
+                return
+            }
         }
     }
 
@@ -171,6 +183,7 @@ package final class KafkaProducer: Sendable {
             return true
         } catch let error as KafkaError where error.code == .queueFull {
             opaque.release()
+            self.context.queueFullRefusals.add(1, ordering: .relaxed)
             return false
         } catch {
             opaque.release()
@@ -245,7 +258,7 @@ package final class KafkaProducer: Sendable {
                 if let headerList {
                     rd_kafka_headers_destroy(headerList)
                 }
-                self.context.didDeliver()
+                self.context.didNotProduce()
                 throw KafkaError(consuming: error, context: "producing to \(topic)")
             }
         }
@@ -354,6 +367,8 @@ final class ProducerContext: Sendable {
     let closing = Atomic<Bool>(false)
     let destroyWhenStopped = Atomic<Bool>(false)
     let pollThreadStopped = DispatchSemaphore(value: 0)
+    /// ``KafkaProducer/queueFullRefusalCount``.
+    let queueFullRefusals = Atomic<Int>(0)
     /// Messages handed to librdkafka and not yet reported, and reports not yet passed to a waiting sender.
     private struct Deliveries {
         var inFlight = 0
@@ -390,16 +405,27 @@ final class ProducerContext: Sendable {
         }
     }
 
-    /// Returns after the next delivery report that no other waiting sender took (at once when nothing is in flight
-    /// to report). Senders wait in turn: one report lets one sender try again.
-    func waitForDelivery() async {
-        _ = await self.deliveries.wait(inTurn: true) { deliveries -> Void? in
+    /// A message librdkafka refused (its queue is full, or the message is invalid) never entered it: no longer in
+    /// flight, but no report either, so it lets no waiting sender go on. When it did, two senders waiting for room in
+    /// a full queue woke each other in turn with their refusals, on every core, for as long as the brokers were
+    /// away (issue 28).
+    func didNotProduce() {
+        self.deliveries.withLock { $0.inFlight -= 1 }
+    }
+
+    /// Returns `true` after the next delivery report that no other waiting sender took (at once when nothing is in
+    /// flight to report); `false` at once when the task is cancelled, so that no sender retries a full queue in a
+    /// loop after cancellation. Senders wait in turn: one report lets one sender try again.
+    func waitForDelivery() async -> Bool {
+        let result = await self.deliveries.wait(inTurn: true) { deliveries -> Void? in
             if deliveries.reported > 0 {
                 deliveries.reported -= 1
                 return ()
             }
             return deliveries.inFlight == 0 ? () : nil
         }
+        if case .satisfied = result { return true }
+        return false
     }
 
     /// The name of the last topic a report was for: reports come in runs for one topic (the outcomes), and

@@ -131,6 +131,46 @@ struct KafkaRoundTripTests {
         #expect(reports.offsets.values.sorted() == (0..<1200).map(Int64.init))
     }
 
+    /// No broker answers, so no report ever comes: the waiting senders must sleep, not wake each other with their
+    /// refusals (issue 28: both cores spun for as long as the brokers were away), and cancelling them ends their
+    /// sends at once with `_INTR`, instead of a loop that tries the full queue again and again.
+    @Test(
+        "senders waiting for room in a queue no broker drains wait without trying again; cancelled, they fail at once")
+    func sendersWaitingForRoomSleepAndCancel() async throws {
+        // Nothing listens on port 1 of loopback: every message stays in librdkafka's local queue.
+        var configuration = KafkaProducerConfiguration(bootstrapServers: "127.0.0.1:1")
+        configuration.maxQueuedMessageCount = 4
+        configuration.properties["log_level"] = "0"
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("no-room"))
+        let reports = ReportTally()
+        for index in 0..<4 {
+            #expect(producer.sendNow(topic: "no-room", key: nil, value: [UInt8(index)]) { reports.add(index, $0) })
+        }
+        #expect(!producer.sendNow(topic: "no-room", key: nil, value: [4]) { reports.add(4, $0) })
+        let refusedBefore = producer.queueFullRefusalCount
+        let senders = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for sender in 10..<13 {
+                    group.addTask {
+                        await producer.send(topic: "no-room", key: nil, value: [UInt8(sender)]) {
+                            reports.add(sender, $0)
+                        }
+                    }
+                }
+            }
+        }
+        // Three senders each find the queue full once, then wait for a report that does not come.
+        try await waitUntil(timeout: .seconds(30)) { producer.queueFullRefusalCount >= refusedBefore + 3 }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(producer.queueFullRefusalCount == refusedBefore + 3, "waiting senders tried the full queue again")
+        senders.cancel()
+        _ = try await withTimeout(.seconds(30), "the cancelled senders") { await senders.value }
+        #expect(reports.count == 3, "only the three cancelled sends are answered before the close")
+        #expect(reports.failures.count == 3 && reports.failures.allSatisfy { $0.code == .interrupted })
+        await producer.close(timeout: .milliseconds(100))
+        #expect(reports.count == 7, "the four queued messages are failed by the close")
+    }
+
     @Test("sends to a handler object: each handler gets its own report once, with an offset; a refused one at once")
     func handlerSendsAreEachReportedOnce() async throws {
         let cluster = try makeCluster(topic: "handler", partitionCount: 1)
