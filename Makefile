@@ -22,7 +22,7 @@ build: deps
 ## closes its listening socket and binds the same port again at once, and aborts the process when another
 ## socket took that port in between, which the rest of the suite's connections made possible (docs/kafka.md,
 ## "Using the mock cluster").
-BROKER_RESTART_TESTS := brokerDownThenUpLosesNothing|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends
+BROKER_RESTART_TESTS := brokerDownThenUpLosesNothing|sigtermDuringBrokerOutageEnds|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends
 
 test: deps python-tools
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)

@@ -8,6 +8,7 @@ import Prometheus
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
+import Waiting
 
 /// Everything `pushbridge run` runs, built from a loaded configuration: the Kafka clients (or the embedded
 /// cluster), the sender, the pipeline and the admin server, in one `ServiceGroup`.
@@ -65,11 +66,15 @@ package struct BridgeRuntime: Sendable {
     ///   - embeddedCluster: the cluster to use when `kafka.bootstrap_servers` is `embedded`; when `nil`, one is
     ///     started here with every configured topic.
     ///   - onStarted: called once the admin server listens.
+    ///   - onShutdownOverrun: called when a shutdown is still running ``ShutdownSteps/margin`` past
+    ///     `shutdown.drain_timeout` after it began, after one error line in the log; `pushbridge run` exits the
+    ///     process there. Without it the overrun is only logged.
     package func run(
         sender: any ManagedSender,
         embeddedCluster: KafkaMockCluster? = nil,
         signals: [UnixSignal] = [.sigterm, .sigint],
-        onStarted: @escaping @Sendable (Started, ServiceGroup) -> Void = { _, _ in }
+        onStarted: @escaping @Sendable (Started, ServiceGroup) -> Void = { _, _ in },
+        onShutdownOverrun: (@Sendable () -> Void)? = nil
     ) async throws {
         let kafka = self.configuration.kafka
         var ownedCluster: KafkaMockCluster?
@@ -99,6 +104,7 @@ package struct BridgeRuntime: Sendable {
         let source = KafkaEventSource(
             configuration: self.consumerConfiguration(bootstrapServers: bootstrapServers),
             topics: self.configuration.inputTopics,
+            commitTimeout: ShutdownSteps.commit,
             logger: self.logger.with(label: "pushbridge.kafka.consumer")
         )
         let apns = self.configuration.apns
@@ -119,6 +125,7 @@ package struct BridgeRuntime: Sendable {
                 maxAttempts: apns.retry.maxAttempts,
                 retryBackoff: Backoff(initial: apns.retry.initialBackoff, maximum: apns.retry.maxBackoff),
                 drainTimeout: self.configuration.shutdown.drainTimeout,
+                flushTimeout: ShutdownSteps.flush,
                 outcomesTopic: self.configuration.outcomes.outcomes,
                 invalidTokensTopic: self.configuration.outcomes.invalidTokens,
                 deadLetterTopic: self.configuration.outcomes.deadLetters
@@ -149,6 +156,7 @@ package struct BridgeRuntime: Sendable {
             logger: self.logger.with(label: "pushbridge.admin")
         )
         let reporter = GaugeReporter(source: source, pipeline: pipeline, sender: sender, metrics: self.metrics)
+        let shutdownBegan = AsyncCondition<ContinuousClock.Instant?>(nil)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [
@@ -159,6 +167,8 @@ package struct BridgeRuntime: Sendable {
                     .init(service: pipeline),
                     .init(service: reporter),
                     .init(service: CommitService(source: source, interval: kafka.commitInterval)),
+                    // Last, so the first to hear of the shutdown: it starts the watchdog's clock.
+                    .init(service: ShutdownClock(began: shutdownBegan)),
                 ],
                 gracefulShutdownSignals: signals,
                 cancellationSignals: [],
@@ -178,12 +188,32 @@ package struct BridgeRuntime: Sendable {
                 "kafka.topics": "\(self.configuration.inputTopics.joined(separator: ","))",
             ]
         )
-        try await group.run()
+        try await withThrowingDiscardingTaskGroup { tasks in
+            tasks.addTask {
+                await self.watchShutdown(began: shutdownBegan, onOverrun: onShutdownOverrun)
+            }
+            try await group.run()
+            tasks.cancelAll()
+        }
         if let error = fatal.withLock({ $0 }) {
             self.logger.critical("PushBridge stopped: the Kafka producer failed", error: error)
             throw Failure(reason: "the Kafka producer failed and cannot recover: \(error)")
         }
         self.logger.info("PushBridge stopped")
+    }
+
+    /// Waits for the shutdown to begin, then for ``ShutdownSteps/margin`` past `shutdown.drain_timeout`; if it gets
+    /// there (it is cancelled when the group ends), logs one error line and calls `onOverrun`.
+    private func watchShutdown(
+        began: AsyncCondition<ContinuousClock.Instant?>, onOverrun: (@Sendable () -> Void)?
+    ) async {
+        guard case .satisfied(let start) = await began.wait(until: { $0 }) else { return }
+        let limit = self.configuration.shutdown.drainTimeout + ShutdownSteps.margin
+        guard (try? await Task.sleep(until: start + limit)) != nil else { return }
+        self.logger.error(
+            "Shutdown overran shutdown.drain_timeout plus its margin; exiting without waiting further. Unfinished events stay uncommitted and are processed again by the partitions' next owner",
+            metadata: ["shutdown.limit_s": "\(limit.components.seconds)"])
+        onOverrun?()
     }
 
     /// Starts the in-process mock cluster with every input and result topic created (input topics get
@@ -265,6 +295,7 @@ package struct BridgeRuntime: Sendable {
             configuration.autoOffsetReset = .earliest
         }
         configuration.rebalanceListenerTimeout = self.configuration.shutdown.drainTimeout + .seconds(5)
+        configuration.closeTimeout = ShutdownSteps.consumerClose
         for (name, value) in Self.consumerDefaults where configuration.properties[name] == nil {
             configuration.properties[name] = value
         }
@@ -308,13 +339,41 @@ extension LogSender: ManagedSender {
     package func shutdown() async {}
 }
 
-/// Closes the producer after everything before it in the group stopped: it flushes last.
+/// Closes the producer after everything before it in the group stopped: it flushes last, at most
+/// ``ShutdownSteps/producerClose``, and fails what is left.
 struct ProducerService: Service {
     let producer: KafkaProducer
 
     func run() async throws {
         try? await gracefulShutdown()
-        await self.producer.close()
+        await self.producer.close(timeout: ShutdownSteps.producerClose)
+    }
+}
+
+/// What a shutdown may take past `shutdown.drain_timeout`: each step after the drain has its own bound, whatever
+/// Kafka and APNs do, and together they are the margin within which SIGTERM ends the process
+/// (docs/operations.md, "Shutdown"). A watchdog ends the process there should anything else hold it up.
+package enum ShutdownSteps {
+    /// The sink's flush after the drain (records of abandoned work).
+    package static let flush: Duration = .seconds(2)
+    /// The final commit (and each periodic one): librdkafka's own waits up to `socket.timeout.ms` for a
+    /// coordinator.
+    package static let commit: Duration = .seconds(2)
+    /// The consumer's close: revocation, the synchronous commit of what was stored, leaving the group.
+    package static let consumerClose: Duration = .seconds(3)
+    /// The producer's flush before it fails what is left.
+    package static let producerClose: Duration = .seconds(3)
+    /// All of them: 10 s.
+    package static var margin: Duration { flush + commit + consumerClose + producerClose }
+}
+
+/// Notes when the shutdown began: the last service of the group, so the first the graceful shutdown reaches.
+struct ShutdownClock: Service {
+    let began: AsyncCondition<ContinuousClock.Instant?>
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        self.began.withLock { $0 = $0 ?? .now }
     }
 }
 

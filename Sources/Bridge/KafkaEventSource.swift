@@ -18,14 +18,21 @@ package final class KafkaEventSource: EventSource {
     private let topics: [String]
     private let logger: Logger
     private let consumer = Mutex<KafkaConsumer?>(nil)
+    /// The longest a commit is waited for (``commit()``, ``close()``); it may still complete in the background.
+    private let commitTimeout: Duration
     /// The next offset of each partition finished since the last store, newest wins.
     private let finished = Mutex<[KafkaPartition: Int64]>([:])
 
-    /// Creates a source for `topics`; it joins the group in ``start(listener:)``.
-    package init(configuration: KafkaConsumerConfiguration, topics: [String], logger: Logger) {
+    /// Creates a source for `topics`; it joins the group in ``start(listener:)``. A commit is waited for at most
+    /// `commitTimeout`: shutdown must end in bounded time while the coordinator is away.
+    package init(
+        configuration: KafkaConsumerConfiguration, topics: [String], commitTimeout: Duration = .seconds(2),
+        logger: Logger
+    ) {
         var configuration = configuration
         configuration.automaticCommits = false
         self.configuration = configuration
+        self.commitTimeout = commitTimeout
         self.topics = topics
         self.logger = logger
     }
@@ -92,13 +99,19 @@ package final class KafkaEventSource: EventSource {
 
     package func commit() async {
         guard let consumer = self.consumer.withLock({ $0 }) else { return }
+        guard !consumer.isCommitting else {
+            // The coordinator has not answered the last one yet (a broker outage): the next turn carries the same
+            // offsets, and no thread piles up per turn meanwhile.
+            self.logger.debug("Commit skipped: the previous one is still waiting for the coordinator")
+            return
+        }
         await self.commit(consumer)
     }
 
     private func commit(_ consumer: KafkaConsumer) async {
         self.storeFinished(consumer)
         do {
-            try await consumer.commit()
+            try await consumer.commit(timeout: self.commitTimeout)
         } catch {
             // The next commit (periodic, on revocation or on close) carries the same offsets; a crash before
             // it means the events are processed again, never lost.

@@ -29,6 +29,10 @@ package struct PipelineConfiguration: Sendable {
     package var publishBackoff: Backoff
     /// How long shutdown and revocation wait for in-flight work before abandoning it (uncommitted).
     package var drainTimeout: Duration
+    /// How long shutdown waits, after the drain, for the sink to deliver what it still holds (records of abandoned
+    /// work, which stays uncommitted either way): one of the steps whose bounds add up to the margin past
+    /// ``drainTimeout`` within which a shutdown ends.
+    package var flushTimeout: Duration
     /// `outcomes.topic`.
     package var outcomesTopic: String
     /// `outcomes.invalid_tokens_topic`.
@@ -47,6 +51,7 @@ package struct PipelineConfiguration: Sendable {
         haltProbeBackoff: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(60)),
         publishBackoff: Backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10)),
         drainTimeout: Duration = .seconds(30),
+        flushTimeout: Duration = .seconds(2),
         outcomesTopic: String = "pushbridge.outcomes",
         invalidTokensTopic: String = "pushbridge.invalid-tokens",
         deadLetterTopic: String = "pushbridge.dead-letters"
@@ -60,6 +65,7 @@ package struct PipelineConfiguration: Sendable {
         self.haltProbeBackoff = haltProbeBackoff
         self.publishBackoff = publishBackoff
         self.drainTimeout = drainTimeout
+        self.flushTimeout = flushTimeout
         self.outcomesTopic = outcomesTopic
         self.invalidTokensTopic = invalidTokensTopic
         self.deadLetterTopic = deadLetterTopic
@@ -179,7 +185,7 @@ package final class Pipeline: Service, Sendable {
     package var inFlightBytes: Int { self.flow.inFlight.bytes }
 
     /// Consumes until graceful shutdown (or cancellation), then stops fetching, drains in-flight work for
-    /// at most the drain timeout, flushes the sink and closes the source, which commits what finished.
+    /// at most the drain timeout, flushes the sink (at most the flush timeout) and closes the source, which commits what finished.
     package func run() async throws {
         let stream = try await self.source.start(listener: Listener(pipeline: self))
         var failure: (any Error)?
@@ -221,7 +227,7 @@ package final class Pipeline: Service, Sendable {
             self.resumptions.continuation.finish()
         }
         do {
-            try await self.sink.flush(timeout: self.configuration.drainTimeout)
+            try await self.sink.flush(timeout: self.configuration.flushTimeout)
         } catch {
             self.logger.error("Flushing records failed", error: error)
         }

@@ -29,6 +29,12 @@ package final class KafkaConsumer: Sendable {
     private let context: ConsumerContext
     /// ``KafkaConsumerConfiguration/wakesFetchersOnResume``.
     private let wakesFetchersOnResume: Bool
+    /// Commits whose librdkafka call has not returned yet, including those ``commit(timeout:)`` stopped waiting for.
+    private let commitsRunning = Atomic<Int>(0)
+
+    /// Whether a commit is still waiting for the broker (one that ran out of time may be): a periodic committer
+    /// skips its turn then, instead of piling up threads while the coordinator is away.
+    package var isCommitting: Bool { self.commitsRunning.load(ordering: .relaxed) > 0 }
 
     /// The consumed messages, in batches. Iterate from one task.
     package let batches: KafkaMessageBatches
@@ -330,11 +336,16 @@ package final class KafkaConsumer: Sendable {
         }
     }
 
-    /// Commits the stored offsets now and waits for the broker's answer. Nothing to commit is not an error.
-    package func commit() async throws {
+    /// Commits the stored offsets now and waits for the broker's answer, at most `timeout` (then it throws
+    /// `_TIMED_OUT`, and librdkafka finishes the commit in the background or fails it). Nothing to commit is not an
+    /// error. librdkafka's synchronous commit has no timeout of its own: without a coordinator it waits up to
+    /// `socket.timeout.ms` (a minute by default).
+    package func commit(timeout: Duration = .seconds(60)) async throws {
         let client = self.client
-        try await runOnDedicatedThread(name: "kafka-commit") {
-            try client.withHandle { handle in
+        self.commitsRunning.add(1, ordering: .relaxed)
+        try await runOnDedicatedThread(name: "kafka-commit", timeout: timeout) {
+            defer { self.commitsRunning.subtract(1, ordering: .relaxed) }
+            return try client.withHandle { handle in
                 let error = rd_kafka_commit(handle, nil, 0)
                 guard error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET else {
                     throw KafkaError(error, context: "committing offsets")

@@ -78,7 +78,8 @@ struct EndToEnd: Sendable {
         routes: String? = nil,
         adminListen: String = "127.0.0.1:0",
         name: String? = nil,
-        apps: String? = nil
+        apps: String? = nil,
+        producerProperties: [String: String] = [:]
     ) throws -> String {
         let routes =
             routes ?? """
@@ -104,6 +105,7 @@ struct EndToEnd: Sendable {
                 log_level: 0
               producer_properties:
                 log_level: 0
+            \(producerProperties.sorted { $0.key < $1.key }.map { "    \($0.key): \($0.value)" }.joined(separator: "\n"))
             apns:
               environment: sandbox
               endpoint: https://127.0.0.1:\(self.simulator.port)

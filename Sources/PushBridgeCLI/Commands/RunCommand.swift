@@ -1,6 +1,7 @@
 import ArgumentParser
 import Bridge
 import Configuration
+import Foundation
 import Logging
 import Prometheus
 
@@ -39,7 +40,9 @@ struct RunCommand: AsyncParsableCommand {
             }
         }
         do {
-            try await runtime.run(sender: sender)
+            // A shutdown that overran its bound (docs/operations.md, "Shutdown") ends the process: what is unfinished
+            // stays uncommitted, and the partitions' next owner processes it again.
+            try await runtime.run(sender: sender, onShutdownOverrun: { Foundation.exit(1) })
         } catch {
             logger.critical("PushBridge failed", error: error)
             throw ExitCode(1)
