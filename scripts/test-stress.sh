@@ -5,8 +5,8 @@
 #
 #   scripts/test-stress.sh RUNS LOG_DIR
 #
-# Each run is `make test-suite` (the parallel suite, the broker-restart tests alone, the fuzz smoke run), its
-# output in LOG_DIR/run-N.log. At the end it lists every test that failed in at least one run, with the runs it
+# Each run is `make -k test-suite` (the parallel suite, the tests that run alone, the fuzz smoke run: each step
+# even when an earlier one failed), its output in LOG_DIR/run-N.log. At the end it lists every test that failed in at least one run, with the runs it
 # failed in, and exits 1 when any run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ echo "test-stress: $runs runs of the whole suite, one core kept busy by process 
 failed_runs=0
 for run in $(seq 1 "$runs"); do
     started=$(date +%s)
-    if make --no-print-directory test-suite >"$logs/run-$run.log" 2>&1; then
+    if make -k --no-print-directory test-suite >"$logs/run-$run.log" 2>&1; then
         status=passed
     else
         status=failed
