@@ -119,9 +119,9 @@ package final class KafkaEventSource: EventSource {
         }
     }
 
-    /// High watermark minus committed offset of every assigned partition; empty before start. The committed
-    /// offsets are asked of the group coordinator (at most 2 s); the watermarks are the ones the last fetch
-    /// responses carried.
+    /// High watermark minus committed offset of every assigned partition, paused or not, as KEDA's Kafka scaler and
+    /// Burrow compute it; empty before start. The committed offsets are asked of the group coordinator and the high
+    /// watermarks of each partition's leader (ListOffsets), at most 2 s each.
     package func lag() async -> [PartitionLag] {
         await self.lag(timeout: .seconds(2)).map { lag in
             PartitionLag(partition: PartitionID(lag.partition), uncommittedMessageCount: lag.uncommittedMessageCount)
@@ -129,16 +129,26 @@ package final class KafkaEventSource: EventSource {
     }
 
     /// The watermarks, position and committed offset of every assigned partition; empty before start. The
-    /// committed offsets are asked of the group coordinator (at most `timeout`).
+    /// committed offsets are asked of the group coordinator, the high watermarks of the partitions' leaders (at
+    /// most `timeout` each); a high watermark the leader did not give is the last fetch response's.
     package func lag(timeout: Duration) async -> [KafkaPartitionLag] {
         guard let consumer = self.consumer.withLock({ $0 }) else { return [] }
         do {
             let assignment = try consumer.assignment()
             guard !assignment.isEmpty else { return [] }
+            async let latest = consumer.latestOffsets(for: assignment, timeout: timeout)
             let committed = try await consumer.committedOffsets(for: assignment, timeout: timeout)
+            let highs: [KafkaPartition: Int64]
+            do {
+                highs = try await latest
+            } catch {
+                self.logger.debug("Latest offsets not read; lag uses the last fetched watermarks", error: error)
+                highs = [:]
+            }
             return try consumer.lag(for: assignment).map { lag in
                 var lag = lag
                 lag.committed = committed[lag.partition]
+                if let high = highs[lag.partition] { lag.highWatermark = max(lag.highWatermark, high) }
                 return lag
             }
         } catch {

@@ -313,6 +313,44 @@ package final class KafkaConsumer: Sendable {
         }
     }
 
+    /// Each partition's high watermark as its leader says it now (one ListOffsets request per leader, at most
+    /// `timeout`), for every partition asked, paused or not: ``lag(for:)`` reads librdkafka's cache, which only
+    /// fetch responses update, so a paused partition's high watermark stands still there however much is produced
+    /// (issue 28: a halted bridge's lag stayed at 73 while 500 events waited). As in
+    /// ``queryWatermarks(for:timeout:)``, the larger of the answer and the last fetch response's wins: a high
+    /// watermark only grows, and a broker may answer ListOffsets with a stale offset. Partitions the query could
+    /// not answer and that were never fetched are left out.
+    package func latestOffsets(for partitions: [KafkaPartition], timeout: Duration) async throws -> [KafkaPartition:
+        Int64]
+    {
+        guard !partitions.isEmpty else { return [:] }
+        let client = self.client
+        return try await runOnDedicatedThread(name: "kafka-latest") {
+            let list = RDKafkaPartitionList(capacity: partitions.count)
+            for partition in partitions {
+                // ListOffsets by timestamp: "latest" is the timestamp -1, which is RD_KAFKA_OFFSET_END.
+                list.add(partition, offset: Int64(RD_KAFKA_OFFSET_END))
+            }
+            return try client.withHandle { handle in
+                let error = rd_kafka_offsets_for_times(handle, list.pointer, timeout.milliseconds)
+                guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+                    throw KafkaError(error, context: "querying the latest offsets")
+                }
+                var result: [KafkaPartition: Int64] = [:]
+                for element in list.elements {
+                    var high = element.error == RD_KAFKA_RESP_ERR_NO_ERROR ? element.offset : -1
+                    var low: Int64 = -1
+                    var fetched: Int64 = -1
+                    let cached = rd_kafka_get_watermark_offsets(
+                        handle, element.partition.topic, element.partition.partition, &low, &fetched)
+                    if cached == RD_KAFKA_RESP_ERR_NO_ERROR { high = max(high, fetched) }
+                    if high >= 0 { result[element.partition] = high }
+                }
+                return result
+            }
+        }
+    }
+
     /// The group's committed offsets of `partitions` (asked of the group coordinator, at most `timeout`);
     /// partitions without a committed offset are left out.
     package func committedOffsets(
