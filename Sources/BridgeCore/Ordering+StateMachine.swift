@@ -95,6 +95,27 @@ struct OrderingStateMachine<Key: Hashable & Sendable, Item: Sendable>: Sendable 
         }
     }
 
+    /// Takes every waiting item `shouldRemove` picks out of its line, in any line, and returns them: they will not be
+    /// sent (a revoked partition's items, which its next owner sends again in order). Items in flight stay; a line
+    /// keeps its other waiting items in their order.
+    mutating func removeWaiting(where shouldRemove: (Item) -> Bool) -> [Item] {
+        guard self.waitingCount > 0 else { return [] }
+        var removed: [Item] = []
+        for key in Array(self.lines.keys) {
+            guard var line = self.lines[key], !line.waiting.isEmpty else { continue }
+            let before = line.waiting.count
+            var kept = Deque<Item>()
+            for item in line.waiting {
+                if shouldRemove(item) { removed.append(item) } else { kept.append(item) }
+            }
+            guard kept.count != before else { continue }
+            line.waiting = kept
+            self.lines[key] = line
+        }
+        self.waitingCount -= removed.count
+        return removed
+    }
+
     /// The line's oldest waiting item becomes its item in flight, being handed over; an empty line is removed.
     private mutating func advance(_ key: Key) -> Item? {
         guard var line = self.lines.removeValue(forKey: key) else { return nil }

@@ -16,6 +16,8 @@ struct PartitionProgress: Sendable {
         /// Pieces of the event (its notifications and dead letters) not yet finished.
         var pieces: Int
         var begun: ContinuousClock.Instant
+        /// A piece of it was dropped (``abandonPiece(offset:)``): it never finishes here.
+        var abandoned = false
     }
 
     /// Unfinished events and finished ones still behind an unfinished one, oldest first.
@@ -27,6 +29,12 @@ struct PartitionProgress: Sendable {
 
     /// The number of consumed events not yet finished.
     private(set) var unfinishedCount = 0
+
+    /// Unfinished events with a dropped piece: they never finish here, so nothing waits for them.
+    private(set) var abandonedCount = 0
+
+    /// Unfinished events that can still finish: what a drain waits for.
+    var awaitedCount: Int { self.unfinishedCount - self.abandonedCount }
 
     init() {}
 
@@ -68,11 +76,25 @@ struct PartitionProgress: Sendable {
         guard let index = self.index(of: offset), !self.entries[index].finished else {
             return false
         }
-        if self.entries[index].pieces > 1 {
+        if self.entries[index].pieces > 1 || self.entries[index].abandoned {
             self.entries[index].pieces -= 1
             return false
         }
         return self.finish(at: index)
+    }
+
+    /// One piece of the event at `offset` will never finish (dropped before it was sent): the event stays
+    /// unfinished, and so uncommitted, for good, and its other pieces no longer finish it. Returns whether the event
+    /// was found unfinished.
+    @discardableResult
+    mutating func abandonPiece(offset: Int64) -> Bool {
+        guard let index = self.index(of: offset), !self.entries[index].finished else { return false }
+        self.entries[index].pieces = max(0, self.entries[index].pieces - 1)
+        if !self.entries[index].abandoned {
+            self.entries[index].abandoned = true
+            self.abandonedCount += 1
+        }
+        return true
     }
 
     private mutating func finish(at index: Int) -> Bool {

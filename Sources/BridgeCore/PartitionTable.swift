@@ -2,6 +2,8 @@
 struct PartitionState {
     var generation: UInt64
     var progress = PartitionProgress()
+    /// Its revocation began: events not yet begun are stale (the next owner gets them from the committed offset).
+    var revoking = false
 }
 
 /// The pipeline's partitions: the state of each assigned one, and the newest generation revoked of each, so that

@@ -75,6 +75,11 @@ extension Pipeline {
     func start(
         _ delivery: Delivery, coalesces: Bool, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
     ) {
+        // Its event began before a revocation of its partition (it waited for room meanwhile): the next owner sends
+        // it, in order, from the committed offset.
+        guard self.isCurrent(delivery.ticket) else {
+            return self.dropStale(delivery.ticket, bytes: delivery.bytes)
+        }
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: delivery.routed.notification.expirationEpochSeconds,
             localFault: delivery.routed.localRejection

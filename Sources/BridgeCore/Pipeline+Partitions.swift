@@ -11,28 +11,43 @@ extension Pipeline {
         var partition: PartitionID
         var offset: Int64
         var generation: UInt64
+        /// ``Pipeline/revocations`` when the event began.
+        var revocations: UInt64
+    }
+
+    /// What ``begin(_:pieces:)`` found.
+    private enum Begun {
+        case begun(Ticket)
+        /// Its partition is not assigned here, is being revoked, or was assigned again since it was fetched.
+        case stale
+        case offsetNotIncreasing
     }
 
     /// Registers `event` with `pieces` pieces of work; `nil` when it is stale: its partition is not assigned
-    /// here, or was assigned again since the event was fetched.
+    /// here, is being revoked, or was assigned again since the event was fetched.
     func begin(_ event: SourceEvent, pieces: Int) -> Ticket? {
         let partition = event.partition
         let offset = event.source.offset
         let now = ContinuousClock.now
         return self.table.withLock { table -> Ticket? in
-            let begun = table.withState(for: partition, generation: event.assignmentGeneration) { state -> Ticket? in
-                guard state.progress.begin(offset: offset, pieces: pieces, at: now) else { return nil }
+            let begun = table.withState(for: partition, generation: event.assignmentGeneration) { state -> Begun in
+                // A partition whose revocation began takes nothing more: its next owner starts where the commit is.
+                guard !state.revoking else { return .stale }
+                guard state.progress.begin(offset: offset, pieces: pieces, at: now) else { return .offsetNotIncreasing }
                 if pieces == 0, state.progress.finish(offset: offset), let commit = state.progress.commitOffset {
                     self.source.markFinished(partition, nextOffset: commit)
                 }
-                return Ticket(partition: partition, offset: offset, generation: state.generation)
+                return .begun(
+                    Ticket(
+                        partition: partition, offset: offset, generation: state.generation,
+                        revocations: self.revocations.load(ordering: .relaxed)))
             }
-            switch begun {
-            case .none:
-                return nil  // stale
-            case .some(.some(let ticket)):
+            switch begun ?? .stale {
+            case .stale:
+                return nil
+            case .begun(let ticket):
                 return ticket
-            case .some(.none):
+            case .offsetNotIncreasing:
                 // Cannot happen while the source keeps its contract (offsets increase within a generation);
                 // dropping the event is safe only because the source would deliver it again.
                 self.logger.error(
@@ -80,15 +95,23 @@ extension Pipeline {
 
     func revoked(_ partitions: [PartitionID]) async {
         // The generations being revoked: a revocation that outlived the source's patience must not remove the
-        // state of a later assignment of the same partition.
+        // state of a later assignment of the same partition. From here on they take no new event.
         let revoking = self.table.withLock { table in
-            partitions.compactMap { partition in table.partitions[partition].map { (partition, $0.generation) } }
+            // Counted under the table's lock, as tickets read it: a ticket of an event begun before this saw the
+            // older count.
+            self.revocations.add(1, ordering: .relaxed)
+            return partitions.compactMap { partition -> (PartitionID, UInt64)? in
+                guard let generation = table.partitions[partition]?.generation else { return nil }
+                table.partitions[partition]?.revoking = true
+                return (partition, generation)
+            }
         }
-        // Waits for their unfinished events to finish (each finish changes the table), for the drain time at most.
+        self.dropWaiting(of: Dictionary(revoking, uniquingKeysWith: max))
+        // Waits for their events in flight to finish (each finish changes the table), for the drain time at most.
         _ = await self.table.wait(deadline: .now + self.configuration.drainTimeout) { table in
             let busy = revoking.contains { partition, generation in
                 guard let state = table.partitions[partition], state.generation == generation else { return false }
-                return state.progress.unfinishedCount > 0
+                return state.progress.awaitedCount > 0
             }
             return busy ? nil : ()
         }
@@ -110,6 +133,50 @@ extension Pipeline {
         } else {
             self.logger.info("Partitions revoked", metadata: ["kafka.partitions": "\(partitions)"])
         }
+    }
+
+    /// Whether the ticket's partition is still assigned here in the ticket's generation and not being revoked.
+    func isCurrent(_ ticket: Ticket) -> Bool {
+        if self.revocations.load(ordering: .relaxed) == ticket.revocations { return true }
+        return self.table.withLock { table in
+            guard let state = table.partitions[ticket.partition] else { return false }
+            return state.generation == ticket.generation && !state.revoking
+        }
+    }
+
+    /// A piece of an event whose partition was revoked (or is being revoked) before the piece started: it is not
+    /// sent, since the partition's next owner sends it from the committed offset; the event stays uncommitted and
+    /// the piece's room is returned.
+    func dropStale(_ ticket: Ticket, bytes: Int) {
+        self.table.withLock { table in
+            _ = table.withCurrentState(of: ticket.partition, generation: ticket.generation) { state in
+                state.progress.abandonPiece(offset: ticket.offset)
+            }
+        }
+        self.releaseRoom(bytes: bytes)
+    }
+
+    /// Drops the notifications of `revoking` (partition: generation) that wait in their ordered lines, not yet sent:
+    /// sent after the partition moved, they would reach their devices after (or again besides) what the next owner
+    /// sends of the same keys from the committed offset. Their events stay unfinished, so uncommitted, and the next
+    /// owner sends them in order; their room is returned. Only a line's item already in flight may be sent twice.
+    private func dropWaiting(of revoking: [PartitionID: UInt64]) {
+        guard !revoking.isEmpty else { return }
+        let dropped = self.lines.withLock { lines in
+            lines.removeWaiting { waiting in
+                revoking[waiting.delivery.ticket.partition] == waiting.delivery.ticket.generation
+            }
+        }
+        guard !dropped.isEmpty else { return }
+        for waiting in dropped {
+            self.dropStale(waiting.delivery.ticket, bytes: waiting.delivery.bytes)
+        }
+        self.logger.info(
+            "Ordered notifications of revoked partitions dropped before sending; their next owner sends them in order",
+            metadata: [
+                "kafka.partitions": "\(revoking.keys.sorted { "\($0)" < "\($1)" })",
+                "pipeline.dropped": "\(dropped.count)",
+            ])
     }
 
     struct Listener: RebalanceListener {

@@ -106,6 +106,10 @@ package final class Pipeline: Service, Sendable {
     let resumptions = AsyncStream<Resumption>.makeStream()
     /// The per-key lines of routes with `ordering_key`; notifications of other routes never touch it.
     let lines = Mutex(OrderingStateMachine<LineKey, WaitingDelivery>())
+    /// Revocations begun so far. A ticket remembers the count when its event began, so a notification can tell with
+    /// one load that no revocation came since, and only otherwise asks the table whether its partition still counts
+    /// (``isCurrent(_:)``).
+    let revocations = Atomic<UInt64>(0)
 
     /// Creates the pipeline; nothing runs until ``run()``.
     ///

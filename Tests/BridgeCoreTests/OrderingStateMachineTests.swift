@@ -25,6 +25,30 @@ struct OrderingStateMachineTests {
         #expect(machine.waitingCount == 1)
     }
 
+    @Test("removing waiting items takes them from every line, keeps items in flight and the others' order")
+    func removeWaitingItems() {
+        var machine = Machine()
+        for item in 1...6 { _ = machine.arrive(item, key: "a", coalesce: false) }
+        for item in 10...12 { _ = machine.arrive(item, key: "b", coalesce: false) }
+        _ = machine.arrive(20, key: "c", coalesce: false)
+        // 1, 10 and 20 are in flight; the even items and 11 are removed.
+        let removed = machine.removeWaiting { $0 % 2 == 0 || $0 == 11 }
+        #expect(removed.sorted() == [2, 4, 6, 11, 12])
+        #expect(machine.waitingCount == 2)
+        // The lines go on with what is left, in order; the item in flight of a line is never removed.
+        var order: [Int?] = []
+        for _ in 0..<3 {
+            order.append(machine.finished(key: "a"))
+            _ = machine.handedOver(key: "a")
+        }
+        #expect(order == [3, 5, nil])
+        let nextOfB = machine.finished(key: "b")
+        #expect(nextOfB == nil, "b had only its item in flight left")
+        #expect(machine.lines.keys.sorted() == ["c"])
+        let none = machine.removeWaiting { _ in true }
+        #expect(none == [])
+    }
+
     @Test("different keys do not wait for each other")
     func keysAreIndependent() {
         var machine = Machine()

@@ -19,6 +19,28 @@ struct PartitionProgressTests {
         #expect(progress.unfinishedCount == 0)
     }
 
+    @Test("an event with a dropped piece never finishes: the commit stops before it, and a drain does not await it")
+    func abandonedPiece() {
+        var progress = PartitionProgress()
+        progress.begin(offset: 0, pieces: 1)
+        progress.begin(offset: 1, pieces: 2)
+        progress.begin(offset: 2, pieces: 1)
+        let found = progress.abandonPiece(offset: 1)
+        #expect(found)
+        #expect(progress.awaitedCount == 2)
+        progress.finishPiece(offset: 0)
+        progress.finishPiece(offset: 1)  // its other piece: the event still does not finish
+        progress.finishPiece(offset: 2)
+        #expect(progress.commitOffset == 1)
+        #expect(progress.unfinishedCount == 1)
+        #expect(progress.awaitedCount == 0)
+        // Dropping a second piece of the same event counts it once; an unknown offset is refused.
+        let again = progress.abandonPiece(offset: 1)
+        let unknown = progress.abandonPiece(offset: 7)
+        #expect(again && !unknown)
+        #expect(progress.awaitedCount == 0)
+    }
+
     @Test("the commit offset stops at the first unfinished event")
     func stopsAtGap() {
         var progress = PartitionProgress()

@@ -143,9 +143,10 @@ struct PipelineTests {
         release.set()
         try await waitUntil { harness.source.committed[partition] == 3 && harness.pipeline.inFlight == 0 }
         let delivered = harness.sink.values(topic: "pushbridge.outcomes").compactMap { $0["device_token"] as? String }
-        // Offset 0 was sent under the first assignment, and offset 1 once room came back: both are sent again
-        // (at-least-once); offset 2 of the stale batch never is.
-        #expect(delivered.sorted() == ["aa00", "aa00", "aa01", "aa01", "aa02"])
+        // Offset 0 was sent under the first assignment, and is sent again (at-least-once); offset 1, begun before the
+        // revocation and waiting for room, is not sent once room comes back (its partition moved), nor is offset 2
+        // of the stale batch: the new assignment sends them.
+        #expect(delivered.sorted() == ["aa00", "aa00", "aa01", "aa02"])
         harness.source.finish()
         try await run.value
     }
@@ -674,6 +675,36 @@ struct PipelineOrderingTests {
         #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == 120)
     }
 
+    /// The notifications waiting behind the line's item in flight would otherwise go out after the partition moved,
+    /// while its next owner sends the same key from the committed offset (issue 28).
+    @Test(
+        "a revocation drops the notifications waiting in their lines: only the one in flight is sent and awaited, and the commit stops before the first dropped"
+    )
+    func revocationDropsWaitingItems() async throws {
+        let partition = PartitionID(topic: "in", partition: 0)
+        let events = (0..<10).map { Self.event(offset: Int64($0), activity: "a0") }
+        let hold = Flag()
+        let sender = LineRecordingSender(latency: 0...0, holdFirst: hold)
+        // A drain timeout far longer than the test: a revocation that waited for the dropped items would hang it.
+        var configuration = PipelineConfiguration(maxInFlight: 20)
+        configuration.drainTimeout = .seconds(300)
+        let harness = Harness(
+            events: events, configuration: configuration, mapper: try self.mapper(), sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.pipeline.inFlight == 10 }
+        let listener = try #require(harness.source.listener)
+        let revocation = Task { await listener.partitionsRevoked([partition]) }
+        // The waiting nine leave at once and return their room; #0 is still in flight, and the revocation waits.
+        try await waitUntil { harness.pipeline.inFlight == 1 }
+        hold.set()
+        _ = try await withTimeout(.seconds(60), "the revocation") { await revocation.value }
+        #expect(sender.record.sends["a0"] == [0], "a notification waiting in its line was sent after the revocation")
+        #expect(harness.source.committed[partition] == 1, "the commit must stop before the first dropped event")
+        #expect(harness.pipeline.inFlight == 0)
+        harness.source.finish()
+        try await run.value
+    }
+
     @Test("a halted line keeps the order: notifications waiting in their line go out in order once it resumes")
     func haltKeepsOrder() async throws {
         let events = (0..<40).map { Self.event(offset: Int64($0), activity: "a\($0 % 4)") }
@@ -822,16 +853,19 @@ private final class LineRecordingSender: NotificationSender {
     let retryableFirstAttempt: @Sendable (Int) -> Bool
     let systemicCalls: Int
     let keyIncludesToken: Bool
+    /// When given, the send of sequence number 0 is answered only once it is set.
+    let holdFirst: Flag?
     private let state = Mutex(Record())
 
     init(
         latency: ClosedRange<Int>, retryableFirstAttempt: @escaping @Sendable (Int) -> Bool = { _ in false },
-        systemicCalls: Int = 0, keyIncludesToken: Bool = false
+        systemicCalls: Int = 0, keyIncludesToken: Bool = false, holdFirst: Flag? = nil
     ) {
         self.latency = latency
         self.retryableFirstAttempt = retryableFirstAttempt
         self.systemicCalls = systemicCalls
         self.keyIncludesToken = keyIncludesToken
+        self.holdFirst = holdFirst
     }
 
     var record: Record { self.state.withLock { $0 } }
@@ -861,6 +895,9 @@ private final class LineRecordingSender: NotificationSender {
             return nil
         }
         try? await Task.sleep(for: .milliseconds(Int.random(in: self.latency)))
+        if seq == 0, let hold = self.holdFirst {
+            while !hold.isSet { try? await Task.sleep(for: .milliseconds(2)) }
+        }
         self.state.withLock { state in
             state.inFlight[line, default: 1] -= 1
             state.current -= 1
