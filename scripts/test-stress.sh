@@ -27,6 +27,7 @@ trap 'kill "$busy" 2>/dev/null; wait "$busy" 2>/dev/null' EXIT
 echo "test-stress: $runs runs of the whole suite, one core kept busy by process $busy; logs in $logs"
 
 failed_runs=0
+statuses=()
 for run in $(seq 1 "$runs"); do
     started=$(date +%s)
     if make -k --no-print-directory test-suite >"$logs/run-$run.log" 2>&1; then
@@ -35,21 +36,22 @@ for run in $(seq 1 "$runs"); do
         status=failed
         failed_runs=$((failed_runs + 1))
     fi
+    statuses[run]=$status
     summary=$(grep -E '^. Test run with [0-9]+ tests? ' "$logs/run-$run.log" | tr '\n' ';')
     echo "test-stress: run $run $status in $(($(date +%s) - started)) s ${summary}"
 done
 
-# Every test that failed, by name (Swift Testing marks a failed test's lines with ✘), and the runs it failed in.
+# Every test that failed, by name (Swift Testing marks a failed test's lines with ✘; a test without a display name
+# is named by its function), and the runs it failed in.
 echo "test-stress: tests that failed at least once:"
-grep -HoE '^✘ Test "([^"]|\\")*"' "$logs"/run-*.log \
+grep -HoE '^✘ Test ("([^"]|\\")*"|[A-Za-z_][A-Za-z0-9_]*\([^)]*\))' "$logs"/run-*.log \
     | sed -E 's|^.*/run-([0-9]+)\.log:✘ Test (.*)$|\2\t\1|' \
     | sort -u \
     | awk -F'\t' '{ runs[$1] = runs[$1] (runs[$1] == "" ? "" : ",") $2 } END { for (t in runs) print "  " t "  (runs " runs[t] ")" }' \
     | sort
 # A run can fail without a failed test: a crash, the fuzz smoke run, the build of a fuzz target.
 for run in $(seq 1 "$runs"); do
-    if grep -qE 'Exited with (unexpected )?signal|fatal error|^make(\[[0-9]+\])?: \*\*\*' "$logs/run-$run.log" \
-        && ! grep -q '^✘ Test ' "$logs/run-$run.log"; then
+    if [ "${statuses[run]}" = failed ] && ! grep -qE '^✘ Test ("|[A-Za-z_][A-Za-z0-9_]*\()' "$logs/run-$run.log"; then
         echo "  run $run failed outside a test; its last lines:"
         tail -n 15 "$logs/run-$run.log" | sed 's/^/    /'
     fi

@@ -1,3 +1,4 @@
+import Foundation
 import PipelineTestSupport
 import Routing
 import Synchronization
@@ -267,25 +268,39 @@ extension FlowControlTests {
         let source = RecordingSource()
         let controller = FlowController(source: source, maxCount: 4, maxBytes: 1 << 20, stallTimeout: .seconds(1))
         controller.assigned([self.p0])
-        // The consumer takes 64 pieces; from the fifth on it waits, and one release every 10 ms hands it room:
-        // the line is full for the whole 0.6 s (longer on a busy machine) and never goes a second without a
-        // release.
-        let consumer = Task {
-            var waits = 0
-            for _ in 0..<64 {
-                if controller.acquireNow(bytes: 1) == nil {
-                    waits += 1
-                    guard await controller.acquire(bytes: 1) else { break }
-                }
+        // A release every 10 ms for 3 s, three stall timeouts: a controller that paused a full line after the stall
+        // time whatever was released would be caught. The releases come from a thread of their own, not Swift's
+        // cooperative pool, which the parallel suite can starve for a second: a starved consumer only leaves the
+        // line less full, never makes it look stalled.
+        let releasing = Task {
+            await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                Thread {
+                    for _ in 0..<300 {
+                        usleep(10_000)
+                        controller.release(bytes: 1)
+                    }
+                    done.resume()
+                }.start()
             }
-            return waits
+            // Read before the shutdown below, which pauses as it should.
+            let pauses = source.pauseCount
+            controller.stopWaiting()
+            return pauses
         }
-        for _ in 0..<60 {
-            try await Task.sleep(for: .milliseconds(10))
-            controller.release(bytes: 1)
+        // The consumer takes pieces until the releases end (stopWaiting ends its last wait): from the fifth on it
+        // waits whenever four are in flight.
+        var waits = 0
+        while true {
+            if controller.acquireNow(bytes: 1) == nil {
+                waits += 1
+                guard await controller.acquire(bytes: 1) else { break }
+            } else if controller.flow.shuttingDown {
+                break
+            }
         }
-        #expect(await consumer.value > 0, "the line was full")
-        #expect(source.pauseCount == 0)
+        let pausesWhileMoving = await releasing.value
+        #expect(waits > 0, "the line was never full")
+        #expect(pausesWhileMoving == 0)
     }
 
     @Test("a full line with nothing released pauses after the stall time, and resumes at the resume levels")
