@@ -37,7 +37,7 @@ METRICS = {
     "pushbridge_apns_request_duration_seconds_bucket", "pushbridge_apns_request_duration_seconds_sum",
     "pushbridge_apns_request_duration_seconds_count", "pushbridge_in_flight", "pushbridge_consumer_lag",
     "pushbridge_apns_connections", "pushbridge_halted", "pushbridge_in_flight_bytes",
-    "pushbridge_oldest_unfinished_seconds", "pushbridge_unpublished_records",
+    "pushbridge_oldest_unfinished_seconds", "pushbridge_unpublished_records", "pushbridge_ordering_max_waiting",
 }
 
 

@@ -125,6 +125,7 @@ package struct BridgeRuntime: Sendable {
                 maxAttempts: apns.retry.maxAttempts,
                 retryBackoff: Backoff(initial: apns.retry.initialBackoff, maximum: apns.retry.maxBackoff),
                 drainTimeout: self.configuration.shutdown.drainTimeout,
+                rebalanceDrainTimeout: self.configuration.shutdown.rebalanceDrainTimeout,
                 flushTimeout: ShutdownSteps.flush,
                 outcomesTopic: self.configuration.outcomes.outcomes,
                 invalidTokensTopic: self.configuration.outcomes.invalidTokens,
@@ -294,7 +295,8 @@ package struct BridgeRuntime: Sendable {
             // A new group starts at the beginning: events produced before the first deployment are not lost.
             configuration.autoOffsetReset = .earliest
         }
-        configuration.rebalanceListenerTimeout = self.configuration.shutdown.drainTimeout + .seconds(5)
+        // The revocation's drain plus room for the commit after it: past this the rebalance goes on without it.
+        configuration.rebalanceListenerTimeout = self.configuration.shutdown.rebalanceDrainTimeout + .seconds(5)
         configuration.closeTimeout = ShutdownSteps.consumerClose
         for (name, value) in Self.consumerDefaults where configuration.properties[name] == nil {
             configuration.properties[name] = value
@@ -407,7 +409,7 @@ struct CommitService: Service {
 }
 
 /// Updates the gauges that are read rather than counted: consumer lag, the age of each partition's oldest
-/// unfinished event, records waiting to be published, and open APNs connections.
+/// unfinished event, records waiting to be published, the deepest per-key line, and open APNs connections.
 struct GaugeReporter: Service {
     let source: any EventSource
     let pipeline: Pipeline
@@ -432,6 +434,7 @@ struct GaugeReporter: Service {
                 self.metrics.oldestUnfinished(topic: partition.topic, partition: partition.partition, age: age)
             }
             self.metrics.unpublishedRecords.record(self.pipeline.unpublished.count)
+            self.metrics.orderingMaxWaiting.record(self.pipeline.deepestOrderingLine)
             self.metrics.apnsConnections.record(self.sender.openConnections)
             try? await Task.sleep(for: self.interval)
         }

@@ -22,6 +22,9 @@ package final class BridgeMetrics: Sendable {
     package let apnsConnections: Gauge
     /// `pushbridge_halted`: 1 while a systemic fault stops the line, else 0.
     package let halted: Gauge
+    /// `pushbridge_ordering_max_waiting`: the notifications waiting in the deepest per-key line (routes with
+    /// `ordering_key`), behind its one in flight: a hot key shows here before it fills `kafka.max_in_flight`.
+    package let orderingMaxWaiting: Gauge
     /// `pushbridge_apns_request_duration_seconds`: one observation per APNs answer.
     package let apnsRequestDuration: Timer
 
@@ -63,6 +66,7 @@ package final class BridgeMetrics: Sendable {
         self.unpublishedRecords = Gauge(label: "pushbridge_unpublished_records", factory: factory)
         self.apnsConnections = Gauge(label: "pushbridge_apns_connections", factory: factory)
         self.halted = Gauge(label: "pushbridge_halted", factory: factory)
+        self.orderingMaxWaiting = Gauge(label: "pushbridge_ordering_max_waiting", factory: factory)
         self.apnsRequestDuration = Timer(
             label: "pushbridge_apns_request_duration_seconds",
             preferredDisplayUnit: .seconds,
@@ -73,6 +77,7 @@ package final class BridgeMetrics: Sendable {
         self.inFlightBytes.record(0)
         self.unpublishedRecords.record(0)
         self.apnsConnections.record(0)
+        self.orderingMaxWaiting.record(0)
     }
 
     /// Counts `count` events consumed from `topic`.

@@ -47,6 +47,13 @@ struct OrderingStateMachine<Key: Hashable & Sendable, Item: Sendable>: Sendable 
 
     init() {}
 
+    /// The most items waiting in one line (0 when none waits): the deepest line, found by looking at every line, so
+    /// for a gauge read every few seconds, not for every item.
+    var deepestWaiting: Int {
+        guard self.waitingCount > 0 else { return 0 }
+        return self.lines.values.reduce(0) { max($0, $1.waiting.count) }
+    }
+
     /// An item of `key` arrives, after every earlier item of `key`.
     mutating func arrive(_ item: Item, key: Key, coalesce: Bool) -> Arrival {
         guard var line = self.lines.removeValue(forKey: key) else {

@@ -85,6 +85,11 @@ extension Pipeline {
         }
     }
 
+    /// The notifications waiting in the deepest per-key line: the `pushbridge_ordering_max_waiting` gauge.
+    package var deepestOrderingLine: Int {
+        self.lines.withLock { $0.deepestWaiting }
+    }
+
     func assigned(_ partitions: [PartitionID], generation: UInt64) {
         self.table.withLock { table in
             for partition in partitions { _ = table.withState(for: partition, generation: generation) { _ in } }
@@ -108,7 +113,7 @@ extension Pipeline {
         }
         self.dropWaiting(of: Dictionary(revoking, uniquingKeysWith: max))
         // Waits for their events in flight to finish (each finish changes the table), for the drain time at most.
-        _ = await self.table.wait(deadline: .now + self.configuration.drainTimeout) { table in
+        _ = await self.table.wait(deadline: .now + self.configuration.rebalanceDrainTimeout) { table in
             let busy = revoking.contains { partition, generation in
                 guard let state = table.partitions[partition], state.generation == generation else { return false }
                 return state.progress.awaitedCount > 0

@@ -27,8 +27,10 @@ package struct PipelineConfiguration: Sendable {
     package var haltProbeBackoff: Backoff
     /// Waits between attempts to publish a record Kafka did not acknowledge.
     package var publishBackoff: Backoff
-    /// How long shutdown and revocation wait for in-flight work before abandoning it (uncommitted).
+    /// How long shutdown waits for in-flight work before abandoning it (uncommitted).
     package var drainTimeout: Duration
+    /// How long a revocation waits for the revoked partitions' work in flight before abandoning it (uncommitted).
+    package var rebalanceDrainTimeout: Duration
     /// How long shutdown waits, after the drain, for the sink to deliver what it still holds (records of abandoned
     /// work, which stays uncommitted either way): one of the steps whose bounds add up to the margin past
     /// ``drainTimeout`` within which a shutdown ends.
@@ -51,6 +53,7 @@ package struct PipelineConfiguration: Sendable {
         haltProbeBackoff: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(60)),
         publishBackoff: Backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10)),
         drainTimeout: Duration = .seconds(30),
+        rebalanceDrainTimeout: Duration? = nil,
         flushTimeout: Duration = .seconds(2),
         outcomesTopic: String = "pushbridge.outcomes",
         invalidTokensTopic: String = "pushbridge.invalid-tokens",
@@ -65,6 +68,7 @@ package struct PipelineConfiguration: Sendable {
         self.haltProbeBackoff = haltProbeBackoff
         self.publishBackoff = publishBackoff
         self.drainTimeout = drainTimeout
+        self.rebalanceDrainTimeout = rebalanceDrainTimeout ?? drainTimeout
         self.flushTimeout = flushTimeout
         self.outcomesTopic = outcomesTopic
         self.invalidTokensTopic = invalidTokensTopic

@@ -614,14 +614,16 @@ struct SectionParser {
     }
 
     func shutdown(_ value: ConfigValue?) -> ShutdownSettings? {
-        let mapping = value?.mapping(known: ["drain_timeout"])
+        let mapping = value?.mapping(known: ["drain_timeout", "rebalance_drain_timeout"])
         if value != nil && mapping == nil {
             return nil
         }
         let timeout = mapping?["drain_timeout"].map { $0.duration(maximum: Bounds.drainTimeout) } ?? .seconds(30)
-        guard let timeout else {
+        let rebalance =
+            mapping?["rebalance_drain_timeout"].map { $0.duration(maximum: Bounds.drainTimeout) } ?? .seconds(10)
+        guard let timeout, let rebalance else {
             return nil
         }
-        return ShutdownSettings(drainTimeout: timeout)
+        return ShutdownSettings(drainTimeout: timeout, rebalanceDrainTimeout: rebalance)
     }
 }

@@ -472,9 +472,14 @@ package struct ShutdownSettings: Sendable, Hashable {
     /// `drain_timeout` (default 30s): how long in-flight notifications may take to finish before the bridge
     /// stops anyway (their events stay uncommitted and are processed again after a restart).
     package var drainTimeout: Duration
+    /// `rebalance_drain_timeout` (default 10s): the same for the partitions a rebalance takes away. Shorter than a
+    /// shutdown's: while it lasts, the partitions that move are read by nobody (with the default, eager assignment,
+    /// every partition of the group is), and what it abandons is only processed again.
+    package var rebalanceDrainTimeout: Duration
 
-    /// Creates shutdown settings, by default a 30 s drain.
-    package init(drainTimeout: Duration = .seconds(30)) {
+    /// Creates shutdown settings, by default a 30 s drain on shutdown and a 10 s one on a rebalance.
+    package init(drainTimeout: Duration = .seconds(30), rebalanceDrainTimeout: Duration = .seconds(10)) {
         self.drainTimeout = drainTimeout
+        self.rebalanceDrainTimeout = rebalanceDrainTimeout
     }
 }

@@ -31,10 +31,12 @@ struct OrderingStateMachineTests {
         for item in 1...6 { _ = machine.arrive(item, key: "a", coalesce: false) }
         for item in 10...12 { _ = machine.arrive(item, key: "b", coalesce: false) }
         _ = machine.arrive(20, key: "c", coalesce: false)
+        #expect(machine.deepestWaiting == 5)
         // 1, 10 and 20 are in flight; the even items and 11 are removed.
         let removed = machine.removeWaiting { $0 % 2 == 0 || $0 == 11 }
         #expect(removed.sorted() == [2, 4, 6, 11, 12])
         #expect(machine.waitingCount == 2)
+        #expect(machine.deepestWaiting == 2)
         // The lines go on with what is left, in order; the item in flight of a line is never removed.
         var order: [Int?] = []
         for _ in 0..<3 {

@@ -62,6 +62,7 @@ struct AdminServerTests {
         metrics.inFlight.record(7)
         metrics.inFlightBytes.record(7168)
         metrics.unpublishedRecords.record(1)
+        metrics.orderingMaxWaiting.record(12)
         metrics.oldestUnfinished(topic: "orders", partition: 2, age: .milliseconds(1500))
         metrics.notification(route: "shipped", status: .rejected, reason: "MadeUpByTheServer\u{1}")
         try await self.withServer(registry: registry, readiness: { .ready }) { port in
@@ -86,6 +87,7 @@ struct AdminServerTests {
                 #"pushbridge_notifications_total{route="shipped",status="rejected",reason="Unknown"} 1"#,
                 "pushbridge_halted 0",
                 "pushbridge_apns_connections 0",
+                "pushbridge_ordering_max_waiting 12",
             ] {
                 #expect(text.contains(expected), "missing \(expected) in:\n\(text)")
             }

@@ -67,6 +67,12 @@ import Testing
         #expect(self.files.problems(key.yaml(key.longest)).isEmpty)
     }
 
+    @Test func rebalanceDrainTimeoutHasAnUpperBound() throws {
+        let problems = self.files.problems(minimalYAML + "shutdown:\n  rebalance_drain_timeout: 100000h\n")
+        let problem = try #require(problems.first)
+        #expect(problem.path == "shutdown.rebalance_drain_timeout")
+    }
+
     @Test func drainTimeoutHasAnUpperBound() throws {
         let problems = self.files.problems(minimalYAML + "shutdown:\n  drain_timeout: 100000h\n")
         let problem = try #require(problems.first)

@@ -42,6 +42,7 @@ import Testing
         #expect(configuration.admin == AdminSettings(host: "0.0.0.0", port: 9464))
         #expect(configuration.logging == LoggingSettings(level: .info, format: .text))
         #expect(configuration.shutdown.drainTimeout == .seconds(30))
+        #expect(configuration.shutdown.rebalanceDrainTimeout == .seconds(10))
     }
 
     @Test(arguments: [
@@ -90,7 +91,7 @@ import Testing
             outcomes: { topic: o, invalid_tokens_topic: i, dead_letter_topic: d }
             admin: { listen: "[::1]:9000" }
             logging: { level: debug, format: json }
-            shutdown: { drain_timeout: 5s }
+            shutdown: { drain_timeout: 5s, rebalance_drain_timeout: 2s }
             """
         let configuration = try self.files.load(yaml).configuration
 
@@ -122,6 +123,7 @@ import Testing
         #expect(configuration.admin == AdminSettings(host: "::1", port: 9000))
         #expect(configuration.logging == LoggingSettings(level: .debug, format: .json))
         #expect(configuration.shutdown.drainTimeout == .seconds(5))
+        #expect(configuration.shutdown.rebalanceDrainTimeout == .seconds(2))
     }
 
     @Test func variablesExpandInsideValues() throws {

@@ -39,7 +39,7 @@ import Testing
     @Test func unknownKeyFarFromAnyKnownKeyListsTheKnownKeys() throws {
         let problem = try self.onlyProblem(minimalYAML + "shutdown:\n  grace: 5s\n")
         #expect(problem.path == "shutdown.grace")
-        #expect(problem.hint == "known keys here: drain_timeout")
+        #expect(problem.hint == "known keys here: drain_timeout, rebalance_drain_timeout")
     }
 
     @Test func wrongTypeNamesWhatWasExpectedAndFound() throws {
