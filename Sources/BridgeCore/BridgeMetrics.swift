@@ -23,7 +23,8 @@ package final class BridgeMetrics: Sendable {
     /// `pushbridge_halted`: 1 while a systemic fault stops the line, else 0.
     package let halted: Gauge
     /// `pushbridge_ordering_max_waiting`: the notifications waiting in the deepest per-key line (routes with
-    /// `ordering_key`), behind its one in flight: a hot key shows here before it fills `kafka.max_in_flight`.
+    /// `ordering_key`), behind its one in flight: a hot key shows here; at ``PipelineConfiguration/maxWaitingPerKey``
+    /// its partition is held back.
     package let orderingMaxWaiting: Gauge
     /// `pushbridge_apns_request_duration_seconds`: one observation per APNs answer.
     package let apnsRequestDuration: Timer

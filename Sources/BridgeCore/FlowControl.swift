@@ -24,6 +24,8 @@ struct FlowControl: Sendable, Hashable {
         case none
         case pause([PartitionID])
         case resume([PartitionID])
+        /// Newly assigned partitions of which some are held back (``park(_:)``) and the others free.
+        case pauseAndResume(pause: [PartitionID], resume: [PartitionID])
     }
 
     /// The most in flight at once. One piece larger than `limits.bytes` still goes through when nothing else
@@ -44,6 +46,8 @@ struct FlowControl: Sendable, Hashable {
     private(set) var assigned: Set<PartitionID> = []
     /// Whether the assigned partitions are paused now (what the source was last told).
     private(set) var paused = false
+    /// Partitions held back on their own (``park(_:)``): paused whatever the line does, until ``unpark(_:)``.
+    private(set) var parked: Set<PartitionID> = []
 
     init(maxCount: Int, maxBytes: Int) {
         let count = max(1, maxCount)
@@ -55,9 +59,13 @@ struct FlowControl: Sendable, Hashable {
     /// Whether fetching must be paused now.
     var shouldPause: Bool { self.stalled || self.halted || self.shuttingDown }
 
+    /// Whether nothing at all is in flight: no piece, and no bytes (a notification waiting in an ordered line holds
+    /// bytes without a place in the count).
+    private var isEmpty: Bool { self.inFlight.count == 0 && self.inFlight.bytes == 0 }
+
     /// Whether a piece holding `bytes` fits now.
     func fits(bytes: Int) -> Bool {
-        if self.inFlight.count == 0 { return true }
+        if self.isEmpty { return true }
         return self.inFlight.count < self.limits.count && bytes <= self.limits.bytes - self.inFlight.bytes
     }
 
@@ -66,7 +74,7 @@ struct FlowControl: Sendable, Hashable {
     /// acknowledgement of a full line would cost it a wake-up per piece; from the resume levels it takes a quarter of
     /// the bound in one go.
     var admitsWaiters: Bool {
-        self.inFlight.count == 0 || self.isDownToResumeLevels
+        self.isEmpty || self.isDownToResumeLevels
     }
 
     /// Whether in flight is at or below both ``resumeLevels``.
@@ -91,10 +99,35 @@ struct FlowControl: Sendable, Hashable {
         self.inFlight.bytes += max(0, bytes)
     }
 
-    /// Returns a piece's room; ``settle(waiting:)`` follows once waiters that fit were handed room.
-    mutating func release(bytes: Int) {
-        self.inFlight.count = max(0, self.inFlight.count - 1)
+    /// Returns a piece's room; ``settle(waiting:)`` follows once waiters that fit were handed room. `count` is 0 for
+    /// a piece that had given its place back while it waited in an ordered line (``release(count:bytes:)``).
+    mutating func release(bytes: Int, count: Int = 1) {
+        self.inFlight.count = max(0, self.inFlight.count - count)
         self.inFlight.bytes = max(0, self.inFlight.bytes - max(0, bytes))
+    }
+
+    /// A piece that waited in an ordered line (holding only its bytes) is in flight again: it takes its place in the
+    /// count back without waiting. Its line's previous piece just gave its own back, so the count stays where it was.
+    mutating func retakePlace() {
+        self.inFlight.count += 1
+    }
+
+    /// Holds `partition` back on its own: paused now (unless every partition already is) and kept paused when the
+    /// line resumes the others, until ``unpark(_:)``.
+    mutating func park(_ partition: PartitionID) -> Effect {
+        // Also before its assignment is announced (its events can come first): ``assign(_:)`` keeps it paused then.
+        guard self.parked.insert(partition).inserted, self.assigned.contains(partition), !self.paused else {
+            return .none
+        }
+        return .pause([partition])
+    }
+
+    /// Lets a partition held back by ``park(_:)`` go: resumed unless every partition is paused now.
+    mutating func unpark(_ partition: PartitionID) -> Effect {
+        guard self.parked.remove(partition) != nil, self.assigned.contains(partition), !self.paused else {
+            return .none
+        }
+        return .resume([partition])
     }
 
     /// After releases (and hand-overs to waiters): clears `full` once in flight is down to the resume levels
@@ -131,11 +164,16 @@ struct FlowControl: Sendable, Hashable {
         self.assigned.formUnion(partitions)
         _ = self.sync()
         guard !partitions.isEmpty else { return .none }
-        return self.paused ? .pause(partitions) : .resume(partitions)
+        if self.paused { return .pause(partitions) }
+        let held = partitions.filter { self.parked.contains($0) }
+        guard !held.isEmpty else { return .resume(partitions) }
+        let free = partitions.filter { !self.parked.contains($0) }
+        return free.isEmpty ? .pause(held) : .pauseAndResume(pause: held, resume: free)
     }
 
     mutating func revoke(_ partitions: [PartitionID]) {
         self.assigned.subtract(partitions)
+        self.parked.subtract(partitions)
     }
 
     /// Brings ``paused`` to ``shouldPause``; the effect tells the assigned partitions when it changed.
@@ -143,8 +181,10 @@ struct FlowControl: Sendable, Hashable {
         let pause = self.shouldPause
         guard pause != self.paused else { return .none }
         self.paused = pause
-        guard !self.assigned.isEmpty else { return .none }
-        let partitions = self.assigned.sorted { ($0.topic, $0.partition) < ($1.topic, $1.partition) }
+        // Resuming leaves the parked partitions paused; pausing them again is harmless.
+        let affected = pause ? self.assigned : self.assigned.subtracting(self.parked)
+        guard !affected.isEmpty else { return .none }
+        let partitions = affected.sorted { ($0.topic, $0.partition) < ($1.topic, $1.partition) }
         return pause ? .pause(partitions) : .resume(partitions)
     }
 }

@@ -137,9 +137,9 @@ final class FlowController: Sendable {
     /// Returns a piece's room; once in flight is down to the resume levels (``FlowControl/admitsWaiters``),
     /// hands room on to the oldest waiters that fit. Handing room to the waiting consumer on every single release of
     /// a full line would cost it a wake-up per piece.
-    func release(bytes: Int) {
+    func release(bytes: Int, count: Int = 1) {
         self.state.withLock { state in
-            state.flow.release(bytes: bytes)
+            state.flow.release(bytes: bytes, count: count)
             state.releases &+= 1
             if !state.handingOut { state.handingOut = state.flow.admitsWaiters }
         } settle: { state, waiting in
@@ -149,6 +149,24 @@ final class FlowController: Sendable {
             state.handingOut = waiting == 0 && !state.flow.full
             self.onChange(state.flow.inFlight)
         }
+    }
+
+    /// A piece that waited in an ordered line is in flight again (``FlowControl/retakePlace()``).
+    func retakePlace() {
+        self.state.withLock { state in
+            state.flow.retakePlace()
+            self.onChange(state.flow.inFlight)
+        }
+    }
+
+    /// Holds `partition` back on its own (``FlowControl/park(_:)``).
+    func park(_ partition: PartitionID) {
+        self.state.withLock { state in self.apply(state.flow.park(partition)) }
+    }
+
+    /// Lets a held-back partition go (``FlowControl/unpark(_:)``).
+    func unpark(_ partition: PartitionID) {
+        self.state.withLock { state in self.apply(state.flow.unpark(partition)) }
     }
 
     /// The line halted (`true`) or resumed.
@@ -167,7 +185,7 @@ final class FlowController: Sendable {
     /// Waits until nothing is in flight, or `timeout` passes. Returns `true` when drained.
     func waitUntilEmpty(timeout: Duration) async -> Bool {
         let drained = await self.state.wait(deadline: .now + timeout) { state in
-            state.flow.inFlight.count == 0 ? () : nil
+            state.flow.inFlight.count == 0 && state.flow.inFlight.bytes == 0 ? () : nil
         }
         return drained.value != nil
     }
@@ -178,6 +196,9 @@ final class FlowController: Sendable {
         case .none: break
         case .pause(let partitions): self.source.pause(partitions)
         case .resume(let partitions): self.source.resume(partitions)
+        case .pauseAndResume(let paused, let resumed):
+            self.source.pause(paused)
+            self.source.resume(resumed)
         }
     }
 }

@@ -47,6 +47,11 @@ struct OrderingStateMachine<Key: Hashable & Sendable, Item: Sendable>: Sendable 
 
     init() {}
 
+    /// The items waiting in `key`'s line (0 when it has none, or no line).
+    func waitingCount(for key: Key) -> Int {
+        self.lines[key]?.waiting.count ?? 0
+    }
+
     /// The most items waiting in one line (0 when none waits): the deepest line, found by looking at every line, so
     /// for a gauge read every few seconds, not for every item.
     var deepestWaiting: Int {

@@ -19,6 +19,9 @@ extension Pipeline {
         let ticket: Ticket
         /// The room it holds in the line.
         let bytes: Int
+        /// Whether it holds a place in `kafka.max_in_flight`'s count: not while it waits in its ordered line, where it
+        /// holds only its bytes, so that a hot key's waiting notifications cannot take every place.
+        let holdsPlace = Atomic<Bool>(true)
 
         init(routed: MappedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int) {
             self.routed = routed
@@ -34,13 +37,7 @@ extension Pipeline {
         /// Its line, when its route orders notifications (`ordering_key`): the route, the key and the destination
         /// (the device token, or a broadcast's channel ID). Made only when needed, so unordered notifications carry
         /// nothing for it.
-        var lineKey: LineKey? {
-            self.routed.orderingKey.map {
-                LineKey(
-                    route: self.route, key: $0,
-                    destination: self.routed.notification.channelID ?? self.routed.notification.deviceToken)
-            }
-        }
+        var lineKey: LineKey? { LineKey(route: self.route, routed: self.routed) }
     }
 
     /// The line a notification of an ordered route waits in. The destination (device token, or a broadcast's
@@ -50,6 +47,14 @@ extension Pipeline {
         var route: String
         var key: [UInt8]
         var destination: String
+
+        /// The line of a notification of `route`, when the route orders its notifications.
+        init?(route: String, routed: MappedNotification) {
+            guard let key = routed.orderingKey else { return nil }
+            self.route = route
+            self.key = key
+            self.destination = routed.notification.channelID ?? routed.notification.deviceToken
+        }
     }
 
     /// A notification waiting in its line, with its state machine as it was when it arrived.
@@ -78,7 +83,7 @@ extension Pipeline {
         // Its event began before a revocation of its partition (it waited for room meanwhile): the next owner sends
         // it, in order, from the committed offset.
         guard self.isCurrent(delivery.ticket) else {
-            return self.dropStale(delivery.ticket, bytes: delivery.bytes)
+            return self.dropStale(delivery.ticket, bytes: delivery.bytes, places: 1)
         }
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: delivery.routed.notification.expirationEpochSeconds,
@@ -130,13 +135,18 @@ extension Pipeline {
     private func enterLine(
         _ delivery: Delivery, machine: DeliveryStateMachine, key: LineKey, coalesces: Bool
     ) -> Bool {
+        // Marked before it can be seen in the line: once there, its turn may come (and take a place back) on another
+        // thread before this one returns the place it leaves while it waits (see ``Delivery/holdsPlace``).
+        delivery.holdsPlace.store(false, ordering: .relaxed)
         let arrival = self.lines.withLock {
             $0.arrive(WaitingDelivery(delivery: delivery, machine: machine), key: key, coalesce: coalesces)
         }
         switch arrival {
         case .send:
+            delivery.holdsPlace.store(true, ordering: .relaxed)  // never in the line: nobody else saw it
             return true
         case .wait(let replaced):
+            self.flow.release(bytes: 0, count: 1)
             for waiting in replaced {
                 let outcome = waiting.machine.superseded(
                     by: delivery.notification.apnsID, nowEpochMilliseconds: self.epochMilliseconds())
@@ -154,12 +164,16 @@ extension Pipeline {
             self.sendInTurn(waiting)
             next = self.lines.withLock { $0.handedOver(key: key) }
         }
+        self.lineMoved()
     }
 
     /// Sends a delivery whose turn came: at once when the gate is open, else in a task; one that expired while it
     /// waited is finished (its line moves on when its hand-over ends).
     private func sendInTurn(_ waiting: WaitingDelivery) {
         let delivery = waiting.delivery
+        // In flight again: it takes its place in the count back.
+        delivery.holdsPlace.store(true, ordering: .relaxed)
+        self.flow.retakePlace()
         var machine = waiting.machine
         let action = machine.turnCame(nowEpochMilliseconds: self.epochMilliseconds())
         if case .finish(let outcome) = action {

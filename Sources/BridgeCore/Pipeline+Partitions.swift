@@ -111,9 +111,13 @@ extension Pipeline {
                 return (partition, generation)
             }
         }
+        self.forgetHeldBack(partitions)
         self.dropWaiting(of: Dictionary(revoking, uniquingKeysWith: max))
-        // Waits for their events in flight to finish (each finish changes the table), for the drain time at most.
-        _ = await self.table.wait(deadline: .now + self.configuration.rebalanceDrainTimeout) { table in
+        // Waits for their events in flight to finish (each finish changes the table), for the drain time at most; not
+        // at all once a shutdown's drain gave up on them (the consumer's close revokes everything after it, and
+        // waiting again would only hold up the member's leaving).
+        let drain = self.isAbandoned ? Duration.zero : self.configuration.rebalanceDrainTimeout
+        _ = await self.table.wait(deadline: .now + drain) { table in
             let busy = revoking.contains { partition, generation in
                 guard let state = table.partitions[partition], state.generation == generation else { return false }
                 return state.progress.awaitedCount > 0
@@ -152,13 +156,13 @@ extension Pipeline {
     /// A piece of an event whose partition was revoked (or is being revoked) before the piece started: it is not
     /// sent, since the partition's next owner sends it from the committed offset; the event stays uncommitted and
     /// the piece's room is returned.
-    func dropStale(_ ticket: Ticket, bytes: Int) {
+    func dropStale(_ ticket: Ticket, bytes: Int, places: Int) {
         self.table.withLock { table in
             _ = table.withCurrentState(of: ticket.partition, generation: ticket.generation) { state in
                 state.progress.abandonPiece(offset: ticket.offset)
             }
         }
-        self.releaseRoom(bytes: bytes)
+        self.releaseRoom(bytes: bytes, places: places)
     }
 
     /// Drops the notifications of `revoking` (partition: generation) that wait in their ordered lines, not yet sent:
@@ -174,8 +178,10 @@ extension Pipeline {
         }
         guard !dropped.isEmpty else { return }
         for waiting in dropped {
-            self.dropStale(waiting.delivery.ticket, bytes: waiting.delivery.bytes)
+            // A waiting notification holds its bytes only (see ``Delivery/holdsPlace``).
+            self.dropStale(waiting.delivery.ticket, bytes: waiting.delivery.bytes, places: 0)
         }
+        self.lineMoved()
         self.logger.info(
             "Ordered notifications of revoked partitions dropped before sending; their next owner sends them in order",
             metadata: [

@@ -34,7 +34,7 @@ extension Pipeline {
         }
         self.metrics.notification(route: delivery.route, status: status, reason: reason)
         self.pieceFinished(delivery.ticket)
-        self.releaseRoom(bytes: delivery.bytes)
+        self.releaseRoom(bytes: delivery.bytes, places: delivery.holdsPlace.load(ordering: .relaxed) ? 1 : 0)
     }
 
     /// A record handed over and failed, or one the sink could not take at once: from here on it goes through

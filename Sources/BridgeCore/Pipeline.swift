@@ -27,6 +27,10 @@ package struct PipelineConfiguration: Sendable {
     package var haltProbeBackoff: Backoff
     /// Waits between attempts to publish a record Kafka did not acknowledge.
     package var publishBackoff: Backoff
+    /// The most notifications one ordered line may hold waiting behind its one in flight. An event that would add
+    /// to a line at this depth holds back its partition alone (``Pipeline/park(_:behind:in:)``) until the line is down
+    /// to half of it, so that a hot key never holds up the other partitions.
+    package var maxWaitingPerKey: Int
     /// How long shutdown waits for in-flight work before abandoning it (uncommitted).
     package var drainTimeout: Duration
     /// How long a revocation waits for the revoked partitions' work in flight before abandoning it (uncommitted).
@@ -52,6 +56,7 @@ package struct PipelineConfiguration: Sendable {
         retryBackoff: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(300)),
         haltProbeBackoff: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(60)),
         publishBackoff: Backoff = Backoff(initial: .milliseconds(100), maximum: .seconds(10)),
+        maxWaitingPerKey: Int = 100,
         drainTimeout: Duration = .seconds(30),
         rebalanceDrainTimeout: Duration? = nil,
         flushTimeout: Duration = .seconds(2),
@@ -67,6 +72,7 @@ package struct PipelineConfiguration: Sendable {
         self.retryBackoff = retryBackoff
         self.haltProbeBackoff = haltProbeBackoff
         self.publishBackoff = publishBackoff
+        self.maxWaitingPerKey = max(1, maxWaitingPerKey)
         self.drainTimeout = drainTimeout
         self.rebalanceDrainTimeout = rebalanceDrainTimeout ?? drainTimeout
         self.flushTimeout = flushTimeout
@@ -110,6 +116,10 @@ package final class Pipeline: Service, Sendable {
     let resumptions = AsyncStream<Resumption>.makeStream()
     /// The per-key lines of routes with `ordering_key`; notifications of other routes never touch it.
     let lines = Mutex(OrderingStateMachine<LineKey, WaitingDelivery>())
+    /// Partitions held back behind a hot ordered key, with their events in order (see ``park(_:behind:in:)``).
+    let parking = AsyncCondition(Parking())
+    /// How many partitions ``parking`` holds: the consume loop looks into ``parking`` only while some are.
+    let parkedCount = Atomic<Int>(0)
     /// Revocations begun so far. A ticket remembers the count when its event began, so a notification can tell with
     /// one load that no revocation came since, and only otherwise asks the table whether its partition still counts
     /// (``isCurrent(_:)``).
@@ -207,7 +217,7 @@ package final class Pipeline: Service, Sendable {
                     defer { self.send(&sends) }
                     batches: for try await batch in stream.cancelOnGracefulShutdown() {
                         for event in batch {
-                            guard await self.take(event, in: &group, sends: &sends) else { break batches }
+                            guard await self.takeInOrder(event, in: &group, sends: &sends) else { break batches }
                         }
                         self.send(&sends)
                     }
@@ -222,6 +232,8 @@ package final class Pipeline: Service, Sendable {
                 self.logger.error("Event source failed", error: error)
             }
             self.flow.stopWaiting()
+            // Held-back partitions take nothing more: their events stay uncommitted.
+            self.parking.withLock { $0.stopping = true }
             let drained = await self.flow.waitUntilEmpty(timeout: self.configuration.drainTimeout)
             if !drained {
                 self.logger.warning(
@@ -245,17 +257,43 @@ package final class Pipeline: Service, Sendable {
 
     // MARK: Taking events
 
-    /// Maps `event` and starts its pieces. Returns `false` when shutdown (or cancellation) ended a wait for
-    /// room: the event stays unfinished, so uncommitted, and nothing more is taken.
+    /// Takes `event` from the consume loop: queued behind its partition's held-back events when there are any,
+    /// held back itself when one of its ordered lines is full (``park(_:behind:in:)``), taken otherwise. Returns
+    /// `false` when shutdown (or cancellation) ended a wait for room.
+    private func takeInOrder(
+        _ event: SourceEvent, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
+    ) async -> Bool {
+        if self.parkedCount.load(ordering: .relaxed) > 0, self.queueIfHeldBack(event) { return true }
+        switch await self.take(event, in: &group, sends: &sends) {
+        case .taken: return true
+        case .stopped: return false
+        case .lineFull(let key):
+            self.send(&sends)
+            self.park(event, behind: key, in: &group)
+            return true
+        }
+    }
+
+    /// What ``take(_:in:sends:)`` did.
+    enum Taken {
+        case taken
+        /// Shutdown (or cancellation) ended a wait for room: the event stays unfinished, so uncommitted.
+        case stopped
+        /// Nothing was done: the event would add to this ordered line, which holds ``PipelineConfiguration/maxWaitingPerKey``.
+        case lineFull(LineKey)
+    }
+
+    /// Maps `event` and starts its pieces, unless one of its ordered lines is full (then nothing is done).
     ///
     /// Notifications that can be sent at once are collected in `sends` and handed to the sender together, at
     /// most ``sendBatchSize`` at a time, at the end of each batch of events and before any wait for room: one
     /// hand-over to a connection wakes its event loop once for all of them.
-    private func take(
+    func take(
         _ event: SourceEvent, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
-    ) async -> Bool {
-        self.metrics.eventsConsumed(topic: event.source.topic)
+    ) async -> Taken {
         let results = self.mapper.map(event)
+        if let full = self.fullLine(of: results) { return .lineFull(full) }
+        self.metrics.eventsConsumed(topic: event.source.topic)
         var pieces = 0
         for result in results {
             switch result.outcome {
@@ -266,11 +304,11 @@ package final class Pipeline: Service, Sendable {
         guard let ticket = self.begin(event, pieces: pieces) else {
             // Its partition was revoked after it was fetched (and maybe assigned back): the source delivers it
             // again from the committed offset, here or to another instance.
-            return true
+            return .taken
         }
         if results.isEmpty {
             self.metrics.eventUnmatched(topic: event.source.topic)
-            return true
+            return .taken
         }
         // The event's bytes are shared out among its pieces, so room for all of them is released once every
         // piece is acknowledged; each piece adds what it holds itself.
@@ -284,7 +322,7 @@ package final class Pipeline: Service, Sendable {
                     if self.flow.acquireNow(bytes: bytes) != true {
                         // About to wait for room: what is collected must go out first, or nothing frees room.
                         self.send(&sends)
-                        guard await self.flow.acquire(bytes: bytes) else { return false }
+                        guard await self.flow.acquire(bytes: bytes) else { return .stopped }
                     }
                     self.start(
                         Delivery(
@@ -295,14 +333,14 @@ package final class Pipeline: Service, Sendable {
             case .deadLetter(let reason):
                 // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
                 let bytes = share.next() + (event.value?.count ?? 0) + Self.pieceOverheadBytes
-                guard await self.flow.acquire(bytes: bytes) else { return false }
+                guard await self.flow.acquire(bytes: bytes) else { return .stopped }
                 group.addTask {
                     await self.deadLetter(
                         reason: reason.description, route: route, event: event, ticket: ticket, bytes: bytes)
                 }
             }
         }
-        return true
+        return .taken
     }
 
     /// What a piece of work holds besides its event and payload: its task, its records and their encoding.
@@ -313,7 +351,7 @@ package final class Pipeline: Service, Sendable {
     static let sendBatchSize = 64
 
     /// Hands the collected notifications to the sender.
-    private func send(_ sends: inout [SendRequest]) {
+    func send(_ sends: inout [SendRequest]) {
         guard !sends.isEmpty else { return }
         self.sender.send(contentsOf: sends)
         sends.removeAll(keepingCapacity: true)
@@ -344,8 +382,9 @@ package final class Pipeline: Service, Sendable {
     /// Whether the drain timed out and in-flight work was abandoned.
     var isAbandoned: Bool { self.abandoned.load(ordering: .relaxed) }
 
-    /// Returns a piece's room once its records are acknowledged.
-    func releaseRoom(bytes: Int) {
-        self.flow.release(bytes: bytes)
+    /// Returns a piece's room once its records are acknowledged: its bytes, and its place in the count unless it
+    /// gave that back while it waited in an ordered line (`places` 0).
+    func releaseRoom(bytes: Int, places: Int = 1) {
+        self.flow.release(bytes: bytes, count: places)
     }
 }

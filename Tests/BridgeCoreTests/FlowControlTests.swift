@@ -94,6 +94,9 @@ struct FlowControlTests {
             case .none: break
             case .pause(let partitions): for partition in partitions { self.paused[partition] = true }
             case .resume(let partitions): for partition in partitions { self.paused[partition] = false }
+            case .pauseAndResume(let paused, let resumed):
+                for partition in paused { self.paused[partition] = true }
+                for partition in resumed { self.paused[partition] = false }
             }
         }
     }
@@ -261,6 +264,47 @@ extension FlowControlTests {
             oversized.admitsWaiters && oversized.fits(bytes: 1000), "an oversized piece goes through on an empty line")
         oversized.take(bytes: 1000)
         #expect(!oversized.admitsWaiters && !oversized.fits(bytes: 1))
+    }
+
+    @Test("a held-back partition stays paused while the line resumes the others, and resumes when let go")
+    func heldBackPartition() {
+        var flow = FlowControl(maxCount: 4, maxBytes: 100)
+        _ = flow.assign([self.p0, self.p1])
+        #expect(flow.park(self.p0) == .pause([self.p0]))
+        #expect(flow.park(self.p0) == .none)
+        #expect(flow.setHalted(true) == .pause([self.p0, self.p1]))
+        #expect(flow.setHalted(false) == .resume([self.p1]))
+        #expect(flow.unpark(self.p0) == .resume([self.p0]))
+        // Let go while every partition is paused: it resumes with the others.
+        #expect(flow.park(self.p1) == .pause([self.p1]))
+        #expect(flow.setHalted(true) == .pause([self.p0, self.p1]))
+        #expect(flow.unpark(self.p1) == .none)
+        #expect(flow.setHalted(false) == .resume([self.p0, self.p1]))
+        // A revoked partition is no longer held back; one assigned again starts free.
+        _ = flow.park(self.p0)
+        flow.revoke([self.p0])
+        #expect(flow.parked.isEmpty)
+        #expect(flow.assign([self.p0]) == .resume([self.p0]))
+        // Held back before its assignment is announced (its events came first): it is assigned paused.
+        let p2 = PartitionID(topic: "in", partition: 2)
+        let p3 = PartitionID(topic: "in", partition: 3)
+        #expect(flow.park(p2) == .none)
+        #expect(flow.assign([p2, p3]) == .pauseAndResume(pause: [p2], resume: [p3]))
+    }
+
+    @Test("a piece waiting in an ordered line holds bytes without a place; the line is not empty while it does")
+    func waitingPieceHoldsBytesOnly() {
+        var flow = FlowControl(maxCount: 2, maxBytes: 100)
+        flow.take(bytes: 60)
+        flow.release(bytes: 0, count: 1)  // it waits in its line: its place is free, its bytes are not
+        #expect(flow.inFlight == FlowControl.Levels(count: 0, bytes: 60))
+        #expect(flow.fits(bytes: 40) && !flow.fits(bytes: 41), "not empty: an oversized piece must not pass")
+        flow.take(bytes: 40)
+        flow.retakePlace()  // its turn came
+        #expect(flow.inFlight == FlowControl.Levels(count: 2, bytes: 100))
+        flow.release(bytes: 60)
+        flow.release(bytes: 40)
+        #expect(flow.inFlight == FlowControl.Levels(count: 0, bytes: 0))
     }
 
     @Test("a full line whose work keeps finishing is never paused")

@@ -641,10 +641,13 @@ struct PipelineOrderingTests {
         return RouterMapper(router: try Router(routes: [route]))
     }
 
-    static func event(offset: Int64, activity: String, token: String = "aa01") -> SourceEvent {
+    /// An event of `activity` at `offset`; its payload's sequence number is `seq`, the offset unless given.
+    static func event(
+        offset: Int64, activity: String, token: String = "aa01", partition: Int32 = 0, seq: Int64? = nil
+    ) -> SourceEvent {
         SourceEvent(
-            source: SourceCoordinates(topic: "in", partition: 0, offset: offset, key: nil),
-            value: Array(#"{"activity":"\#(activity)","seq":\#(offset),"token":"\#(token)"}"#.utf8), headers: [],
+            source: SourceCoordinates(topic: "in", partition: partition, offset: offset, key: nil),
+            value: Array(#"{"activity":"\#(activity)","seq":\#(seq ?? offset),"token":"\#(token)"}"#.utf8), headers: [],
             timestampMilliseconds: nil, assignmentGeneration: 1)
     }
 
@@ -675,6 +678,42 @@ struct PipelineOrderingTests {
         #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == 120)
     }
 
+    /// Before, the hot key's waiting notifications took every place in `max_in_flight`, consumption stopped, and every
+    /// other key waited behind one device (issue 28: 640 of 800 other updates in 90 s).
+    @Test(
+        "a hot key holds back its own partition only: other partitions' keys go on while its line waits, and every key keeps its order"
+    )
+    func hotKeyHoldsBackOnlyItsPartition() async throws {
+        let hotPartition = PartitionID(topic: "in", partition: 0)
+        let otherPartition = PartitionID(topic: "in", partition: 1)
+        // The hot key's events come first: without isolation, its line fills max_in_flight before the others are read.
+        let hot = (0..<60).map { Self.event(offset: Int64($0), activity: "hot") }
+        // Sequence numbers from 1000: only the hot key's #0 is held by the sender.
+        let others = (0..<30).map {
+            Self.event(offset: Int64($0), activity: "k\($0)", partition: 1, seq: 1000 + Int64($0))
+        }
+        let hold = Flag()
+        let sender = LineRecordingSender(latency: 0...1, holdFirst: hold)
+        var configuration = PipelineConfiguration(maxInFlight: 20)
+        configuration.maxWaitingPerKey = 5
+        let harness = Harness(
+            events: hot + others, configuration: configuration, mapper: try self.mapper(), sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        // Every other key is delivered while the hot key's first notification is still unanswered.
+        try await waitUntil { harness.source.committed[otherPartition] == 30 }
+        let whileHeld = sender.record
+        #expect(whileHeld.sends["hot"] == [0], "the hot key went on before its first answer")
+        #expect(harness.pipeline.deepestOrderingLine <= 5)
+        #expect(harness.source.isPaused(hotPartition), "the held-back partition must be paused at the source")
+        hold.set()
+        try await waitUntil { harness.source.committed[hotPartition] == 60 && harness.pipeline.inFlight == 0 }
+        #expect((sender.record.sends["hot"] ?? []) == Array(0..<60))
+        #expect(!harness.source.isPaused(hotPartition), "the partition is resumed once its line drained")
+        #expect(sender.record.overlaps == [])
+        harness.source.finish()
+        try await run.value
+    }
+
     /// The notifications waiting behind the line's item in flight would otherwise go out after the partition moved,
     /// while its next owner sends the same key from the committed offset (issue 28).
     @Test(
@@ -691,11 +730,12 @@ struct PipelineOrderingTests {
         let harness = Harness(
             events: events, configuration: configuration, mapper: try self.mapper(), sender: sender)
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.pipeline.inFlight == 10 }
+        try await waitUntil { harness.pipeline.deepestOrderingLine == 9 }
         let listener = try #require(harness.source.listener)
         let revocation = Task { await listener.partitionsRevoked([partition]) }
         // The waiting nine leave at once and return their room; #0 is still in flight, and the revocation waits.
-        try await waitUntil { harness.pipeline.inFlight == 1 }
+        try await waitUntil { harness.pipeline.deepestOrderingLine == 0 }
+        #expect(harness.pipeline.inFlight == 1)
         hold.set()
         _ = try await withTimeout(.seconds(60), "the revocation") { await revocation.value }
         #expect(sender.record.sends["a0"] == [0], "a notification waiting in its line was sent after the revocation")
