@@ -124,6 +124,7 @@ package struct BridgeRuntime: Sendable {
                 publishStallTimeout: self.configuration.outcomes.publishStallTimeout,
                 maxAttempts: apns.retry.maxAttempts,
                 retryBackoff: Backoff(initial: apns.retry.initialBackoff, maximum: apns.retry.maxBackoff),
+                maxWaitingPerKey: kafka.maxWaitingPerKey,
                 drainTimeout: self.configuration.shutdown.drainTimeout,
                 rebalanceDrainTimeout: self.configuration.shutdown.rebalanceDrainTimeout,
                 flushTimeout: ShutdownSteps.flush,

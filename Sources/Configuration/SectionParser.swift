@@ -11,7 +11,7 @@ struct SectionParser {
 
     static let topLevelKeys = ["kafka", "apns", "apps", "routes", "outcomes", "admin", "logging", "shutdown"]
     static let kafkaKeys = [
-        "bootstrap_servers", "group_id", "client_id", "commit_interval", "max_in_flight", "max_in_flight_bytes",
+        "bootstrap_servers", "group_id", "client_id", "commit_interval", "max_in_flight", "max_in_flight_bytes", "max_waiting_per_key",
         "properties", "consumer_properties", "producer_properties",
     ]
     static let apnsKeys = [
@@ -121,18 +121,20 @@ struct SectionParser {
         let maxInFlightBytes =
             mapping["max_in_flight_bytes"].map { $0.byteSize(in: KafkaSettings.maxInFlightBytesRange) }
             ?? KafkaSettings.defaultMaxInFlightBytes
+        let maxWaitingPerKey = mapping["max_waiting_per_key"].map { $0.integer(in: 1...1_000_000) } ?? 100
         let properties = mapping["properties"].map(self.properties) ?? [:]
         let consumer = mapping["consumer_properties"].map(self.properties) ?? [:]
         let producer = mapping["producer_properties"].map(self.properties) ?? [:]
         guard let servers, let groupID, let clientID, let commitInterval, let maxInFlight, let maxInFlightBytes,
-            let properties, let consumer, let producer
+            let maxWaitingPerKey, let properties, let consumer, let producer
         else {
             return nil
         }
         return KafkaSettings(
             bootstrapServers: servers.trimmingWhitespace(), groupID: groupID, clientID: clientID,
             commitInterval: commitInterval, maxInFlightNotifications: maxInFlight, maxInFlightBytes: maxInFlightBytes,
-            properties: properties, consumerProperties: consumer, producerProperties: producer
+            maxWaitingPerKey: maxWaitingPerKey, properties: properties, consumerProperties: consumer,
+            producerProperties: producer
         )
     }
 

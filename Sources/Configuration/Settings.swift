@@ -95,6 +95,9 @@ package struct KafkaSettings: Sendable, Hashable {
     /// `max_in_flight_bytes` (default 64 MiB): the bytes those hold (their events, payloads and records). One
     /// event larger than this still goes through, alone.
     package var maxInFlightBytes: Int
+    /// `max_waiting_per_key` (default 100): the most notifications one ordered line holds waiting; an event that
+    /// would add to a full line holds back its own partition until the line is down to half.
+    package var maxWaitingPerKey: Int
     /// `properties`: passed verbatim to librdkafka for both clients; values stringified.
     package var properties: [String: String]
     /// `consumer_properties`: passed verbatim to the consumer only.
@@ -110,6 +113,7 @@ package struct KafkaSettings: Sendable, Hashable {
         commitInterval: Duration = .seconds(1),
         maxInFlightNotifications: Int = 10_000,
         maxInFlightBytes: Int = KafkaSettings.defaultMaxInFlightBytes,
+        maxWaitingPerKey: Int = 100,
         properties: [String: String] = [:],
         consumerProperties: [String: String] = [:],
         producerProperties: [String: String] = [:]
@@ -120,6 +124,7 @@ package struct KafkaSettings: Sendable, Hashable {
         self.commitInterval = commitInterval
         self.maxInFlightNotifications = maxInFlightNotifications
         self.maxInFlightBytes = maxInFlightBytes
+        self.maxWaitingPerKey = maxWaitingPerKey
         self.properties = properties
         self.consumerProperties = consumerProperties
         self.producerProperties = producerProperties

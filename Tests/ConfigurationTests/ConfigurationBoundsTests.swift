@@ -67,6 +67,14 @@ import Testing
         #expect(self.files.problems(key.yaml(key.longest)).isEmpty)
     }
 
+    @Test(arguments: ["0", "-1", "1000001", "many"])
+    func maxWaitingPerKeyOutOfRange(value: String) throws {
+        let problems = self.files.problems(
+            minimalYAML.replacingOccurrences(of: "kafka:\n", with: "kafka:\n  max_waiting_per_key: \(value)\n"))
+        let problem = try #require(problems.first)
+        #expect(problem.path == "kafka.max_waiting_per_key")
+    }
+
     @Test func rebalanceDrainTimeoutHasAnUpperBound() throws {
         let problems = self.files.problems(minimalYAML + "shutdown:\n  rebalance_drain_timeout: 100000h\n")
         let problem = try #require(problems.first)

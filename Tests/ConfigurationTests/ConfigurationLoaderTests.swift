@@ -20,6 +20,7 @@ import Testing
         #expect(configuration.kafka.clientID == "pushbridge")
         #expect(configuration.kafka.commitInterval == .seconds(1))
         #expect(configuration.kafka.maxInFlightNotifications == 10_000)
+        #expect(configuration.kafka.maxWaitingPerKey == 100)
         #expect(configuration.kafka.properties.isEmpty)
         #expect(configuration.kafka.consumerProperties.isEmpty)
         #expect(configuration.kafka.producerProperties.isEmpty)
@@ -71,6 +72,7 @@ import Testing
               client_id: bridge-a-1
               commit_interval: 250ms
               max_in_flight: 500
+              max_waiting_per_key: 20
               properties: { security.protocol: ssl, enable.idempotence: true, linger.ms: 5 }
               consumer_properties: { partition.assignment.strategy: cooperative-sticky }
               producer_properties: { compression.type: zstd }
@@ -100,6 +102,7 @@ import Testing
         #expect(configuration.kafka.clientID == "bridge-a-1")
         #expect(configuration.kafka.commitInterval == .milliseconds(250))
         #expect(configuration.kafka.maxInFlightNotifications == 500)
+        #expect(configuration.kafka.maxWaitingPerKey == 20)
         #expect(
             configuration.kafka.properties
                 == ["security.protocol": "ssl", "enable.idempotence": "true", "linger.ms": "5"]
