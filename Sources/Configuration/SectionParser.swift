@@ -11,7 +11,8 @@ struct SectionParser {
 
     static let topLevelKeys = ["kafka", "apns", "apps", "routes", "outcomes", "admin", "logging", "shutdown"]
     static let kafkaKeys = [
-        "bootstrap_servers", "group_id", "client_id", "commit_interval", "max_in_flight", "max_in_flight_bytes", "max_waiting_per_key",
+        "bootstrap_servers", "group_id", "client_id", "commit_interval", "max_in_flight", "max_in_flight_bytes",
+        "max_waiting_per_key",
         "properties", "consumer_properties", "producer_properties",
     ]
     static let apnsKeys = [
