@@ -44,8 +44,9 @@ done
 # Every test that failed, by name (Swift Testing marks a failed test's lines with ✘; a test without a display name
 # is named by its function), and the runs it failed in.
 echo "test-stress: tests that failed at least once:"
-grep -HoE '^✘ Test ("([^"]|\\")*"|[A-Za-z_][A-Za-z0-9_]*\([^)]*\))' "$logs"/run-*.log \
-    | sed -E 's|^.*/run-([0-9]+)\.log:✘ Test (.*)$|\2\t\1|' \
+# A suite's own failure (its setup, e.g. a broker that did not start) is listed as "Suite NAME".
+grep -HoE '^✘ (Test ("([^"]|\\")*"|[A-Za-z_][A-Za-z0-9_]*\([^)]*\))|Suite "([^"]|\\")*" recorded)' "$logs"/run-*.log \
+    | sed -E -e 's| recorded$||' -e 's|^.*/run-([0-9]+)\.log:✘ (Test )?(.*)$|\3\t\1|' \
     | sort -u \
     | awk -F'\t' '{ runs[$1] = runs[$1] (runs[$1] == "" ? "" : ",") $2 } END { for (t in runs) print "  " t "  (runs " runs[t] ")" }' \
     | sort

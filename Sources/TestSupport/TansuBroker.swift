@@ -61,7 +61,7 @@ package final class TansuBroker: TestKafkaBroker {
     }
 
     /// Starts Tansu and the proxies; waits at most `timeout` for them to accept connections.
-    package static func start(timeout: Duration = .seconds(20), maxLifetime: Duration = .seconds(1200)) async throws
+    package static func start(timeout: Duration = .seconds(60), maxLifetime: Duration = .seconds(1200)) async throws
         -> TansuBroker
     {
         guard let tansu = Self.binary else { throw StartFailed(description: Self.notInstalledMessage) }
