@@ -205,8 +205,10 @@ struct HTTP2ClientServerTests {
     @Test func localStreamCapQueuesRequestsBeyondIt() async throws {
         let tracker = ConcurrencyTracker()
         let server = try await startServer(handler: tracker.handler)
+        // 200 requests queue behind three streams, and each one's timeout runs while it waits: 10 s ran out once for
+        // the last ones on a loaded host (make test-stress). The timeout only says nothing hung.
         let connection = try await HTTP2ClientConnection.connect(
-            configuration: try clientConfiguration(server, maxConcurrentStreams: 3)
+            configuration: try clientConfiguration(server, maxConcurrentStreams: 3, requestTimeout: .seconds(60))
         )
         #expect(connection.state.maxConcurrentStreams == 3)
         let completed = try await withThrowingTaskGroup(of: Bool.self) { group in
