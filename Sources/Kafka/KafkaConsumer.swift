@@ -316,10 +316,9 @@ package final class KafkaConsumer: Sendable {
     /// Each partition's high watermark as its leader says it now (one ListOffsets request per leader, at most
     /// `timeout`), for every partition asked, paused or not: ``lag(for:)`` reads librdkafka's cache, which only
     /// fetch responses update, so a paused partition's high watermark stands still there however much is produced
-    /// (issue 28: a halted bridge's lag stayed at 73 while 500 events waited). As in
-    /// ``queryWatermarks(for:timeout:)``, the larger of the answer and the last fetch response's wins: a high
-    /// watermark only grows, and a broker may answer ListOffsets with a stale offset. Partitions the query could
-    /// not answer and that were never fetched are left out.
+    /// (issue 28: a halted bridge's lag stayed at 73 while 500 events waited). Partitions the query could not answer
+    /// are left out. A broker may answer ListOffsets with a stale offset (Tansu 0.6.0), so take the larger of this and
+    /// ``lag(for:)``'s cached high watermark, as ``queryWatermarks(for:timeout:)`` does.
     package func latestOffsets(for partitions: [KafkaPartition], timeout: Duration) async throws -> [KafkaPartition:
         Int64]
     {
@@ -337,14 +336,8 @@ package final class KafkaConsumer: Sendable {
                     throw KafkaError(error, context: "querying the latest offsets")
                 }
                 var result: [KafkaPartition: Int64] = [:]
-                for element in list.elements {
-                    var high = element.error == RD_KAFKA_RESP_ERR_NO_ERROR ? element.offset : -1
-                    var low: Int64 = -1
-                    var fetched: Int64 = -1
-                    let cached = rd_kafka_get_watermark_offsets(
-                        handle, element.partition.topic, element.partition.partition, &low, &fetched)
-                    if cached == RD_KAFKA_RESP_ERR_NO_ERROR { high = max(high, fetched) }
-                    if high >= 0 { result[element.partition] = high }
+                for element in list.elements where element.error == RD_KAFKA_RESP_ERR_NO_ERROR && element.offset >= 0 {
+                    result[element.partition] = element.offset
                 }
                 return result
             }
