@@ -251,8 +251,20 @@ package struct BridgeRuntime: Sendable {
     /// from the pause point again on resume) the first refetch could wait up to that long. 100 ms bounds that wait
     /// at the cost of at most ten empty fetches a second per broker while idle (docs/kafka.md, "Resuming wakes
     /// the fetcher").
+    ///
+    /// The group (docs/operations.md, "Scaling the group", where the figures are):
+    /// - `partition.assignment.strategy: cooperative-sticky` (librdkafka's default is the eager `range,roundrobin`):
+    ///   a member joining or leaving moves only the partitions it must, and only those stop; eagerly, every member
+    ///   gives up every partition at every change, and every partition stops until the group has joined again.
+    /// - `session.timeout.ms: 15000` (librdkafka's 45000): how long a member that died (SIGKILL, a lost node) holds
+    ///   its partitions before they move. Heartbeats come from librdkafka's own thread, not the pipeline, so only a
+    ///   frozen process or a network cut that long costs a rebalance.
+    /// - `heartbeat.interval.ms: 1000` (librdkafka's 3000): members learn of a rebalance within about a second,
+    ///   and a join completes as soon as every member rejoined.
     package static let consumerDefaults: [String: String] = [
         "queued.max.messages.kbytes": "16384", "fetch.wait.max.ms": "100",
+        "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": "15000",
+        "heartbeat.interval.ms": "1000",
     ]
 
     /// librdkafka producer settings PushBridge changes from librdkafka's defaults; `kafka.properties` and

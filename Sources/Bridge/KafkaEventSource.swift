@@ -5,14 +5,19 @@ import Routing
 import Synchronization
 
 /// The pipeline's event source on a Kafka consumer group (docs/operations.md, "Guarantees"): one ``KafkaConsumer`` subscribed to every
-/// input topic. Finished offsets are stored; they are committed synchronously by ``commit()`` (every
-/// `kafka.commit_interval`), on revocation and on close. librdkafka's background auto-commit is off:
-/// a background commit that raced the final one on close could leave the group's offset behind what was
-/// finished (seen on the mock cluster), so every commit here is synchronous and in order.
+/// input topic. Finished offsets are stored with librdkafka by ``commit()`` (every `kafka.commit_interval`), and
+/// librdkafka's background commit sends them every `kafka.commit_interval` too, but only while the group is stable;
+/// on revocation and on close they are committed synchronously.
 ///
-/// Finished offsets are kept here and handed to librdkafka just before each commit (periodic, on revocation,
-/// on close): storing each one as it finished cost a partition list and several allocations per event, for
-/// offsets that only a commit reads.
+/// The periodic commit is librdkafka's own because it knows the group's state and this code does not: a commit sent
+/// while the member rejoins a cooperative rebalance carries the old generation, is answered `ILLEGAL_GENERATION`,
+/// and librdkafka 2.0.2 then forgets its generation and loses its whole assignment (librdkafka issue #4059; docs/kafka.md,
+/// "Commits during a rebalance"). Synchronous periodic commits did exactly that at every membership change.
+///
+/// Finished offsets are kept here and handed to librdkafka once per interval and before each synchronous commit:
+/// storing each one as it finished cost a partition list and several allocations per event. Positions are handed
+/// over in order (inside the pipeline's partition lock), so no store goes backwards and a background commit carries
+/// offsets no older than the previous one.
 package final class KafkaEventSource: EventSource {
     private let configuration: KafkaConsumerConfiguration
     private let topics: [String]
@@ -30,7 +35,7 @@ package final class KafkaEventSource: EventSource {
         logger: Logger
     ) {
         var configuration = configuration
-        configuration.automaticCommits = false
+        configuration.automaticCommits = true
         self.configuration = configuration
         self.commitTimeout = commitTimeout
         self.topics = topics
@@ -97,25 +102,23 @@ package final class KafkaEventSource: EventSource {
         await consumer.close()
     }
 
+    /// The periodic turn: hands the finished offsets to librdkafka, whose background commit sends them while the
+    /// group is stable.
     package func commit() async {
         guard let consumer = self.consumer.withLock({ $0 }) else { return }
-        guard !consumer.isCommitting else {
-            // The coordinator has not answered the last one yet (a broker outage): the next turn carries the same
-            // offsets, and no thread piles up per turn meanwhile.
-            self.logger.debug("Commit skipped: the previous one is still waiting for the coordinator")
-            return
-        }
-        await self.commit(consumer)
+        self.storeFinished(consumer)
     }
 
+    /// The final commit, synchronous and bounded. A failure is logged by the consumer (`Committing offsets failed`),
+    /// unless the wait ran out first.
     private func commit(_ consumer: KafkaConsumer) async {
         self.storeFinished(consumer)
         do {
             try await consumer.commit(timeout: self.commitTimeout)
-        } catch {
-            // The next commit (periodic, on revocation or on close) carries the same offsets; a crash before
-            // it means the events are processed again, never lost.
+        } catch let error as KafkaError where error.code == .timedOut {
             self.logger.warning("Committing offsets failed", error: error)
+        } catch {
+            self.logger.debug("Final commit failed", error: error)
         }
     }
 

@@ -20,9 +20,9 @@ package struct KafkaConsumerConfiguration: Sendable {
     /// How often stored offsets are committed in the background (`auto.commit.interval.ms`).
     package var commitInterval: Duration?
     /// Whether librdkafka commits stored offsets in the background every ``commitInterval``
-    /// (`enable.auto.commit`). When `false`, offsets are committed only by ``KafkaConsumer/commit()`` and,
-    /// synchronously, when partitions are revoked and when the consumer closes: the owner then decides when
-    /// commits happen, and no background commit can race the final one.
+    /// (`enable.auto.commit`); it does so only while the group is stable. When `false`, offsets are committed only
+    /// by ``KafkaConsumer/commit(timeout:)`` and, synchronously, when partitions are revoked and when the consumer
+    /// closes.
     package var automaticCommits = true
     /// `session.timeout.ms`.
     package var sessionTimeout: Duration?

@@ -21,21 +21,14 @@ package protocol KafkaRebalanceListener: Sendable {
 /// A member of a consumer group over librdkafka.
 ///
 /// Messages are fetched on a dedicated poll thread (never Swift's cooperative pool) and delivered through
-/// ``batches``. Offsets are committed only once stored with ``storeOffset(_:for:)``: librdkafka commits stored
-/// offsets in the background every `commitInterval`, and synchronously when partitions are revoked and when
-/// the consumer closes. Call ``close()`` when done.
+/// ``batches``. Offsets are committed only once stored with ``storeOffsets(_:)``: librdkafka commits stored
+/// offsets in the background every `commitInterval` (while the group is stable), and synchronously when partitions
+/// are revoked and when the consumer closes. Every commit's failure is logged once (`Committing offsets failed`). Call ``close()`` when done.
 package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let context: ConsumerContext
     /// ``KafkaConsumerConfiguration/wakesFetchersOnResume``.
     private let wakesFetchersOnResume: Bool
-    /// Commits whose librdkafka call has not returned yet, including those ``commit(timeout:)`` stopped waiting for.
-    private let commitsRunning = Atomic<Int>(0)
-
-    /// Whether a commit is still waiting for the broker (one that ran out of time may be): a periodic committer
-    /// skips its turn then, instead of piling up threads while the coordinator is away.
-    package var isCommitting: Bool { self.commitsRunning.load(ordering: .relaxed) > 0 }
-
     /// The consumed messages, in batches. Iterate from one task.
     package let batches: KafkaMessageBatches
 
@@ -91,7 +84,9 @@ package final class KafkaConsumer: Sendable {
         let client = try RDKafkaClient.make(
             RD_KAFKA_CONSUMER,
             properties: configuration.librdkafkaProperties,
-            callbacks: RDKafkaCallbacks(logger: logger, rebalance: { context.rebalance($0, $1, $2) })
+            callbacks: RDKafkaCallbacks(
+                logger: logger, rebalance: { context.rebalance($0, $1, $2) },
+                offsetCommit: { context.committed($0) })
         )
         // Everything (rebalances, errors, messages) is served from the consumer queue by the poll thread.
         rd_kafka_poll_set_consumer(client.pointer)
@@ -373,10 +368,8 @@ package final class KafkaConsumer: Sendable {
     /// `socket.timeout.ms` (a minute by default).
     package func commit(timeout: Duration = .seconds(60)) async throws {
         let client = self.client
-        self.commitsRunning.add(1, ordering: .relaxed)
         try await runOnDedicatedThread(name: "kafka-commit", timeout: timeout) {
-            defer { self.commitsRunning.subtract(1, ordering: .relaxed) }
-            return try client.withHandle { handle in
+            try client.withHandle { handle in
                 let error = rd_kafka_commit(handle, nil, 0)
                 guard error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET else {
                     throw KafkaError(error, context: "committing offsets")

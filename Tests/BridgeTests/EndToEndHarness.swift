@@ -79,7 +79,9 @@ struct EndToEnd: Sendable {
         adminListen: String = "127.0.0.1:0",
         name: String? = nil,
         apps: String? = nil,
-        producerProperties: [String: String] = [:]
+        producerProperties: [String: String] = [:],
+        consumerProperties: [String: String] = [:],
+        shutdown: String = "drain_timeout: 5s"
     ) throws -> String {
         let routes =
             routes ?? """
@@ -93,6 +95,9 @@ struct EndToEnd: Sendable {
                       aps:
                         alert: "{{text}}"
                 """
+        // Short group timings, as on every test broker (docs/kafka.md); `consumerProperties` may override them.
+        let consumer = ["session.timeout.ms": "6000", "heartbeat.interval.ms": "500", "log_level": "0"]
+            .merging(consumerProperties) { _, given in given }
         let yaml = """
             kafka:
               bootstrap_servers: "\(self.broker.bootstrapServers)"
@@ -100,9 +105,7 @@ struct EndToEnd: Sendable {
               commit_interval: 200ms
               max_in_flight: \(maxInFlight)
               consumer_properties:
-                session.timeout.ms: 6000
-                heartbeat.interval.ms: 500
-                log_level: 0
+            \(consumer.sorted { $0.key < $1.key }.map { "    \($0.key): \($0.value)" }.joined(separator: "\n"))
               producer_properties:
                 log_level: 0
             \(producerProperties.sorted { $0.key < $1.key }.map { "    \($0.key): \($0.value)" }.joined(separator: "\n"))
@@ -133,7 +136,7 @@ struct EndToEnd: Sendable {
             logging:
               level: \(logLevel)
             shutdown:
-              drain_timeout: 5s
+              \(shutdown)
 
             """
         let path = self.directory.appendingPathComponent("pushbridge-\(name ?? group).yaml").path

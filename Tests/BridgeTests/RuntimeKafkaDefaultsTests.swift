@@ -80,4 +80,22 @@ struct RuntimeKafkaDefaultsTests {
         #expect(set.properties["queued.max.messages.kbytes"] == "65536")
         #expect(set.properties["fetch.wait.max.ms"] == "500")
     }
+
+    @Test("the group: cooperative-sticky assignment, a 15 s session and 1 s heartbeats, unless configured otherwise")
+    func groupDefaults() throws {
+        let defaults = try self.runtime().consumerConfiguration(bootstrapServers: "b:9092")
+        #expect(defaults.properties["partition.assignment.strategy"] == "cooperative-sticky")
+        #expect(defaults.properties["session.timeout.ms"] == "15000")
+        #expect(defaults.properties["heartbeat.interval.ms"] == "1000")
+        let properties =
+            "  consumer_properties:\n    partition.assignment.strategy: range\n    session.timeout.ms: 45000"
+        let set = try self.runtime(properties).consumerConfiguration(bootstrapServers: "b:9092")
+        #expect(set.properties["partition.assignment.strategy"] == "range")
+        #expect(set.properties["session.timeout.ms"] == "45000")
+        #expect(set.properties["heartbeat.interval.ms"] == "1000")
+        // Shared properties reach the consumer too.
+        let shared = try self.runtime("  properties:\n    heartbeat.interval.ms: 3000").consumerConfiguration(
+            bootstrapServers: "b:9092")
+        #expect(shared.properties["heartbeat.interval.ms"] == "3000")
+    }
 }

@@ -240,21 +240,25 @@ final class ConsumerContext: Sendable {
             }
             self.awaitListener("revoke") { await $0.partitionsRevoked(partitions) }
             if !lost {
-                // Synchronous: the next owner must see every offset stored for these partitions.
-                let error = rd_kafka_commit(handle, nil, 0)
-                if error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET {
-                    // At-least-once still holds: the next owner re-reads from the last successful commit.
-                    self.logger.warning(
-                        "Could not commit offsets of revoked partitions",
-                        error: KafkaError(error)
-                    )
-                }
+                // Synchronous: the next owner must see every offset stored for these partitions. A failure is
+                // logged by ``committed(_:)``; at-least-once still holds: the next owner re-reads from the last
+                // successful commit.
+                _ = rd_kafka_commit(handle, nil, 0)
             }
             self.complete(handle, list, assign: false, cooperative: cooperative)
         default:
             self.logger.error("Rebalance failed", error: KafkaError(event))
             self.complete(handle, nil, assign: false, cooperative: false)
         }
+    }
+
+    /// The result of a commit, background or synchronous (librdkafka's `offset_commit_cb`, on the poll thread): the
+    /// one line an operator sees when commits fail (e.g. the coordinator is away, or refuses while the group
+    /// rebalances). The next commit carries the same offsets; a crash before it means events are processed again,
+    /// never lost.
+    func committed(_ error: rd_kafka_resp_err_t) {
+        guard error != RD_KAFKA_RESP_ERR_NO_ERROR, error != RD_KAFKA_RESP_ERR__NO_OFFSET else { return }
+        self.logger.warning("Committing offsets failed", error: KafkaError(error, context: "committing offsets"))
     }
 
     /// Takes the partitions on (`assign`) or releases them, the way the group's rebalance protocol wants.

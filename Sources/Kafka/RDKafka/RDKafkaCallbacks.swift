@@ -13,19 +13,26 @@ final class RDKafkaCallbacks: Sendable {
     typealias Delivery = @Sendable (UnsafePointer<rd_kafka_message_t>) -> Void
 
     typealias Fatal = @Sendable (KafkaError) -> Void
+    /// The result of a commit (background or synchronous), served by the consumer's poll thread.
+    typealias OffsetCommit = @Sendable (rd_kafka_resp_err_t) -> Void
 
     let logger: Logger
     let rebalance: Rebalance?
     let delivery: Delivery?
     let fatal: Fatal?
+    let offsetCommit: OffsetCommit?
     /// The first known cause librdkafka's error and log lines showed (``KafkaKnownCause``).
     let knownCause = Mutex<KafkaKnownCause?>(nil)
 
-    init(logger: Logger, rebalance: Rebalance? = nil, delivery: Delivery? = nil, fatal: Fatal? = nil) {
+    init(
+        logger: Logger, rebalance: Rebalance? = nil, delivery: Delivery? = nil, fatal: Fatal? = nil,
+        offsetCommit: OffsetCommit? = nil
+    ) {
         self.logger = logger
         self.rebalance = rebalance
         self.delivery = delivery
         self.fatal = fatal
+        self.offsetCommit = offsetCommit
     }
 
     /// Installs the callbacks on `conf`, with `self` as the opaque pointer (unretained: the client retains it).
@@ -38,6 +45,9 @@ final class RDKafkaCallbacks: Sendable {
         }
         if self.delivery != nil {
             rd_kafka_conf_set_dr_msg_cb(conf, deliveryReportCallback)
+        }
+        if self.offsetCommit != nil {
+            rd_kafka_conf_set_offset_commit_cb(conf, offsetCommitCallback)
         }
     }
 
@@ -84,6 +94,18 @@ private func deliveryReportCallback(
         return
     }
     RDKafkaCallbacks.from(opaque).delivery?(message)
+}
+
+private func offsetCommitCallback(
+    handle: OpaquePointer?,
+    error: rd_kafka_resp_err_t,
+    offsets: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    opaque: UnsafeMutableRawPointer?
+) {
+    guard let opaque else {
+        return
+    }
+    RDKafkaCallbacks.from(opaque).offsetCommit?(error)
 }
 
 /// librdkafka's `error_cb`: mostly transient faults (brokers down, connections refused) it recovers from.
