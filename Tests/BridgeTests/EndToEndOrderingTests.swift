@@ -40,6 +40,17 @@ struct EndToEndOrderingTests {
         #"{"activity":{"id":"act-\#(activity)"},"seq":\#(seq),"token":"\#(token)"}"#
     }
 
+    /// `updates` updates of each of `keys` activities, interleaved over the keys as a stream of many activities looks:
+    /// (partition, Kafka key, value); activity `a` goes to partition `a % 4`, to device `token(tokenBase + a)`.
+    static func interleaved(keys: Int, updates: Int, tokenBase: Int) -> [(Int32, String, String)] {
+        (0..<updates).flatMap { seq in
+            (0..<keys).map { activity in
+                let token = EndToEnd.token(tokenBase + activity)
+                return (Int32(activity % 4), "act-\(activity)", Self.update(activity: activity, seq: seq, token: token))
+            }
+        }
+    }
+
     /// Produces `events` (partition, key, value) in this order: each is handed to librdkafka before the next, so
     /// the offsets of one partition follow the list. Returns how many went to each partition.
     static func produceInOrder(_ world: EndToEnd, _ events: [(Int32, String, String)]) async throws -> [Int32: Int64] {
@@ -79,20 +90,9 @@ struct EndToEndOrderingTests {
         scenario.seed = 15
         scenario.receiveLogLimit = 100_000
         try await withEndToEnd(partitions: 4, scenario: scenario) { world in
-            // Updates interleaved over the keys, as a stream of many activities looks; a key stays on one partition.
-            var events: [(Int32, String, String)] = []
+            let events = Self.interleaved(keys: keys, updates: updates, tokenBase: 0x1000)
             var inputOrder: [String: [Int]] = [:]  // device token -> sequence numbers in input order
-            for seq in 0..<updates {
-                for activity in 0..<keys {
-                    let token = EndToEnd.token(0x1000 + activity)
-                    events.append(
-                        (
-                            Int32(activity % 4), "act-\(activity)",
-                            Self.update(activity: activity, seq: seq, token: token)
-                        ))
-                    inputOrder[token, default: []].append(seq)
-                }
-            }
+            for activity in 0..<keys { inputOrder[EndToEnd.token(0x1000 + activity)] = Array(0..<updates) }
             let perPartition = try await Self.produceInOrder(world, events)
             let path = try world.configuration(
                 maxInFlight: 200, maxAttempts: 20, connections: 1, routes: Self.route(world, coalesce: false))

@@ -133,17 +133,7 @@ struct EndToEndScalingTests {
         scenario.latency = .milliseconds(150)
         scenario.receiveLogLimit = 10_000
         try await withEndToEnd(partitions: 4, scenario: scenario) { world in
-            var events: [(Int32, String, String)] = []
-            for seq in 0..<updates {
-                for activity in 0..<keys {
-                    let token = EndToEnd.token(0x2000 + activity)
-                    events.append(
-                        (
-                            Int32(activity % 4), "act-\(activity)",
-                            EndToEndOrderingTests.update(activity: activity, seq: seq, token: token)
-                        ))
-                }
-            }
+            let events = EndToEndOrderingTests.interleaved(keys: keys, updates: updates, tokenBase: 0x2000)
             let perPartition = try await EndToEndOrderingTests.produceInOrder(world, events)
             var bridges: [String: BridgeProcess] = [:]
             func start(_ name: String) throws {
