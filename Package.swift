@@ -316,6 +316,22 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: The churn soak (make soak, mk/soak.mk): `pushbridge run` instances join, die and leave a consumer group
+        // while events flow; opt-in, not part of make test
+        .executableTarget(
+            name: "Soak",
+            dependencies: [
+                "APNSSimulator",
+                "BenchSupport",
+                "Kafka",
+                "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/Soak",
+            swiftSettings: strict
+        ),
+
         // MARK: Tests
         .testTarget(name: "WaitingTests", dependencies: ["Waiting", "TestWaiting"], swiftSettings: strict),
         .testTarget(

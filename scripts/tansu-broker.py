@@ -21,7 +21,13 @@ Prints one JSON line, {"broker": "127.0.0.1:P1", "proxy": "127.0.0.1:P2", "kafka
 all accept connections, then runs until its standard input closes (the test process that started it ended),
 SIGTERM/SIGINT, or --max-seconds; it stops Tansu on every one of these paths.
 
-Usage: tansu-broker.py --tansu PATH [--max-seconds N]
+A line `drop SECONDS` on its standard input is a broker outage without restarting Tansu (which keeps its data in
+memory only, so a restart would lose it): both proxy ports drop every open connection at once and, for SECONDS,
+accept new ones only to close them, while their ports stay bound. Tansu itself keeps running and keeps its group
+state. `make soak` uses it (Benchmarks/Soak); nothing else writes to the script's standard input. Other lines are
+reported on standard error and ignored.
+
+Usage: tansu-broker.py --tansu PATH [--max-seconds N]   (then, optionally, `drop SECONDS` lines on standard input)
 """
 
 import argparse
@@ -144,7 +150,31 @@ async def pipe_responses(broker, client, pending, tags):
         await client.drain()
 
 
-async def serve_connection(client_reader, client_writer, broker_port, tags):
+class Outage:
+    """The proxies' open connections, and until when they refuse new ones (`drop SECONDS` on standard input)."""
+
+    def __init__(self):
+        self.down_until = 0.0
+        self.connections = set()
+
+    def is_down(self):
+        return asyncio.get_running_loop().time() < self.down_until
+
+    def drop(self, seconds):
+        loop = asyncio.get_running_loop()
+        self.down_until = max(self.down_until, loop.time() + seconds)
+        dropped = len(self.connections)
+        for tasks in list(self.connections):
+            for task in tasks:
+                task.cancel()
+        print(f"tansu-broker.py: dropped {dropped} connections; refusing new ones for {seconds} s",
+              file=sys.stderr, flush=True)
+
+
+async def serve_connection(client_reader, client_writer, broker_port, tags, outage):
+    if outage.is_down():
+        client_writer.transport.abort()
+        return
     try:
         broker_reader, broker_writer = await asyncio.open_connection("127.0.0.1", broker_port)
     except OSError:
@@ -155,14 +185,45 @@ async def serve_connection(client_reader, client_writer, broker_port, tags):
         asyncio.ensure_future(pipe_requests(client_reader, broker_writer, pending)),
         asyncio.ensure_future(pipe_responses(broker_reader, client_writer, pending, tags)),
     ]
-    # Either side closing (or sending a frame that is not Kafka's) ends the connection on both sides.
+    outage.connections.add(tuple(tasks))
+    # Either side closing (or sending a frame that is not Kafka's) ends the connection on both sides; so does an
+    # outage, which cancels both tasks and resets both sockets.
     await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    outage.connections.discard(tuple(tasks))
+    dropped = any(task.cancelled() for task in tasks)
     for task in tasks:
         task.cancel()
         if task.done() and not task.cancelled():
             task.exception()  # the end of a connection (EOF, reset, a frame that is not Kafka's): expected
     for writer in (client_writer, broker_writer):
-        writer.close()
+        if dropped:
+            writer.transport.abort()
+        else:
+            writer.close()
+
+
+def read_commands(stop, outage, pending):
+    """Standard input: its end means the test process is gone; `drop SECONDS` lines start an outage."""
+    data = sys.stdin.buffer.read1(4096)
+    if not data:
+        stop.set()
+        return
+    pending.extend(data)
+    while b"\n" in pending:
+        line, _, rest = bytes(pending).partition(b"\n")
+        pending[:] = rest
+        words = line.decode(errors="replace").split()
+        if len(words) == 2 and words[0] == "drop":
+            try:
+                seconds = float(words[1])
+            except ValueError:
+                seconds = -1
+            if 0 <= seconds <= 3600:
+                outage.drop(seconds)
+                continue
+        if words:
+            print(f"tansu-broker.py: ignoring {line!r} on standard input (expected `drop SECONDS`)",
+                  file=sys.stderr, flush=True)
 
 
 async def wait_for_port(port, seconds, tansu):
@@ -204,10 +265,12 @@ async def main(arguments):
     )
     try:
         await wait_for_port(broker_port, 10, tansu)
+        outage = Outage()
         servers = [
-            await asyncio.start_server(lambda r, w: serve_connection(r, w, broker_port, b"\x00"), sock=proxy_socket),
             await asyncio.start_server(
-                lambda r, w: serve_connection(r, w, broker_port, kafka_kraft_tags()), sock=shaped_socket),
+                lambda r, w: serve_connection(r, w, broker_port, b"\x00", outage), sock=proxy_socket),
+            await asyncio.start_server(
+                lambda r, w: serve_connection(r, w, broker_port, kafka_kraft_tags(), outage), sock=shaped_socket),
         ]
         addresses = {"broker": broker_port, "proxy": proxy_port, "kafka_shaped": shaped_port}
         print(json.dumps({name: f"127.0.0.1:{port}" for name, port in addresses.items()}), flush=True)
@@ -216,8 +279,9 @@ async def main(arguments):
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        # Standard input reaching its end means the test process is gone.
-        loop.add_reader(sys.stdin.fileno(), lambda: stop.set() if not sys.stdin.buffer.read1(4096) else None)
+        # Standard input reaching its end means the test process is gone; `drop SECONDS` lines start an outage.
+        pending = bytearray()
+        loop.add_reader(sys.stdin.fileno(), lambda: read_commands(stop, outage, pending))
         try:
             await asyncio.wait_for(stop.wait(), timeout=arguments.max_seconds)
         except asyncio.TimeoutError:

@@ -120,6 +120,14 @@ package final class TansuBroker: TestKafkaBroker {
         }
     }
 
+    /// A broker outage that keeps Tansu's data (it has memory storage only, so it must not be restarted): the proxies
+    /// drop every open connection at once and refuse new ones for `duration` (accepted and closed; the ports stay
+    /// bound), while Tansu keeps running. Returns at once (the script's `drop SECONDS` command).
+    package func dropConnections(for duration: Duration) throws {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        try self.input.fileHandleForWriting.write(contentsOf: Data("drop \(seconds)\n".utf8))
+    }
+
     /// Stops the proxies and Tansu: SIGTERM to the script, which stops Tansu and exits (at most 10 s).
     package func stop() async {
         try? self.input.fileHandleForWriting.close()
