@@ -78,7 +78,9 @@ struct Ownership: Sendable {
     var lost = false
     /// The drain ran out (the pipeline's warning, or the shutdown's `Drain timeout…`).
     var drainTimedOut = false
-    /// `Could not commit offsets of revoked partitions` after this revocation: its error.
+    /// A commit that failed after this revocation and before the instance's next assignment (`Committing offsets
+    /// failed`: the revocation's synchronous commit; periodic ones are not sent while the group rebalances): its
+    /// error.
     var commitFailure: String?
     /// The process was killed (SIGKILL) while it held the partition.
     var killed = false
@@ -99,6 +101,7 @@ struct Ownership: Sendable {
         for line in lines {
             switch (line.label, line.message) {
             case ("pushbridge.kafka.consumer", "Partitions assigned"):
+                lastRevocation = []
                 for partition in line.partitions {
                     if let index = open[partition] { holds[index].end = line.time }
                     open[partition] = holds.count
@@ -121,7 +124,7 @@ struct Ownership: Sendable {
                     holds[index].releasedAt = line.time
                     if message.hasPrefix("Revoked partitions still") { holds[index].drainTimedOut = true }
                 }
-            case (_, "Could not commit offsets of revoked partitions"):
+            case (_, "Committing offsets failed"):
                 for index in lastRevocation {
                     holds[index].commitFailure = line.errorCode ?? line.fields["error.message"] ?? "failed"
                 }
