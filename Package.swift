@@ -323,6 +323,7 @@ let package = Package(
             dependencies: [
                 "APNSSimulator",
                 "BenchSupport",
+                "Bridge",
                 "Kafka",
                 "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,3 +1,4 @@
+import Bridge
 import Foundation
 import Synchronization
 
@@ -33,9 +34,12 @@ struct SoakAnalysis {
 
     var partitions: Range<Int32> { 0..<Int32(self.options.partitionCount) }
 
-    /// The session timeout the instances ran with (librdkafka's default unless a property set it), in seconds.
+    /// The session timeout the instances ran with (PushBridge's default unless a property set it), in seconds.
     var sessionTimeoutSeconds: Double {
-        (self.options.consumerProperty("session.timeout.ms").flatMap(Double.init) ?? 45_000) / 1000
+        let setting =
+            self.options.consumerProperty("session.timeout.ms")
+            ?? BridgeRuntime.consumerDefaults["session.timeout.ms"]
+        return (setting.flatMap(Double.init) ?? 45_000) / 1000
     }
 
     // MARK: Ownership
@@ -163,7 +167,9 @@ struct SoakAnalysis {
     func header() -> String {
         let properties =
             self.options.consumerProperties.isEmpty
-            ? "none (librdkafka's defaults: range,roundrobin; session.timeout.ms 45000; heartbeat.interval.ms 3000)"
+            ? "none (PushBridge's defaults: "
+                + BridgeRuntime.consumerDefaults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                .joined(separator: "; ") + ")"
             : self.options.consumerProperties.map { "\($0.0)=\($0.1)" }.joined(separator: ", ")
         var text = "\nPushBridge soak (make soak): \(self.clusterDescription)\n"
         text +=

@@ -261,10 +261,15 @@ package struct BridgeRuntime: Sendable {
     ///   frozen process or a network cut that long costs a rebalance.
     /// - `heartbeat.interval.ms: 1000` (librdkafka's 3000): members learn of a rebalance within about a second,
     ///   and a join completes as soon as every member rejoined.
+    /// - `reconnect.backoff.max.ms: 2000` (librdkafka's 10000; the producer has it too): librdkafka doubles its
+    ///   wait between attempts to reach a broker up to this. After every broker was away for 5 s, a member reached
+    ///   its coordinator again only 9 s after they were back, went 15 s without a heartbeat, and lost its
+    ///   assignment (`make soak`, on both brokers: 290 and 803 repeated outcomes). At most 2 s between attempts
+    ///   costs one connection attempt per broker every 2 s during a long outage.
     package static let consumerDefaults: [String: String] = [
         "queued.max.messages.kbytes": "16384", "fetch.wait.max.ms": "100",
         "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": "15000",
-        "heartbeat.interval.ms": "1000",
+        "heartbeat.interval.ms": "1000", "reconnect.backoff.max.ms": "2000",
     ]
 
     /// librdkafka producer settings PushBridge changes from librdkafka's defaults; `kafka.properties` and
@@ -275,8 +280,10 @@ package struct BridgeRuntime: Sendable {
     /// linger period. With 86 partitions and 5 ms, batches held one or two records and the broker thread cost
     /// 5.2 µs per notification; 50 ms brings it to 2.9 µs (docs/benchmarks.md, "The outcome producer's linger").
     /// An outcome is then published up to 50 ms later; the notification keeps its `max_in_flight` slot until then.
+    /// `reconnect.backoff.max.ms` (librdkafka's 10000): as for the consumer (``consumerDefaults``), so outcomes are
+    /// published again soon after an outage.
     package static let producerDefaults: [(names: [String], value: String)] = [
-        (["linger.ms", "queue.buffering.max.ms"], "50")
+        (["linger.ms", "queue.buffering.max.ms"], "50"), (["reconnect.backoff.max.ms"], "2000"),
     ]
 
     /// Partitions of each input topic on the embedded cluster.

@@ -70,6 +70,18 @@ struct RuntimeKafkaDefaultsTests {
         #expect(shared.properties["linger.ms"] == "10")
     }
 
+    @Test("both clients wait at most 2 s between attempts to reach a broker, unless configured otherwise")
+    func reconnectBackoff() throws {
+        let runtime = try self.runtime()
+        #expect(
+            runtime.producerConfiguration(bootstrapServers: "b:9092").properties["reconnect.backoff.max.ms"] == "2000")
+        #expect(
+            runtime.consumerConfiguration(bootstrapServers: "b:9092").properties["reconnect.backoff.max.ms"] == "2000")
+        let set = try self.runtime("  properties:\n    reconnect.backoff.max.ms: 10000")
+        #expect(set.producerConfiguration(bootstrapServers: "b:9092").properties["reconnect.backoff.max.ms"] == "10000")
+        #expect(set.consumerConfiguration(bootstrapServers: "b:9092").properties["reconnect.backoff.max.ms"] == "10000")
+    }
+
     @Test("the consumer prefetches 16 MiB and waits at most 100 ms per empty fetch, unless configured otherwise")
     func consumerPrefetch() throws {
         let defaults = try self.runtime().consumerConfiguration(bootstrapServers: "b:9092")
@@ -93,6 +105,7 @@ struct RuntimeKafkaDefaultsTests {
         #expect(set.properties["partition.assignment.strategy"] == "range")
         #expect(set.properties["session.timeout.ms"] == "45000")
         #expect(set.properties["heartbeat.interval.ms"] == "1000")
+        #expect(defaults.properties["reconnect.backoff.max.ms"] == "2000")
         // Shared properties reach the consumer too.
         let shared = try self.runtime("  properties:\n    heartbeat.interval.ms: 3000").consumerConfiguration(
             bootstrapServers: "b:9092")
