@@ -27,6 +27,34 @@ package struct EventFactory: Sendable {
         self.activityCount = max(0, activityCount)
     }
 
+    /// The `order-shipped` route of config/pushbridge.yaml for `inputTopic`, as the one entry of a `routes:` list
+    /// indented by `indent` spaces; `orderingKey` adds `ordering_key` (e.g. `"{{activity.id}}"`).
+    package static func route(inputTopic: String, indent: Int, orderingKey: String? = nil) -> String {
+        let lines =
+            [
+                "- name: order-shipped",
+                "  input_topic: \(inputTopic)",
+                "  match: { type: shipped }",
+                "  device_tokens: \"{{customer.apns_tokens}}\"",
+                "  topic: com.example.shop",
+                "  push_type: alert",
+                "  priority: 10",
+                "  expiration: \"{{expires_at}}\"",
+                "  collapse_id: \"order-{{order.id}}\"",
+            ] + (orderingKey.map { ["  ordering_key: \"\($0)\""] } ?? []) + [
+                "  payload:",
+                "    aps:",
+                "      alert:",
+                "        title: \"Your order {{order.id}} has shipped\"",
+                "        body: \"{{order.carrier}} expects to deliver it {{order.eta}}\"",
+                "      badge: \"{{customer.unread_count}}\"",
+                "      sound: default",
+                "    order_id: \"{{order.id}}\"",
+            ]
+        let prefix = String(repeating: " ", count: indent)
+        return lines.map { prefix + $0 }.joined(separator: "\n")
+    }
+
     /// Event `index`: its Kafka key (distinct per event) and value.
     package func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
         let activity = self.activityCount > 0 ? #""activity":{"id":"act-\#(index % self.activityCount)"},"# : ""

@@ -414,23 +414,7 @@ struct BridgeBench {
             initial_backoff: 100ms
             max_backoff: 2s
         routes:
-          - name: order-shipped
-            input_topic: \(Self.inputTopic)
-            match: { type: shipped }
-            device_tokens: "{{customer.apns_tokens}}"
-            topic: com.example.shop
-            push_type: alert
-            priority: 10
-            expiration: "{{expires_at}}"
-            collapse_id: "order-{{order.id}}"
-        \(options.ordersRoute ? "    ordering_key: \"{{activity.id}}\"\n" : "")    payload:
-              aps:
-                alert:
-                  title: "Your order {{order.id}} has shipped"
-                  body: "{{order.carrier}} expects to deliver it {{order.eta}}"
-                badge: "{{customer.unread_count}}"
-                sound: default
-              order_id: "{{order.id}}"
+        \(EventFactory.route(inputTopic: Self.inputTopic, indent: 2, orderingKey: options.ordersRoute ? "{{activity.id}}" : nil))
         outcomes:
           topic: \(Self.outcomesTopic)
           invalid_tokens_topic: bench.invalid-tokens

@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 
 /// The configuration file of each instance: the example route `order-shipped` (config/pushbridge.yaml) against the
@@ -42,23 +43,7 @@ struct SoakConfiguration {
                 key_id: \(Soak.keyID)
                 team_id: \(Soak.teamID)
             routes:
-              - name: order-shipped
-                input_topic: \(SoakTopics.input)
-                match: { type: shipped }
-                device_tokens: "{{customer.apns_tokens}}"
-                topic: com.example.shop
-                push_type: alert
-                priority: 10
-                expiration: "{{expires_at}}"
-                collapse_id: "order-{{order.id}}"
-                payload:
-                  aps:
-                    alert:
-                      title: "Your order {{order.id}} has shipped"
-                      body: "{{order.carrier}} expects to deliver it {{order.eta}}"
-                    badge: "{{customer.unread_count}}"
-                    sound: default
-                  order_id: "{{order.id}}"
+            \(EventFactory.route(inputTopic: SoakTopics.input, indent: 2))
             outcomes:
               topic: \(SoakTopics.outcomes)
               invalid_tokens_topic: \(SoakTopics.invalidTokens)
