@@ -21,6 +21,8 @@ struct SoakAnalysis {
     var committed: [Int32: Int64]
     var commitsReachedAt: Double?
     var simulatorSummary: String
+    /// The mock cluster's debug log (`--mock-debug`), if any.
+    var mockDebugLog: String?
 
     /// Every produced event has an outcome or a dead letter.
     var accounted: Bool { self.missing.isEmpty }
@@ -151,6 +153,7 @@ struct SoakAnalysis {
         }
         text += self.ownershipDetail(unowned: unowned)
         text += self.deliveryDetail(partitionGaps: partitionGaps)
+        text += self.mockGroupStates()
         text += self.duplicates(holds: holds)
         text += self.commits()
         text += self.instanceTable()
@@ -209,6 +212,30 @@ struct SoakAnalysis {
                     "\(Self.format($0.from - self.runStart, 1))-\(Self.format($0.to - self.runStart, 1))"
                         + " (\(Self.format($0.to - $0.from, 1)))"
                 }.joined(separator: ", ") + "\n"
+        }
+        return text
+    }
+
+    /// The mock's consumer group as its own debug lines tell it (`--mock-debug`): every change of state with the
+    /// member count and the reason, members that timed out or left, leaders elected.
+    func mockGroupStates() -> String {
+        guard let path = self.mockDebugLog, let data = FileManager.default.contents(atPath: path) else { return "" }
+        var text = "\nThe mock's consumer group \(self.group) (its debug lines, mock-debug.log; s from the start)\n"
+        // %7|1795699714.529|MOCK|rdkafka#producer-1| [thrd:…]: Mock consumer group G with 2 member(s) changing state …
+        for raw in data.split(separator: UInt8(ascii: "\n")) {
+            let line = String(decoding: raw, as: UTF8.self)
+            guard line.contains(self.group),
+                line.contains("changing state") || line.contains("session timed out")
+                    || line.contains("is leaving group") || line.contains("elected leader"),
+                let time = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().first
+                    .flatMap({ Double($0) }),
+                let start = line.range(of: "]: ")
+            else { continue }
+            let message = line[start.upperBound...].replacingOccurrences(
+                of: "Mock consumer group \(self.group) ", with: ""
+            )
+            .replacingOccurrences(of: "consumer group \(self.group)", with: "the group")
+            text += "  " + Self.pad(Self.format(time - self.runStart, 1), 7) + "  \(message)\n"
         }
         return text
     }
