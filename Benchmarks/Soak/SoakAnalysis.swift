@@ -248,6 +248,7 @@ struct SoakAnalysis {
         case lost = "revocation with the assignment lost (lost=true): nothing committed"
         case drainTimedOut = "drain timed out (rebalance or shutdown): unfinished work released uncommitted"
         case commitFailed = "the commit on revocation failed or was refused"
+        case closeTimedOut = "the shutdown's consumer close ran out of time (3 s) before its commit was answered"
         case endedWithProcess = "the process ended without a logged revocation (close ran out of time)"
         case clean = "clean handover (drained and committed): not explained by the logs"
         case unknown = "no hold found for the earlier outcome in the logs"
@@ -284,6 +285,8 @@ struct SoakAnalysis {
                 } else if let failure = hold.commitFailure {
                     cause = .commitFailed
                     commitErrors[failure, default: 0] += 1
+                } else if hold.closeTimedOut {
+                    cause = .closeTimedOut
                 } else if hold.endedWithProcess {
                     cause = .endedWithProcess
                 } else {
