@@ -86,6 +86,9 @@ struct Ownership: Sendable {
     var killed = false
     /// The process ended without logging a revocation (e.g. its close ran out of time).
     var endedWithProcess = false
+    /// The shutdown's consumer close ran out of time after this revocation (`Consumer close did not finish in
+    /// time`), so its commit was not answered in time, if it was made at all.
+    var closeTimedOut = false
 
     /// Until when the instance may still have finished work of the partition.
     var workEnd: Double? { self.releasedAt.map { max($0, self.end ?? $0) } ?? self.end }
@@ -130,6 +133,8 @@ struct Ownership: Sendable {
                 }
             case (_, let message) where message.hasPrefix("Drain timeout"):
                 shutdownDrainTimedOut = true
+            case (_, let message) where message.hasPrefix("Consumer close did not finish in time"):
+                for index in lastRevocation { holds[index].closeTimedOut = true }
             default:
                 break
             }

@@ -39,6 +39,11 @@ struct Soak {
     }
 }
 
+/// Prints a line at once (`print` holds its output in a buffer while standard output is a file or a pipe).
+func say(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
 /// Wall-clock time in seconds since the epoch: the bridge's logs and outcome records use the same clock.
 func wallClock() -> Double { Date().timeIntervalSince1970 }
 
@@ -161,6 +166,13 @@ struct SoakRun {
         try? FileManager.default.removeItem(atPath: directory)
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         func path(_ file: String) -> String { (directory as NSString).appendingPathComponent(file) }
+        let mockDebugLog = options.mockDebug && options.broker == .mock ? path("mock-debug.log") : nil
+        if let mockDebugLog {
+            // librdkafka's default logger writes to file descriptor 2.
+            let descriptor = open(mockDebugLog, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            guard descriptor >= 0, dup2(descriptor, 2) == 2 else { throw SoakError("cannot write \(mockDebugLog)") }
+            close(descriptor)
+        }
         var logger = Logger(label: "soak")
         logger.logLevel = .critical
 
@@ -191,7 +203,7 @@ struct SoakRun {
             log: simulatorLog, prefix: "APNs simulator listening on ", process: simulator)
 
         // Kafka.
-        print("Soak: \(options.broker.rawValue), starting the broker")
+        say("Soak: \(options.broker.rawValue), starting the broker")
         let cluster = try await SoakCluster.start(options)
         let partitionCount = Int32(options.partitionCount)
         try await cluster.broker.addTopic(SoakTopics.input, partitions: partitionCount)
@@ -240,7 +252,7 @@ struct SoakRun {
                 options.pushbridgePath, ["run", "--config", configPath], logFile: logPath)
             let instance = SoakInstance(number: number, process: process, logPath: logPath, startedAt: wallClock())
             instances.withLock { $0.append(instance) }
-            print("  \(Self.clock(wallClock() - runStart)) #\(number) started (pid \(process.pid), log \(logPath))")
+            say("  \(Self.clock(wallClock() - runStart)) #\(number) started (pid \(process.pid), log \(logPath))")
             return number
         }
         func instance(_ number: Int) -> SoakInstance { instances.withLock { $0[number - 1] } }
@@ -258,7 +270,7 @@ struct SoakRun {
         var changes: [SoakChange] = []
         let eventCount = options.ratePerSecond * options.durationSeconds
         let producedAt = ProducedTimes(count: eventCount)
-        print(
+        say(
             "Soak: \(eventCount) events at \(options.ratePerSecond)/s for \(options.durationSeconds) s into "
                 + "\(partitionCount) partitions; \(cluster.description); group \(group); directory \(directory)")
         let producerTask = Task {
@@ -275,11 +287,11 @@ struct SoakRun {
         changes.append(SoakChange(time: wallClock(), kind: .start([third])))
         try await Task.sleep(until: at(0.30), clock: .continuous)
         changes.append(SoakChange(time: wallClock(), kind: .kill(1)))
-        print("  \(Self.clock(wallClock() - runStart)) #1 SIGKILL")
+        say("  \(Self.clock(wallClock() - runStart)) #1 SIGKILL")
         await instance(1).kill()
         try await Task.sleep(until: at(0.45), clock: .continuous)
         changes.append(SoakChange(time: wallClock(), kind: .outage(options.outageSeconds)))
-        print("  \(Self.clock(wallClock() - runStart)) every broker down for \(options.outageSeconds) s")
+        say("  \(Self.clock(wallClock() - runStart)) every broker down for \(options.outageSeconds) s")
         try await cluster.outage(.seconds(options.outageSeconds))
         try await Task.sleep(until: at(0.55), clock: .continuous)
         let fourth = try startInstance()
@@ -287,14 +299,14 @@ struct SoakRun {
         for (fraction, number) in [(0.70, 2), (0.80, 3)] {
             try await Task.sleep(until: at(fraction), clock: .continuous)
             changes.append(SoakChange(time: wallClock(), kind: .terminate(number)))
-            print("  \(Self.clock(wallClock() - runStart)) #\(number) SIGTERM")
+            say("  \(Self.clock(wallClock() - runStart)) #\(number) SIGTERM")
             let leaving = instance(number)
             background.append(Task { await leaving.terminate() })
         }
         let produced = try await producerTask.value
         // When the last event was handed to the producer (its acknowledgement came a few milliseconds later).
         let lastEventAt = producedAt.times.filter { !$0.isNaN }.max() ?? wallClock()
-        print("  \(Self.clock(lastEventAt - runStart)) events stop (\(produced) produced)")
+        say("  \(Self.clock(lastEventAt - runStart)) events stop (\(produced) produced)")
 
         // Settle: every produced event read back from the input topic gives the end offsets; then wait for the
         // group's commits to reach them (bounded), and for the outcomes.
@@ -320,11 +332,11 @@ struct SoakRun {
         }
         if let commitsReachedAt {
             let after = Self.clock(commitsReachedAt - lastEventAt)
-            print(
+            say(
                 "  \(Self.clock(commitsReachedAt - runStart)) commits at the end offsets, \(after) after the last event"
             )
         } else {
-            print(
+            say(
                 "  \(Self.clock(wallClock() - runStart)) commits not at the end offsets "
                     + "after \(options.settleSeconds) s"
             )
@@ -343,7 +355,7 @@ struct SoakRun {
             instance.state.withLock { $0.signal == nil }
         }
         changes.append(SoakChange(time: wallClock(), kind: .finalTerminate(remaining.map(\.number))))
-        print("  \(Self.clock(wallClock() - runStart)) \(changes.last?.label ?? "")")
+        say("  \(Self.clock(wallClock() - runStart)) \(changes.last?.label ?? "")")
         await withTaskGroup(of: Void.self) { group in
             for instance in remaining { group.addTask { await instance.terminate() } }
         }
@@ -370,15 +382,16 @@ struct SoakRun {
             lastEventAt: lastEventAt, changes: changes, instances: instances.withLock { $0 },
             records: records.state.withLock { $0 }, producedAt: producedAt.times, produced: produced, ends: ends,
             committed: finalCommitted, commitsReachedAt: commitsReachedAt,
-            simulatorSummary: (try? String(contentsOfFile: simulatorLog, encoding: .utf8)) ?? "")
+            simulatorSummary: (try? String(contentsOfFile: simulatorLog, encoding: .utf8)) ?? "",
+            mockDebugLog: mockDebugLog)
         let report = analysis.report()
-        print(report)
+        say(report)
         let reportPath = path("report.txt")
         try report.write(toFile: reportPath, atomically: true, encoding: .utf8)
         try? FileManager.default.removeItem(atPath: (options.directory as NSString).appendingPathComponent("latest"))
         try? FileManager.default.createSymbolicLink(
             atPath: (options.directory as NSString).appendingPathComponent("latest"), withDestinationPath: name)
-        print("report: \(reportPath)")
+        say("report: \(reportPath)")
         return analysis.accounted
     }
 

@@ -22,6 +22,8 @@ struct SoakAnalysis {
     var committed: [Int32: Int64]
     var commitsReachedAt: Double?
     var simulatorSummary: String
+    /// The mock cluster's debug log (`--mock-debug`), if any.
+    var mockDebugLog: String?
 
     /// Every produced event has an outcome or a dead letter.
     var accounted: Bool { self.missing.isEmpty }
@@ -155,6 +157,7 @@ struct SoakAnalysis {
         }
         text += self.ownershipDetail(unowned: unowned)
         text += self.deliveryDetail(partitionGaps: partitionGaps)
+        text += self.mockGroupStates()
         text += self.duplicates(holds: holds)
         text += self.commits()
         text += self.instanceTable()
@@ -219,6 +222,30 @@ struct SoakAnalysis {
         return text
     }
 
+    /// The mock's consumer group as its own debug lines tell it (`--mock-debug`): every change of state with the
+    /// member count and the reason, members that timed out or left, leaders elected.
+    func mockGroupStates() -> String {
+        guard let path = self.mockDebugLog, let data = FileManager.default.contents(atPath: path) else { return "" }
+        var text = "\nThe mock's consumer group \(self.group) (its debug lines, mock-debug.log; s from the start)\n"
+        // %7|1795699714.529|MOCK|rdkafka#producer-1| [thrd:…]: Mock consumer group G with 2 member(s) changing state …
+        for raw in data.split(separator: UInt8(ascii: "\n")) {
+            let line = String(decoding: raw, as: UTF8.self)
+            guard line.contains(self.group),
+                line.contains("changing state") || line.contains("session timed out")
+                    || line.contains("is leaving group") || line.contains("elected leader"),
+                let time = line.split(separator: "|", omittingEmptySubsequences: false).dropFirst().first
+                    .flatMap({ Double($0) }),
+                let start = line.range(of: "]: ")
+            else { continue }
+            let message = line[start.upperBound...].replacingOccurrences(
+                of: "Mock consumer group \(self.group) ", with: ""
+            )
+            .replacingOccurrences(of: "consumer group \(self.group)", with: "the group")
+            text += "  " + Self.pad(Self.format(time - self.runStart, 1), 7) + "  \(message)\n"
+        }
+        return text
+    }
+
     // MARK: Duplicates
 
     enum Cause: String, CaseIterable {
@@ -227,6 +254,7 @@ struct SoakAnalysis {
         case lost = "revocation with the assignment lost (lost=true): nothing committed"
         case drainTimedOut = "drain timed out (rebalance or shutdown): unfinished work released uncommitted"
         case commitFailed = "the commit on revocation failed or was refused"
+        case closeTimedOut = "the shutdown's consumer close ran out of time (3 s) before its commit was answered"
         case endedWithProcess = "the process ended without a logged revocation (close ran out of time)"
         case clean = "clean handover (drained and committed): not explained by the logs"
         case unknown = "no hold found for the earlier outcome in the logs"
@@ -263,6 +291,8 @@ struct SoakAnalysis {
                 } else if let failure = hold.commitFailure {
                     cause = .commitFailed
                     commitErrors[failure, default: 0] += 1
+                } else if hold.closeTimedOut {
+                    cause = .closeTimedOut
                 } else if hold.endedWithProcess {
                     cause = .endedWithProcess
                 } else {

@@ -10,8 +10,10 @@ enum SoakCluster: Sendable {
     static func start(_ options: SoakOptions) async throws -> SoakCluster {
         switch options.broker {
         case .mock:
+            // librdkafka's default logger writes to standard error, which run() sends to a file with --mock-debug.
+            let properties = options.mockDebug ? ["debug": "mock"] : ["log_level": "3"]
             let cluster = try KafkaMockCluster(
-                brokerCount: Int32(options.mockBrokerCount), properties: ["log_level": "3"])
+                brokerCount: Int32(options.mockBrokerCount), properties: properties)
             return .mock(cluster, brokerCount: options.mockBrokerCount)
         case .tansu:
             guard TansuBroker.isInstalled else { throw SoakError(TansuBroker.notInstalledMessage) }

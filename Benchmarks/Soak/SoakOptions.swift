@@ -37,6 +37,9 @@ struct SoakOptions {
     var directory = ".build/soak"
     /// The run's name: its directory and report file (default: the broker, the properties and the time).
     var name: String?
+    /// `--mock-debug`: the mock cluster logs its `mock` debug context to `mock-debug.log` in the run's directory,
+    /// and the report shows its consumer group's states (when a join began and completed, and why).
+    var mockDebug = false
 
     /// The consumer property `name`, if given.
     func consumerProperty(_ name: String) -> String? {
@@ -46,7 +49,7 @@ struct SoakOptions {
     static let usage = """
         usage: Soak [--broker mock|tansu] [--rate N] [--duration S] [--partitions N] [--outage S] [--settle S]
                     [--mock-brokers N] [--goaway-after N] [--rate-503 X] [--consumer-property K=V]...
-                    [--pushbridge PATH] [--directory DIR] [--name NAME]
+                    [--pushbridge PATH] [--directory DIR] [--name NAME] [--mock-debug]
         """
 
     init(arguments: [String]) throws(SoakError) {
@@ -54,6 +57,10 @@ struct SoakOptions {
         while let argument = iterator.next() {
             if argument == "--help" || argument == "-h" {
                 throw SoakError(Self.usage)
+            }
+            if argument == "--mock-debug" {
+                self.mockDebug = true
+                continue
             }
             guard let value = iterator.next() else {
                 throw SoakError("\(argument) needs a value\n\(Self.usage)")
