@@ -191,30 +191,31 @@ struct SoakAnalysis {
     }
 
     func ownershipDetail(unowned: [Int32: [(from: Double, to: Double)]]) -> String {
-        var text = "\nPartitions without an owner for 1 s or more (from - to, s from the start)\n"
-        for partition in self.partitions {
-            let stretches = (unowned[partition] ?? []).filter { $0.to - $0.from >= 1 }
-            guard !stretches.isEmpty else { continue }
-            text += "  p\(partition): "
-            text +=
-                stretches.map {
-                    "\(Self.format($0.from - self.runStart, 1))-\(Self.format($0.to - self.runStart, 1))"
-                        + " (\(Self.format($0.to - $0.from, 1)))"
-                }.joined(separator: ", ") + "\n"
-        }
-        return text
+        self.stretches(
+            "Partitions without an owner for 1 s or more (from - to, s from the start)", unowned
+        ) { $0.to - $0.from >= 1 }
     }
 
     func deliveryDetail(partitionGaps: [Int32: [(from: Double, to: Double)]]) -> String {
-        var text = "\nDelivery stops of 2 s or more per partition, while events flowed (from - to, s from the start)\n"
+        self.stretches(
+            "Delivery stops of 2 s or more per partition, while events flowed (from - to, s from the start)",
+            partitionGaps
+        ) { $0.to - $0.from >= 2 && $0.from < self.lastEventAt }
+    }
+
+    /// Under `title`, a line per partition with the stretches of `byPartition` that `keep` selects, as
+    /// `from-to (length)` in seconds from the start.
+    private func stretches(
+        _ title: String, _ byPartition: [Int32: [(from: Double, to: Double)]],
+        keep: ((from: Double, to: Double)) -> Bool
+    ) -> String {
+        var text = "\n\(title)\n"
         for partition in self.partitions {
-            let stops = (partitionGaps[partition] ?? []).filter {
-                $0.to - $0.from >= 2 && $0.from < self.lastEventAt
-            }
-            guard !stops.isEmpty else { continue }
+            let kept = (byPartition[partition] ?? []).filter(keep)
+            guard !kept.isEmpty else { continue }
             text += "  p\(partition): "
             text +=
-                stops.map {
+                kept.map {
                     "\(Self.format($0.from - self.runStart, 1))-\(Self.format($0.to - self.runStart, 1))"
                         + " (\(Self.format($0.to - $0.from, 1)))"
                 }.joined(separator: ", ") + "\n"

@@ -4,7 +4,7 @@ import Foundation
 /// The configuration file of each instance: the example route `order-shipped` (config/pushbridge.yaml) against the
 /// simulator with token auth, JSON logs at info level (the soak reads them), and the bridge's defaults elsewhere
 /// (`kafka.max_in_flight`, `apns.retry`, `shutdown.drain_timeout` 30 s, `shutdown.rebalance_drain_timeout` 10 s,
-/// librdkafka's session timeout and assignment strategy unless `--consumer-property` sets them).
+/// PushBridge's group defaults, `BridgeRuntime.consumerDefaults`, unless `--consumer-property` sets them).
 struct SoakConfiguration {
     var options: SoakOptions
     var bootstrapServers: String

@@ -61,7 +61,7 @@ struct FlowControl: Sendable, Hashable {
 
     /// Whether nothing at all is in flight: no piece, and no bytes (a notification waiting in an ordered line holds
     /// bytes without a place in the count).
-    private var isEmpty: Bool { self.inFlight.count == 0 && self.inFlight.bytes == 0 }
+    var isEmpty: Bool { self.inFlight.count == 0 && self.inFlight.bytes == 0 }
 
     /// Whether a piece holding `bytes` fits now.
     func fits(bytes: Int) -> Bool {

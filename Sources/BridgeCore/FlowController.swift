@@ -185,7 +185,7 @@ final class FlowController: Sendable {
     /// Waits until nothing is in flight, or `timeout` passes. Returns `true` when drained.
     func waitUntilEmpty(timeout: Duration) async -> Bool {
         let drained = await self.state.wait(deadline: .now + timeout) { state in
-            state.flow.inFlight.count == 0 && state.flow.inFlight.bytes == 0 ? () : nil
+            state.flow.isEmpty ? () : nil
         }
         return drained.value != nil
     }

@@ -122,7 +122,9 @@ struct SectionParser {
         let maxInFlightBytes =
             mapping["max_in_flight_bytes"].map { $0.byteSize(in: KafkaSettings.maxInFlightBytesRange) }
             ?? KafkaSettings.defaultMaxInFlightBytes
-        let maxWaitingPerKey = mapping["max_waiting_per_key"].map { $0.integer(in: 1...1_000_000) } ?? 100
+        let maxWaitingPerKey =
+            mapping["max_waiting_per_key"].map { $0.integer(in: 1...1_000_000) }
+            ?? KafkaSettings.defaultMaxWaitingPerKey
         let properties = mapping["properties"].map(self.properties) ?? [:]
         let consumer = mapping["consumer_properties"].map(self.properties) ?? [:]
         let producer = mapping["producer_properties"].map(self.properties) ?? [:]

@@ -113,7 +113,7 @@ package struct KafkaSettings: Sendable, Hashable {
         commitInterval: Duration = .seconds(1),
         maxInFlightNotifications: Int = 10_000,
         maxInFlightBytes: Int = KafkaSettings.defaultMaxInFlightBytes,
-        maxWaitingPerKey: Int = 100,
+        maxWaitingPerKey: Int = KafkaSettings.defaultMaxWaitingPerKey,
         properties: [String: String] = [:],
         consumerProperties: [String: String] = [:],
         producerProperties: [String: String] = [:]
@@ -135,6 +135,8 @@ package struct KafkaSettings: Sendable, Hashable {
 
     /// `max_in_flight_bytes` when not given.
     package static let defaultMaxInFlightBytes = 64 << 20
+    /// `max_waiting_per_key` when the configuration does not set it.
+    package static let defaultMaxWaitingPerKey = 100
     /// What `max_in_flight_bytes` accepts: 1 MiB to 64 GiB.
     package static let maxInFlightBytesRange = (1 << 20)...(64 << 30)
 

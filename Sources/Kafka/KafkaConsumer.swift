@@ -23,7 +23,8 @@ package protocol KafkaRebalanceListener: Sendable {
 /// Messages are fetched on a dedicated poll thread (never Swift's cooperative pool) and delivered through
 /// ``batches``. Offsets are committed only once stored with ``storeOffsets(_:)``: librdkafka commits stored
 /// offsets in the background every `commitInterval` (while the group is stable), and synchronously when partitions
-/// are revoked and when the consumer closes. Every commit's failure is logged once (`Committing offsets failed`). Call ``close()`` when done.
+/// are revoked and when the consumer closes. Every commit's failure is logged once (`Committing offsets failed`).
+/// Call ``close()`` when done.
 package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let context: ConsumerContext
