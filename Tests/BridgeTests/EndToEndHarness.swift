@@ -286,6 +286,20 @@ struct Results: ReadBackRecords {
         var reason: String? { self.json["reason"] }
         /// The `pushbridge-protocol` header's value; `nil` when absent.
         var providerProtocol: String? { Results.providerProtocol(self.headers) }
+        /// The event it came from: the record's `source.partition` and `source.offset`; `nil` when it has none.
+        var sourcePlace: (partition: Int, offset: Int)? {
+            let object = try? JSONSerialization.jsonObject(with: Data(self.raw)) as? [String: Any]
+            guard let source = object?["source"] as? [String: Any], let partition = source["partition"] as? Int,
+                let offset = source["offset"] as? Int
+            else { return nil }
+            return (partition, offset)
+        }
+        /// `completed_at` as a date; `nil` when absent or not an ISO 8601 time with fractional seconds.
+        var completedAt: Date? {
+            let parser = ISO8601DateFormatter()
+            parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return self.json["completed_at"].flatMap { parser.date(from: $0) }
+        }
     }
 
     var outcomes: [Outcome] = []

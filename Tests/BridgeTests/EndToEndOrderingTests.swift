@@ -40,6 +40,22 @@ struct EndToEndOrderingTests {
         #"{"activity":{"id":"act-\#(activity)"},"seq":\#(seq),"token":"\#(token)"}"#
     }
 
+    /// Which update each notification is: its `seq`, by `notification_id`. The simulator sees apns-ids; the outcome
+    /// records say which event (partition, offset) each one is, and in partition p the k-th of `events` (as produced
+    /// by ``produceInOrder(_:_:)``) has offset k.
+    static func sequenceByID(_ outcomes: [Results.Outcome], events: [(Int32, String, String)]) throws -> [String: Int] {
+        var eventsByPartition: [Int: [String]] = [:]
+        for (partition, _, value) in events { eventsByPartition[Int(partition), default: []].append(value) }
+        var sequenceByID: [String: Int] = [:]
+        for outcome in outcomes {
+            let place = try #require(outcome.sourcePlace)
+            let value = try #require(eventsByPartition[place.partition]?[place.offset])
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(value.utf8)) as? [String: Any])
+            sequenceByID[outcome.notificationID] = object["seq"] as? Int
+        }
+        return sequenceByID
+    }
+
     /// `updates` updates of each of `keys` activities, interleaved over the keys as a stream of many activities looks:
     /// (partition, Kafka key, value); activity `a` goes to partition `a % 4`, to device `token(tokenBase + a)`.
     static func interleaved(keys: Int, updates: Int, tokenBase: Int) -> [(Int32, String, String)] {
@@ -105,25 +121,9 @@ struct EndToEndOrderingTests {
             #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
 
             // What each notification is: its sequence number, through its source coordinates.
-            var sequenceByID: [String: Int] = [:]
             let received = world.simulator.receivedRequests
             #expect(received.count == world.simulator.statistics.requestsReceived, "the receive log is incomplete")
-            // The simulator saw the apns-ids; the outcome records say which event (partition, offset) each one is.
-            var offsetByID: [String: (partition: Int, offset: Int)] = [:]
-            for outcome in results.outcomes {
-                let source = try #require(
-                    (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?["source"]
-                        as? [String: Any])
-                offsetByID[outcome.notificationID] = (source["partition"] as? Int ?? -1, source["offset"] as? Int ?? -1)
-            }
-            // Sequence numbers per partition follow the offsets: in partition p, the k-th event produced has offset k.
-            var eventsByPartition: [Int: [String]] = [:]
-            for (partition, _, value) in events { eventsByPartition[Int(partition), default: []].append(value) }
-            for (id, place) in offsetByID {
-                let value = try #require(eventsByPartition[place.partition]?[place.offset])
-                let object = try #require(try JSONSerialization.jsonObject(with: Data(value.utf8)) as? [String: Any])
-                sequenceByID[id] = object["seq"] as? Int
-            }
+            let sequenceByID = try Self.sequenceByID(results.outcomes, events: events)
 
             var retried = 0
             for (token, expected) in inputOrder {
@@ -178,11 +178,7 @@ struct EndToEndOrderingTests {
             #expect(results.outcomes.count == count, "every update has exactly one outcome")
             #expect(results.notificationIDs.count == count)
             let offsets = Dictionary(
-                uniqueKeysWithValues: results.outcomes.map { outcome in
-                    let source = (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?[
-                        "source"]
-                    return (outcome.notificationID, (source as? [String: Any])?["offset"] as? Int ?? -1)
-                })
+                uniqueKeysWithValues: results.outcomes.map { ($0.notificationID, $0.sourcePlace?.offset ?? -1) })
             let sends = world.simulator.receivedRequests.filter { $0.deviceToken == token }
             #expect(sends.count <= count / 10, "\(sends.count) sends for \(count) updates")
             #expect(world.simulator.statistics.byToken[token]?.received == sends.count)

@@ -13,32 +13,18 @@ import Testing
 
 @Suite("Scaling the group", .serialized)
 struct EndToEndScalingTests {
-    /// Events produced at a steady rate, each stamped with when it was produced.
+    /// Events produced at a steady rate, round robin over the partitions.
     struct SteadyLoad {
         var count: Int
         var perSecond: Int
         var partitions: Int32
-    }
 
-    /// Produces `load` paced evenly, round robin over the partitions; returns how many went to each partition and
-    /// when the last one was produced.
-    static func produce(_ world: EndToEnd, _ load: SteadyLoad) async throws -> ([Int32: Int64], ContinuousClock.Instant)
-    {
-        let producer = try KafkaProducer(configuration: producerConfiguration(world.broker), logger: quietLogger())
-        var counts: [Int32: Int64] = [:]
-        let start = ContinuousClock.now
-        for index in 0..<load.count {
-            let partition = Int32(index) % load.partitions
-            counts[partition, default: 0] += 1
-            try await Task.sleep(until: start + .seconds(Double(index) / Double(load.perSecond)))
-            let value = EndToEnd.alert([EndToEnd.token(index)])
-            try await producer.send(
-                topic: world.inputTopic, key: Array("key-\(index)".utf8), value: Array(value.utf8),
-                partition: partition)
+        /// The load's alerts (partition, key, value), one device each.
+        var events: [(partition: Int32, key: String, value: String)] {
+            (0..<self.count).map { index in
+                (Int32(index) % self.partitions, "key-\(index)", EndToEnd.alert([EndToEnd.token(index)]))
+            }
         }
-        let last = ContinuousClock.now
-        await producer.close()
-        return (counts, last)
     }
 
     /// Before, every membership change stopped every partition for the whole rebalance, and under cooperative-sticky
@@ -61,7 +47,8 @@ struct EndToEndScalingTests {
             }
             try start("a")
             try start("b")
-            let production = Task { try await Self.produce(world, load) }
+            let events = load.events
+            let production = Task { try await Self.producePaced(world, events, perSecond: load.perSecond) }
             // The third member joins once the first two own the partitions and deliver, and leaves 12 s later.
             try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= 100 }
             try start("c")
@@ -72,7 +59,8 @@ struct EndToEndScalingTests {
             let changes = try ["a", "b"].map { name in
                 try String(contentsOf: world.directory.appendingPathComponent("\(name).log"), encoding: .utf8)
             }.joined()
-            let (perPartition, lastProduced) = try await production.value
+            let lastProduced = try #require(try await production.value.last)
+            let perPartition = events.reduce(into: [Int32: Int64]()) { $0[$1.partition, default: 0] += 1 }
             let results = try await world.results(timeout: .seconds(120)) { $0.notificationIDs.count >= load.count }
             for name in ["a", "b"] {
                 bridges[name]?.kill(signal: SIGTERM)
@@ -166,19 +154,7 @@ struct EndToEndScalingTests {
             #expect(results.notificationIDs.count == count, "every update has an outcome")
             #expect(try await world.committed() == perPartition)
 
-            // Which update each apns-id is: the outcome names its event (partition, offset), whose value has `seq`.
-            var eventsByPartition: [Int: [String]] = [:]
-            for (partition, _, value) in events { eventsByPartition[Int(partition), default: []].append(value) }
-            var sequenceByID: [String: Int] = [:]
-            for outcome in results.outcomes {
-                let source = try #require(
-                    (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?["source"]
-                        as? [String: Any])
-                let value = try #require(
-                    eventsByPartition[source["partition"] as? Int ?? -1]?[source["offset"] as? Int ?? -1])
-                let object = try #require(try JSONSerialization.jsonObject(with: Data(value.utf8)) as? [String: Any])
-                sequenceByID[outcome.notificationID] = object["seq"] as? Int
-            }
+            let sequenceByID = try EndToEndOrderingTests.sequenceByID(results.outcomes, events: events)
             let received = world.simulator.receivedRequests
             #expect(received.count == world.simulator.statistics.requestsReceived, "the receive log is incomplete")
             let logs = try ["a", "b"].map { name in
@@ -264,7 +240,14 @@ struct EndToEndScalingTests {
             try await waitUntilAsync(timeout: .seconds(60)) {
                 (try? await httpGet(port: port, path: "/readyz"))?.0 == 200
             }
-            let producedAt = try await Self.producePaced(world, events, perSecond: perSecond)
+            let updates = events.map { event in
+                (
+                    event.partition, "act-\(event.key)",
+                    EndToEndOrderingTests.update(
+                        activity: event.key, seq: event.seq, token: EndToEnd.token(0x3000 + event.key))
+                )
+            }
+            let producedAt = try await Self.producePaced(world, updates, perSecond: perSecond)
             let results = try await world.results(timeout: .seconds(180)) { $0.notificationIDs.count >= count }
             bridge.kill(signal: SIGTERM)
             #expect(await bridge.waitForExit() == 0)
@@ -275,19 +258,12 @@ struct EndToEndScalingTests {
             // Each outcome's event, by its partition and offset (offsets follow the production order per partition).
             var indexByPlace: [Int32: [Int]] = [:]
             for (index, event) in events.enumerated() { indexByPlace[event.partition, default: []].append(index) }
-            let parser = ISO8601DateFormatter()
-            parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
             var completedAt = [Date?](repeating: nil, count: count)
             for outcome in results.outcomes where outcome.status == "delivered" {
-                let source = try #require(
-                    (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?["source"]
-                        as? [String: Any])
-                let partition = Int32(source["partition"] as? Int ?? -1)
-                let index = try #require(indexByPlace[partition]?[source["offset"] as? Int ?? -1])
-                let text = try #require(outcome.json["completed_at"])
-                let date: Date? = parser.date(from: text)
-                #expect(date != nil, "completed_at \(text)")
-                completedAt[index] = date
+                let place = try #require(outcome.sourcePlace)
+                let index = try #require(indexByPlace[Int32(place.partition)]?[place.offset])
+                #expect(outcome.completedAt != nil, "completed_at \(outcome.json["completed_at"] ?? "missing")")
+                completedAt[index] = outcome.completedAt
             }
             #expect(completedAt.allSatisfy { $0 != nil }, "an update was not delivered")
             // The hot key's updates in input order, and when each was delivered.
@@ -314,10 +290,10 @@ struct EndToEndScalingTests {
         }
     }
 
-    /// Produces `events` (partition, activity key, sequence number) at `perSecond`, each awaited before the next so
-    /// the offsets of a partition follow the list; returns when each was produced.
+    /// Produces `events` (partition, key, value) at `perSecond`, each awaited before the next so the offsets of a
+    /// partition follow the list; returns when each was produced.
     static func producePaced(
-        _ world: EndToEnd, _ events: [(partition: Int32, key: Int, seq: Int)], perSecond: Int
+        _ world: EndToEnd, _ events: [(partition: Int32, key: String, value: String)], perSecond: Int
     ) async throws -> [Date] {
         let producer = try KafkaProducer(configuration: producerConfiguration(world.broker), logger: quietLogger())
         var producedAt: [Date] = []
@@ -325,10 +301,8 @@ struct EndToEndScalingTests {
         for (index, event) in events.enumerated() {
             try await Task.sleep(until: start + .seconds(Double(index) / Double(perSecond)))
             producedAt.append(Date())
-            let value = EndToEndOrderingTests.update(
-                activity: event.key, seq: event.seq, token: EndToEnd.token(0x3000 + event.key))
             try await producer.send(
-                topic: world.inputTopic, key: Array("act-\(event.key)".utf8), value: Array(value.utf8),
+                topic: world.inputTopic, key: Array(event.key.utf8), value: Array(event.value.utf8),
                 partition: event.partition)
         }
         await producer.close()
@@ -342,23 +316,16 @@ struct DeliveryGaps {
     var longestByPartition: [Int: Double] = [:]
     var longest = 0.0
 
-    init(_ outcomes: [Results.Outcome], until end: ContinuousClock.Instant) {
-        let parser = ISO8601DateFormatter()
-        parser.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        // The wall clock when the last event was produced: after it, a partition may simply have nothing left.
-        let endDate = Date() - Double((ContinuousClock.now - end).components.seconds)
+    /// `end`: when the last event was produced; after it, a partition may simply have nothing left.
+    init(_ outcomes: [Results.Outcome], until end: Date) {
         var byPartition: [Int: [Date]] = [:]
         for outcome in outcomes {
-            guard let text = outcome.json["completed_at"], let date = parser.date(from: text) else { continue }
-            let source =
-                (try? JSONSerialization.jsonObject(with: Data(outcome.raw)) as? [String: Any])?["source"]
-                as? [String: Any]
-            byPartition[source?["partition"] as? Int ?? -1, default: []].append(date)
+            guard let date = outcome.completedAt else { continue }
+            byPartition[outcome.sourcePlace?.partition ?? -1, default: []].append(date)
         }
         func longestGap(_ dates: [Date]) -> Double {
             let sorted = dates.sorted()
-            return zip(sorted, sorted.dropFirst()).filter { $0.0 < endDate }.map { $1.timeIntervalSince($0) }.max()
-                ?? 0
+            return zip(sorted, sorted.dropFirst()).filter { $0.0 < end }.map { $1.timeIntervalSince($0) }.max() ?? 0
         }
         for (partition, dates) in byPartition { self.longestByPartition[partition] = longestGap(dates) }
         self.longest = longestGap(byPartition.values.flatMap { $0 })
