@@ -318,11 +318,12 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    /// Whether a connection did real work before it went away: it answered a request, or acknowledged a PING
-    /// (an idle connection that APNs closes after hours served its purpose). Only then does a slot's reconnect
-    /// backoff start over.
+    /// Whether a connection did real work before it went away: a request on it got an answer. Only then does a
+    /// slot's reconnect backoff start over. A PING ACK proves nothing (a server can send one unasked, then GOAWAY,
+    /// on every connection); an idle connection that APNs closes after hours without ever carrying a request
+    /// costs one initial delay (the device client and the channel management client share this pool).
     static func served(_ state: HTTP2ConnectionState) -> Bool {
-        state.responsesReceived > 0 || state.pingsAcknowledged > 0
+        state.responsesReceived > 0
     }
 
     /// Exponential backoff with jitter: `initial * 2^(failures-1)`, capped at `maximum`, then scaled by a

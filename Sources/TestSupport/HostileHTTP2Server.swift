@@ -21,6 +21,9 @@ package final class HostileHTTP2Server: Sendable {
         /// Sends GOAWAY (last stream 0, NO_ERROR) right after its SETTINGS: a server that accepts connections
         /// but serves nothing.
         case goAwayAtOnce
+        /// Sends an unsolicited PING ACK and then GOAWAY (last stream 0, NO_ERROR) right after its SETTINGS: a
+        /// server that looks alive for a moment and serves nothing.
+        case pingAckThenGoAway
     }
 
     /// The bound port on 127.0.0.1.
@@ -85,8 +88,14 @@ private final class RawHTTP2Handler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted = event as? TLSUserEvent {
             var bytes = HTTP2Frames.settings()
-            if case .goAwayAtOnce = self.behaviour {
+            switch self.behaviour {
+            case .goAwayAtOnce:
                 bytes += HTTP2Frames.goAway(lastStreamID: 0, errorCode: 0)
+            case .pingAckThenGoAway:
+                bytes += HTTP2Frames.frame(type: 0x6, flags: 0x1, stream: 0, payload: Array(repeating: 0, count: 8))
+                bytes += HTTP2Frames.goAway(lastStreamID: 0, errorCode: 0)
+            case .answer:
+                break
             }
             self.write(bytes, context: context)
         }
