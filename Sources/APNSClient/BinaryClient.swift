@@ -20,8 +20,11 @@ package struct BinaryClientConfiguration: Sendable {
     package var additionalTrustRootsPEMFile: String?
     /// The format written.
     package var format: BinaryFormat = .framed
-    /// The payload limit checked before writing.
-    package var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
+    /// The payload limit checked before writing: `nil` means the format's (Apple's 2048 bytes for framed, 256
+    /// for enhanced and simple).
+    package var payloadLimit: Int?
+    /// The payload limit in force.
+    package var payloadLimitBytes: Int { self.payloadLimit ?? self.format.defaultPayloadLimitBytes }
     /// How long a written notification waits for an error packet before it counts as delivered.
     package var quietWindow: Duration = .seconds(1)
     /// The most notifications written and not yet confirmed on the connection.
@@ -29,8 +32,20 @@ package struct BinaryClientConfiguration: Sendable {
     /// How many closes without an error packet one notification may be in doubt through before it fails
     /// with `ConnectionLost`.
     package var maxResendsWithoutError = 3
-    /// The longest a connection attempt may take.
+    /// The longest a connection attempt may take: TCP and the TLS handshake together (a gateway, proxy or
+    /// middlebox that accepts TCP and never answers TLS fails the attempt when it passes).
     package var connectTimeout: Duration = .seconds(10)
+    /// The longest bytes handed to the connection may wait to be written into the socket: a gateway that stops
+    /// reading fills the socket, and after this the connection is closed and what it left is in doubt.
+    package var writeTimeout: Duration = .seconds(10)
+    /// The most bytes handed to the connection and not yet written into the socket; beyond them (or while NIO
+    /// says the channel is not writable) notifications wait in the queue, encoded only when written.
+    package var maxUnwrittenBytes = 256 * 1024
+    /// The first delay before reconnecting after a connection that failed or confirmed nothing; it doubles per
+    /// such connection, with jitter, up to ``reconnectMaximumDelay``, and starts over once a connection served.
+    package var reconnectInitialDelay: Duration = .milliseconds(100)
+    /// The longest delay between reconnects.
+    package var reconnectMaximumDelay: Duration = .seconds(30)
 
     /// Creates a configuration with the defaults above.
     package init(host: String, port: Int, credentials: CertificateCredentials) {
@@ -44,15 +59,50 @@ package struct BinaryClientConfiguration: Sendable {
 /// write window of ``BinaryWriteWindow`` (confirmation after a quiet window, resend after an error packet or a
 /// close), and results in the same ``APNSResult`` terms as the HTTP/2 client, so the bridge treats both alike.
 ///
+/// The socket is not trusted:
+/// - a connection attempt (TCP and TLS together) ends within ``BinaryClientConfiguration/connectTimeout``;
+/// - a notification's quiet window starts when its bytes were written into the socket, not when they were handed
+///   to the connection; the writer stops while the channel is not writable or
+///   ``BinaryClientConfiguration/maxUnwrittenBytes`` wait to be written, so a gateway that stops reading holds
+///   the queue instead of the process's memory, and after ``BinaryClientConfiguration/writeTimeout`` without
+///   progress the connection is closed (what it left is in doubt);
+/// - after a connection that failed, or closed before it served (confirmed a notification, or answered one
+///   with a refusal), the next one waits an exponential backoff with jitter; the backoff starts over only once a
+///   connection served.
+///
 /// All state lives on one event loop; ``send(_:completion:)`` may be called from any thread and `completion`
-/// runs on the event loop. A gateway that cannot be reached fails what waits with
-/// ``APNSFailure/unreachable(_:)`` (systemic: the bridge halts and probes, as with HTTP/2).
+/// runs on the event loop. A gateway that cannot be reached, or closes ``closesBeforeUnreachable`` connections
+/// in a row before serving, fails what waits with ``APNSFailure/unreachable(_:)`` (systemic: the bridge halts and
+/// probes, as with HTTP/2).
 package final class BinaryClient: @unchecked Sendable {
     // @unchecked: every mutable property below is touched only on `eventLoop` (each entry point hops there).
+
+    /// Connections in a row that close before serving after which what waits fails as unreachable (a failed
+    /// connection attempt fails it at once): one such close can be a gateway's restart, two are a pattern.
+    package static let closesBeforeUnreachable = 2
 
     private struct Item: Sendable {
         var notification: Notification
         var completion: @Sendable (APNSResult) -> Void
+    }
+
+    /// The open connection and what it did.
+    private struct Connection {
+        let channel: any Channel
+        /// It confirmed a notification, or the gateway refused one on it: it served, so the backoff starts over.
+        var served = false
+        /// Something was handed to it.
+        var wrote = false
+        /// The write timeout closed it.
+        var stalled = false
+    }
+
+    /// Bytes handed to the connection in one burst whose write has not completed.
+    private struct PendingWrite {
+        /// The last notification of the burst.
+        var identifier: UInt32
+        var bytes: Int
+        var handedAt: ContinuousClock.Instant
     }
 
     private let configuration: BinaryClientConfiguration
@@ -60,13 +110,22 @@ package final class BinaryClient: @unchecked Sendable {
     private let sslContext: NIOSSLContext
     private var waiting: Deque<(item: Item, resendsWithoutError: Int)> = []
     private var window: BinaryWriteWindow<Item>
-    private var channel: (any Channel)?
+    private var connection: Connection?
     private var connecting = false
     /// The connection being opened, until its TLS handshake completes.
     private var handshaking: (any Channel)?
-    private var handshakeError: (any Error)?
+    private var handshakeError: String?
+    private var handshakeTimer: Scheduled<Void>?
     private var closed = false
     private var confirmationTimer: Scheduled<Void>?
+    private var pendingWrites: Deque<PendingWrite> = []
+    private var unwrittenBytes = 0
+    private var stallTimer: Scheduled<Void>?
+    /// Failed connection attempts and connections closed before serving, since the last that served.
+    private var consecutiveFailures = 0
+    private var closesBeforeServing = 0
+    private var reconnectNotBefore: ContinuousClock.Instant?
+    private var reconnectTimer: Scheduled<Void>?
     private let connected = Atomic<Int>(0)
 
     /// Creates a client; it connects when the first notification arrives. Throws a ``CredentialError`` naming the
@@ -122,9 +181,20 @@ package final class BinaryClient: @unchecked Sendable {
     /// Open connections: 1 while connected, else 0.
     package var openConnections: Int { self.connected.load(ordering: .relaxed) }
 
+    /// What the connection holds in the process: NIO's count of bytes written to the channel and not yet into
+    /// the socket (`bufferedWritableBytes`), and the notifications in the write window. `nil` without a
+    /// connection. For tests of the write bounds.
+    package func buffered() async -> (bytes: Int, unconfirmed: Int)? {
+        let channel = try? await self.eventLoop.submit { self.connection?.channel }.get()
+        guard let channel, let bytes = try? await channel.getOption(.bufferedWritableBytes).get() else { return nil }
+        let unconfirmed = (try? await self.eventLoop.submit { self.window.count }.get()) ?? 0
+        return (bytes, unconfirmed)
+    }
+
     /// Closes the connection after waiting (at most `timeout`) until everything written is confirmed and
     /// nothing waits; what still waits then fails with ``APNSFailure/connectionLost``, and what is still
-    /// unconfirmed settles as in doubt when the connection closes (resent nowhere: it fails the same way).
+    /// unconfirmed settles as in doubt when the connection closes (resent nowhere: it fails the same way). A
+    /// connection still being opened is closed too.
     package func close(timeout: Duration = .seconds(5)) async {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -132,27 +202,30 @@ package final class BinaryClient: @unchecked Sendable {
             if idle ?? true { break }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        let channel = try? await self.eventLoop.submit { () -> (any Channel)? in
+        let channels = try? await self.eventLoop.submit { () -> [any Channel] in
             self.closed = true
+            self.reconnectTimer?.cancel()
+            self.reconnectTimer = nil
             for (item, _) in self.waiting { item.completion(.failed(.connectionLost)) }
             self.waiting.removeAll()
-            return self.channel
+            return [self.connection?.channel, self.handshaking].compactMap { $0 }
         }.get()
-        if let channel { try? await channel.close() }
+        for channel in channels ?? [] { try? await channel.close() }
     }
 
     // MARK: On the event loop
 
     private func pump() {
         guard !self.waiting.isEmpty, !self.closed else { return }
-        guard let channel = self.channel else {
+        guard let channel = self.connection?.channel else {
             self.connect()
             return
         }
-        var wrote = false
-        let now = ContinuousClock.now
-        while !self.window.isFull, let (item, resends) = self.waiting.popFirst() {
-            var bytes: [UInt8] = []
+        var bytes: [UInt8] = []
+        while !self.window.isFull, channel.isWritable,
+            self.unwrittenBytes + bytes.count < self.configuration.maxUnwrittenBytes,
+            let (item, resends) = self.waiting.popFirst()
+        {
             do {
                 try BinaryFrame.append(
                     item.notification, identifier: self.window.nextIdentifier, format: self.configuration.format,
@@ -163,19 +236,63 @@ package final class BinaryClient: @unchecked Sendable {
                     .answered(APNSResponse(status: 400, apnsID: item.notification.apnsID, reason: error.reason)))
                 continue
             }
-            _ = self.window.write(item, now: now, resendsWithoutError: resends)
-            channel.write(channel.allocator.buffer(bytes: bytes), promise: nil)
-            wrote = true
+            _ = self.window.write(item, resendsWithoutError: resends)
         }
-        if wrote { channel.flush() }
+        if !bytes.isEmpty {
+            // One write for the burst, and its completion says when its bytes reached the socket.
+            let identifier = self.window.nextIdentifier &- 1
+            self.connection?.wrote = true
+            self.unwrittenBytes += bytes.count
+            self.pendingWrites.append(PendingWrite(identifier: identifier, bytes: bytes.count, handedAt: .now))
+            let promise = channel.eventLoop.makePromise(of: Void.self)
+            promise.futureResult.whenSuccess { self.written(on: channel) }
+            channel.writeAndFlush(channel.allocator.buffer(bytes: bytes), promise: promise)
+            self.scheduleStallCheck()
+        }
         self.scheduleConfirmation()
     }
 
+    /// The oldest burst on `channel` reached the socket: its quiet window starts, and there may be room for more.
+    private func written(on channel: any Channel) {
+        guard self.connection?.channel === channel, let burst = self.pendingWrites.popFirst() else { return }
+        self.unwrittenBytes -= burst.bytes
+        self.window.written(through: burst.identifier, at: .now)
+        self.scheduleConfirmation()
+        self.pump()
+    }
+
+    /// Closes the connection once its oldest unwritten burst waited ``BinaryClientConfiguration/writeTimeout``.
+    private func scheduleStallCheck() {
+        guard self.stallTimer == nil, let oldest = self.pendingWrites.first else { return }
+        let delay = max(.zero, oldest.handedAt + self.configuration.writeTimeout - ContinuousClock.now)
+        self.stallTimer = self.eventLoop.scheduleTask(in: .nanoseconds(delay.nanosecondsSaturated)) {
+            self.stallTimer = nil
+            guard let oldest = self.pendingWrites.first, self.connection != nil else { return }
+            if oldest.handedAt + self.configuration.writeTimeout <= .now {
+                self.connection?.stalled = true
+                self.connection?.channel.close(promise: nil)
+            } else {
+                self.scheduleStallCheck()
+            }
+        }
+    }
+
     private func connect() {
-        guard !self.connecting else { return }
+        guard !self.connecting, !self.closed else { return }
+        let now = ContinuousClock.now
+        if let notBefore = self.reconnectNotBefore, notBefore > now {
+            guard self.reconnectTimer == nil else { return }
+            self.reconnectTimer = self.eventLoop.scheduleTask(in: .nanoseconds((notBefore - now).nanosecondsSaturated))
+            {
+                self.reconnectTimer = nil
+                self.pump()
+            }
+            return
+        }
         self.connecting = true
         let sslContext = self.sslContext
         let host = self.configuration.host
+        let port = self.configuration.port
         let serverName = Self.isIPAddress(host) ? nil : host
         let bootstrap = ClientBootstrap(group: self.eventLoop)
             .connectTimeout(.nanoseconds(self.configuration.connectTimeout.nanosecondsSaturated))
@@ -187,15 +304,28 @@ package final class BinaryClient: @unchecked Sendable {
                     try channel.pipeline.syncOperations.addHandler(ErrorPacketReader(client: self))
                 }
             }
-        bootstrap.connect(host: host, port: self.configuration.port).whenComplete { result in
+        bootstrap.connect(host: host, port: port).whenComplete { result in
             switch result {
             case .success(let channel):
+                guard !self.closed else {
+                    self.connecting = false
+                    channel.close(promise: nil)
+                    return
+                }
                 // Nothing is written before the TLS handshake completed (handshakeCompleted(_:)): a notification
                 // written into a handshake that then fails must not count as delivered by its quiet window.
                 self.handshaking = channel
+                let remaining = max(.zero, now + self.configuration.connectTimeout - ContinuousClock.now)
+                self.handshakeTimer = self.eventLoop.scheduleTask(in: .nanoseconds(remaining.nanosecondsSaturated)) {
+                    guard self.handshaking === channel else { return }
+                    self.handshakeError =
+                        "no TLS handshake within \(self.configuration.connectTimeout) of connecting (a gateway, proxy "
+                        + "or middlebox that accepts TCP and does not answer TLS)"
+                    channel.close(promise: nil)
+                }
             case .failure(let error):
                 self.connecting = false
-                self.failWaiting("cannot connect to the binary gateway \(host):\(self.configuration.port): \(error)")
+                self.attemptFailed("cannot connect to the binary gateway \(host):\(port): \(error)", failWaiting: true)
             }
         }
     }
@@ -203,23 +333,49 @@ package final class BinaryClient: @unchecked Sendable {
     /// The TLS handshake of the connection being opened completed: it is the connection now.
     fileprivate func handshakeCompleted(_ channel: any Channel) {
         guard self.handshaking === channel else { return }
+        self.handshakeTimer?.cancel()
+        self.handshakeTimer = nil
         self.handshaking = nil
         self.connecting = false
-        self.channel = channel
+        self.connection = Connection(channel: channel)
         self.connected.store(1, ordering: .relaxed)
         self.pump()
     }
 
     /// An error on `channel` (a TLS failure, most often), kept to say why a handshake failed.
     fileprivate func connectionFailed(_ channel: any Channel, _ error: any Error) {
-        if self.handshaking === channel { self.handshakeError = error }
+        if self.handshaking === channel { self.handshakeError = "\(error)" }
     }
 
-    /// Everything waiting fails with ``APNSFailure/unreachable(_:)`` (systemic: the bridge halts and probes).
-    private func failWaiting(_ reason: String) {
-        let waiting = self.waiting
-        self.waiting.removeAll()
-        for (item, _) in waiting { item.completion(.failed(.unreachable(reason))) }
+    /// The connection's writability changed: the writer may go on.
+    fileprivate func writabilityChanged(_ channel: any Channel) {
+        if self.connection?.channel === channel { self.pump() }
+    }
+
+    /// A connection attempt failed, or a connection closed before serving: the next attempt backs off, and what
+    /// waits fails with ``APNSFailure/unreachable(_:)`` when `failWaiting`.
+    private func attemptFailed(_ reason: String, failWaiting: Bool) {
+        self.consecutiveFailures += 1
+        let delay = ConnectionPool.backoff(
+            failures: self.consecutiveFailures, initial: self.configuration.reconnectInitialDelay,
+            maximum: self.configuration.reconnectMaximumDelay)
+        self.reconnectNotBefore = .now + delay
+        if failWaiting {
+            let waiting = self.waiting
+            self.waiting.removeAll()
+            for (item, _) in waiting { item.completion(.failed(.unreachable(reason))) }
+        } else {
+            self.pump()
+        }
+    }
+
+    /// The connection served: the backoff starts over.
+    private func served() {
+        guard self.connection?.served == false else { return }
+        self.connection?.served = true
+        self.consecutiveFailures = 0
+        self.closesBeforeServing = 0
+        self.reconnectNotBefore = nil
     }
 
     private func scheduleConfirmation() {
@@ -227,7 +383,9 @@ package final class BinaryClient: @unchecked Sendable {
         let delay = max(.zero, next - ContinuousClock.now)
         self.confirmationTimer = self.eventLoop.scheduleTask(in: .nanoseconds(delay.nanosecondsSaturated)) {
             self.confirmationTimer = nil
-            for item in self.window.confirmDue(now: .now) {
+            let delivered = self.window.confirmDue(now: .now)
+            if !delivered.isEmpty { self.served() }
+            for item in delivered {
                 item.completion(.answered(APNSResponse(status: 200, apnsID: item.notification.apnsID)))
             }
             self.pump()
@@ -237,37 +395,69 @@ package final class BinaryClient: @unchecked Sendable {
 
     /// An error packet arrived: settle the window; the gateway closes the connection next.
     fileprivate func errorReceived(_ response: BinaryErrorResponse) {
-        self.settle(self.window.errorReceived(response))
+        let settlement = self.window.errorReceived(response)
+        if !settlement.delivered.isEmpty { self.served() }
+        if let (_, verdict) = settlement.failed, case .refused = verdict { self.served() }
+        self.settle(settlement)
     }
 
     /// The connection ended; what it left unconfirmed (nothing, after an error packet) is in doubt.
     fileprivate func connectionClosed(_ channel: any Channel) {
         if self.handshaking === channel {
             // Closed before the handshake completed: nothing was written; the gateway cannot be used.
+            self.handshakeTimer?.cancel()
+            self.handshakeTimer = nil
             self.handshaking = nil
             self.connecting = false
-            let why = self.handshakeError.map { "\($0)" } ?? "the connection closed during the TLS handshake"
+            let why = self.handshakeError ?? "the connection closed during the TLS handshake"
             self.handshakeError = nil
-            self.failWaiting(
-                "TLS with the binary gateway \(self.configuration.host):\(self.configuration.port) failed: \(why)")
+            guard !self.closed else { return }
+            self.attemptFailed(
+                "TLS with the binary gateway \(self.configuration.host):\(self.configuration.port) failed: \(why)",
+                failWaiting: true)
             return
         }
-        guard self.channel === channel else { return }
-        self.channel = nil
+        guard let connection = self.connection, connection.channel === channel else { return }
+        self.connection = nil
         self.connected.store(0, ordering: .relaxed)
         self.confirmationTimer?.cancel()
         self.confirmationTimer = nil
-        self.settle(self.window.closedWithoutError())
+        self.stallTimer?.cancel()
+        self.stallTimer = nil
+        self.pendingWrites.removeAll()
+        self.unwrittenBytes = 0
+        let settlement = self.window.closedWithoutError()
         self.window = Self.newWindow(self.configuration)
-        if self.closed {
+        guard !self.closed else {
+            self.settle(settlement)
             let waiting = self.waiting
             self.waiting.removeAll()
             for (item, _) in waiting { item.completion(.failed(.connectionLost)) }
+            return
         }
-        self.pump()
+        guard !connection.served, connection.wrote || !self.waiting.isEmpty else {
+            self.settle(settlement)
+            self.pump()
+            return
+        }
+        // Closed before serving: a failed attempt. Once it is a pattern the line halts, and what it left in doubt
+        // too often halts with it (unreachable, sent again after the halt) instead of ending `ConnectionLost`:
+        // a gateway that ends every connection is down, not refusing these notifications.
+        self.closesBeforeServing += 1
+        let endpoint = "\(self.configuration.host):\(self.configuration.port)"
+        let why =
+            connection.stalled
+            ? "the binary gateway \(endpoint) read nothing for \(self.configuration.writeTimeout)"
+            : "the binary gateway \(endpoint) closed the connection before confirming anything"
+        let reason = "\(why) (\(self.closesBeforeServing) connections in a row)"
+        let halting = self.closesBeforeServing >= Self.closesBeforeUnreachable
+        self.settle(settlement, lost: halting ? .unreachable(reason) : .connectionLost)
+        self.attemptFailed(reason, failWaiting: halting)
     }
 
-    private func settle(_ settlement: BinaryWriteWindow<Item>.Settlement) {
+    private func settle(
+        _ settlement: BinaryWriteWindow<Item>.Settlement, lost failure: APNSFailure = .connectionLost
+    ) {
         for item in settlement.delivered {
             item.completion(.answered(APNSResponse(status: 200, apnsID: item.notification.apnsID)))
         }
@@ -275,7 +465,7 @@ package final class BinaryClient: @unchecked Sendable {
             item.completion(Self.result(of: verdict, for: item.notification))
         }
         for item in settlement.lost {
-            item.completion(.failed(.connectionLost))
+            item.completion(.failed(failure))
         }
         // Discarded by the gateway, or in doubt: first in line again, in the order they were written.
         for resend in settlement.resend.reversed() {
@@ -332,6 +522,11 @@ private final class ErrorPacketReader: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         self.client.connectionClosed(context.channel)
         context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        self.client.writabilityChanged(context.channel)
+        context.fireChannelWritabilityChanged()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

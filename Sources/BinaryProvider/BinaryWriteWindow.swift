@@ -5,8 +5,10 @@ import DequeModule
 /// what it answers.
 ///
 /// The protocol never acknowledges success. A notification counts as delivered once no error for it can still
-/// arrive: when it has been written for `quietWindow` with the connection open, or earlier when an error packet
-/// names a later notification. On an error packet the gateway has discarded everything written after the
+/// arrive: when its bytes have been in the socket for `quietWindow` with the connection open, or earlier when an
+/// error packet names a later notification. Handing bytes to the connection is not writing them: a gateway that
+/// stops reading leaves them in the process, and their quiet window starts only once the connection reports them
+/// written (``written(through:at:)``). On an error packet the gateway has discarded everything written after the
 /// named notification: those are sent again (on a new connection, with new identifiers) and are not counted
 /// as attempts. A connection that closes without a packet leaves everything unconfirmed in doubt: it is sent
 /// again, but at most `maxResendsWithoutError` times per notification, so one the gateway drops silently
@@ -20,8 +22,8 @@ package struct BinaryWriteWindow<Item: Sendable>: Sendable {
     package struct Entry: Sendable {
         /// Its identifier on this connection.
         package var identifier: UInt32
-        /// When it was written.
-        package var writtenAt: ContinuousClock.Instant
+        /// When its bytes were written into the socket; `nil` while they wait in the process.
+        package var writtenAt: ContinuousClock.Instant?
         /// The caller's notification.
         package var item: Item
         /// How many connections closed without an error packet while it was unconfirmed.
@@ -75,27 +77,41 @@ package struct BinaryWriteWindow<Item: Sendable>: Sendable {
     package var isFull: Bool { self.entries.count >= self.capacity }
     /// The unconfirmed notifications, oldest first.
     package var unconfirmed: some Collection<Entry> { self.entries }
-    /// When the oldest unconfirmed notification counts as delivered, if nothing fails first.
+    /// When the oldest unconfirmed notification counts as delivered, if nothing fails first; `nil` when nothing
+    /// is unconfirmed or the oldest one's bytes have not been written yet.
     package var nextConfirmation: ContinuousClock.Instant? {
-        self.entries.first.map { $0.writtenAt + self.quietWindow }
+        self.entries.first?.writtenAt.map { $0 + self.quietWindow }
     }
 
-    /// Records a write; returns the identifier to write it with. The window must not be full.
-    package mutating func write(
-        _ item: Item, now: ContinuousClock.Instant, resendsWithoutError: Int = 0
-    ) -> UInt32 {
+    /// Records a notification handed to the connection; returns the identifier to write it with. The window must
+    /// not be full. It cannot be confirmed before ``written(through:at:)`` says its bytes were written.
+    package mutating func write(_ item: Item, resendsWithoutError: Int = 0) -> UInt32 {
         precondition(!self.isFull, "write only when the window has room")
         let identifier = self.nextIdentifier
         self.nextIdentifier &+= 1
         self.entries.append(
-            Entry(identifier: identifier, writtenAt: now, item: item, resendsWithoutError: resendsWithoutError))
+            Entry(identifier: identifier, writtenAt: nil, item: item, resendsWithoutError: resendsWithoutError))
         return identifier
+    }
+
+    /// The connection wrote the bytes of every notification up to `identifier` (writes complete in order): their
+    /// quiet window starts at `now`.
+    package mutating func written(through identifier: UInt32, at now: ContinuousClock.Instant) {
+        guard let first = self.entries.first?.identifier else { return }
+        let through = Int(identifier &- first)
+        // An identifier before the window (already settled) or after it (never handed over) marks nothing more.
+        guard through < self.entries.count else { return }
+        var index = through
+        while index >= 0, self.entries[index].writtenAt == nil {
+            self.entries[index].writtenAt = now
+            index -= 1
+        }
     }
 
     /// Takes the notifications written at least `quietWindow` before `now`: delivered.
     package mutating func confirmDue(now: ContinuousClock.Instant) -> [Item] {
         var delivered: [Item] = []
-        while let first = self.entries.first, first.writtenAt + self.quietWindow <= now {
+        while let writtenAt = self.entries.first?.writtenAt, writtenAt + self.quietWindow <= now {
             delivered.append(self.entries.removeFirst().item)
         }
         return delivered

@@ -84,8 +84,13 @@ package final class APNSSender: ManagedSender {
             var binary = BinaryClientConfiguration(host: gateway.host, port: gateway.port, credentials: credentials)
             binary.additionalTrustRootsPEMFile = settings.caFile
             binary.format = settings.binary.format
-            binary.payloadLimitBytes = settings.binary.payloadLimitBytes
+            binary.payloadLimit = settings.binary.payloadLimitBytes
             binary.quietWindow = settings.binary.quietWindow
+            // The same bounds as the HTTP/2 client's: a request that gets no answer, a write the gateway does not
+            // read, and the reconnect delays.
+            binary.writeTimeout = settings.requestTimeout
+            binary.reconnectInitialDelay = configuration.reconnectInitialDelay
+            binary.reconnectMaximumDelay = configuration.reconnectMaximumDelay
             binary.maxUnconfirmed = settings.binary.maxUnconfirmed
             binary.maxResendsWithoutError = settings.binary.maxResendsWithoutError
             let clients = try (0..<settings.connections).map { _ in

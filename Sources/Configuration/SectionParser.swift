@@ -294,9 +294,10 @@ struct SectionParser {
             if let parsed = format.oneOf(BinaryFormat.self) { settings.format = parsed } else { valid = false }
         }
         if let limit = mapping["payload_limit"] {
-            // 256 is the oldest gateways' limit; nothing in the protocol allows more than 2048 in one frame.
+            // The default is the format's (2048 framed, 256 enhanced and simple); nothing in the protocol allows
+            // more than 2048 in one notification.
             if let bytes = limit.byteSize(in: 1...BinaryFrame.framedPayloadLimitBytes) {
-                settings.payloadLimitBytes = bytes
+                settings.payloadLimit = bytes
             } else {
                 valid = false
             }

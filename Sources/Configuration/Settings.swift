@@ -277,8 +277,10 @@ package struct BinaryProtocolSettings: Sendable, Hashable {
     package var gateway: APNSSettings.Endpoint?
     /// `format` (default `framed`).
     package var format: BinaryFormat = .framed
-    /// `payload_limit` (default 2048 bytes; 256 for old gateways).
-    package var payloadLimitBytes = BinaryFrame.framedPayloadLimitBytes
+    /// `payload_limit`: `nil` means the format's (Apple's 2048 bytes for framed, 256 for enhanced and simple).
+    package var payloadLimit: Int?
+    /// The payload limit in force.
+    package var payloadLimitBytes: Int { self.payloadLimit ?? self.format.defaultPayloadLimitBytes }
     /// `quiet_window` (default 1s): how long a written notification waits for an error packet before it counts
     /// as delivered.
     package var quietWindow: Duration = .seconds(1)

@@ -13,15 +13,18 @@ struct BinaryWriteWindowTests {
         var window = BinaryWriteWindow<Int>(
             capacity: capacity, quietWindow: .seconds(1), maxResendsWithoutError: maxResends,
             firstIdentifier: firstIdentifier)
-        for item in 0..<count { _ = window.write(item, now: self.start + .milliseconds(item)) }
+        for item in 0..<count {
+            let identifier = window.write(item)
+            window.written(through: identifier, at: self.start + .milliseconds(item))
+        }
         return window
     }
 
     @Test("identifiers are consecutive per connection")
     func identifiers() {
         var window = BinaryWriteWindow<Int>(capacity: 10, quietWindow: .seconds(1), maxResendsWithoutError: 2)
-        #expect(window.write(0, now: self.start) == 1)
-        #expect(window.write(1, now: self.start) == 2)
+        #expect(window.write(0) == 1)
+        #expect(window.write(1) == 2)
         #expect(window.unconfirmed.map(\.identifier) == [1, 2])
     }
 
@@ -32,6 +35,27 @@ struct BinaryWriteWindowTests {
         #expect(window.nextConfirmation == self.start + .seconds(1))
         #expect(window.confirmDue(now: self.start + .milliseconds(1001)) == [0, 1])
         #expect(window.count == 1)
+    }
+
+    @Test("bytes not yet written are never confirmed; their quiet window starts when the connection wrote them")
+    func confirmedOnlyWhenWritten() {
+        var window = BinaryWriteWindow<Int>(capacity: 10, quietWindow: .seconds(1), maxResendsWithoutError: 2)
+        for item in 0..<4 { _ = window.write(item) }
+        // A gateway that stopped reading: nothing left the process, so nothing is due however long it waits.
+        #expect(window.nextConfirmation == nil)
+        #expect(window.confirmDue(now: self.start + .seconds(3600)).isEmpty)
+        // The first two were written at +10 s (writes complete in order: marking 2 marks 1 too).
+        window.written(through: 2, at: self.start + .seconds(10))
+        #expect(window.nextConfirmation == self.start + .seconds(11))
+        #expect(window.confirmDue(now: self.start + .seconds(3600)) == [0, 1])
+        #expect(window.nextConfirmation == nil)
+        // Identifiers outside the window mark nothing; a later mark does not move an earlier one.
+        window.written(through: 99, at: self.start)
+        window.written(through: 1, at: self.start)
+        #expect(window.nextConfirmation == nil)
+        window.written(through: 4, at: self.start + .seconds(20))
+        window.written(through: 3, at: self.start + .seconds(30))
+        #expect(window.confirmDue(now: self.start + .seconds(21)) == [2, 3])
     }
 
     @Test(
@@ -72,7 +96,7 @@ struct BinaryWriteWindowTests {
             // The same again on the next connection: in doubt too often, so lost rather than resent forever.
             var next = BinaryWriteWindow<Int>(capacity: 10, quietWindow: .seconds(1), maxResendsWithoutError: 1)
             for resend in settlement.resend {
-                _ = next.write(resend.item, now: self.start, resendsWithoutError: resend.resendsWithoutError)
+                _ = next.write(resend.item, resendsWithoutError: resend.resendsWithoutError)
             }
             let again = next.errorReceived(BinaryErrorResponse(status: .invalidToken, identifier: 99))
             #expect(again.lost == [1, 2])
@@ -99,7 +123,7 @@ struct BinaryWriteWindowTests {
         #expect(first.resend.map(\.resendsWithoutError) == [1, 1])
         var next = BinaryWriteWindow<Int>(capacity: 10, quietWindow: .seconds(1), maxResendsWithoutError: 1)
         for resend in first.resend {
-            _ = next.write(resend.item, now: self.start, resendsWithoutError: resend.resendsWithoutError)
+            _ = next.write(resend.item, resendsWithoutError: resend.resendsWithoutError)
         }
         let second = next.closedWithoutError()
         #expect(second.resend.isEmpty)

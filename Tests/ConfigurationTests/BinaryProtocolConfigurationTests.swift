@@ -68,6 +68,20 @@ import Testing
         #expect(http2.providerProtocol == .http2)
     }
 
+    /// Apple's limit for commands 0 and 1 is 256 bytes; before issue 29 they took the framed format's 2048.
+    @Test(
+        "the payload limit follows the format (framed 2048, enhanced and simple 256) unless payload_limit says",
+        arguments: [("framed", nil, 2048), ("enhanced", nil, 256), ("simple", nil, 256), ("enhanced", 2048, 2048)]
+            as [(String, Int?, Int)])
+    func payloadLimitByFormat(format: String, limit: Int?, expected: Int) throws {
+        let limitLine = limit.map { "\n    payload_limit: \($0)" } ?? ""
+        let yaml = self.yaml(
+            apns: "  protocol: binary\n" + self.certificateAuth + "\n  binary:\n    format: \(format)" + limitLine
+                + "\n")
+        let apns = try self.files.load(yaml, checksFiles: false).configuration.apns
+        #expect(apns.binary.payloadLimitBytes == expected)
+    }
+
     @Test("token auth with protocol: binary is an error at apns.auth naming the fix")
     func tokenAuth() throws {
         let yaml = self.yaml(

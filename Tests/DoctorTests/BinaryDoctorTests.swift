@@ -9,10 +9,11 @@ import Testing
 @Suite struct BinaryDoctorTests {
     /// Doctor's checks of an app `legacy` whose gateway and feedback service are the simulator's. With
     /// `trustsGateway: false` both present a certificate the app's `ca_file` does not trust; `feedbackPort` points
-    /// the app's feedback endpoint elsewhere.
+    /// the app's feedback endpoint elsewhere; `tarpit` points the gateway at one that accepts TCP and never
+    /// answers TLS.
     func checks(
         unregisteredProbe: Bool, trustsGateway: Bool = true,
-        feedbackTokens: [FeedbackTuple] = [], feedbackPort: Int? = nil
+        feedbackTokens: [FeedbackTuple] = [], feedbackPort: Int? = nil, tarpit: Bool = false
     ) async throws -> (checks: [DoctorCheck], feedback: BinaryFeedbackService.Statistics) {
         return try await withDoctorSetup { setup in
             var behaviour = BinaryGatewayBehaviour()
@@ -21,6 +22,7 @@ import Testing
             let other = try TestTLS.generate(name: "Other")
             let (gateway, feedback) = try await setup.tls.startBinarySimulator(
                 behaviour, server: trustsGateway ? nil : other)
+            let hostile = tarpit ? try await HostileBinaryGateway.start(tls: setup.tls, behaviour: .tarpit) : nil
             let apps = """
                 apps:
                   legacy:
@@ -28,7 +30,7 @@ import Testing
                     environment: sandbox
                     ca_file: \(setup.tls.caCertificatePath)
                     auth: { type: certificate, cert_file: \(setup.tls.clientCertificatePath), key_file: \(setup.tls.clientKeyPath) }
-                    endpoint: "127.0.0.1:\(gateway.port)"
+                    endpoint: "127.0.0.1:\(hostile?.port ?? gateway.port)"
                     binary:
                       quiet_window: 2s
                       feedback: { endpoint: "127.0.0.1:\(feedbackPort ?? feedback.port)", topic: com.example.app }
@@ -37,6 +39,7 @@ import Testing
             let statistics = feedback.statistics
             await feedback.close()
             await gateway.close()
+            await hostile?.shutdown()
             other.remove()
             return (checks, statistics)
         }
@@ -76,6 +79,17 @@ import Testing
         let gateway = try #require(checks.named("apps.legacy binary gateway"))
         #expect(gateway.status == .ok, "\(gateway)")
         #expect(gateway.found.contains("status 8"))
+    }
+
+    /// Before issue 29 the probe waited forever for a handshake that never came.
+    @Test func aGatewayThatNeverAnswersTLSFailsWithinTheTimeout() async throws {
+        let started = ContinuousClock.now
+        let (checks, _) = try await self.checks(unregisteredProbe: false, tarpit: true)
+        #expect(ContinuousClock.now - started < .seconds(40))
+        #expect(checks.named("apps.legacy tcp")?.status == .ok)
+        let gateway = try #require(checks.named("apps.legacy binary gateway"))
+        #expect(gateway.status == .fail, "\(gateway)")
+        #expect(gateway.found.contains("no TLS handshake within"), "\(gateway)")
     }
 
     @Test func anUntrustedGatewayCertificateFails() async throws {

@@ -1,0 +1,200 @@
+import APNSClient
+import APNSCore
+import BinaryProvider
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+/// The binary sender against gateways that misbehave at the socket (`HostileBinaryGateway`): a TLS tarpit, one
+/// that stops reading, ones that end every connection. Each must end in bounded results, bounded memory and a
+/// backed-off connection rate (issue 29).
+@Suite("Binary client against hostile gateways", .timeLimit(.minutes(1)))
+struct BinaryClientHostileTests {
+    static let tls: TestTLS = {
+        do { return try TestTLS.generate() } catch { fatalError("cannot generate test TLS material: \(error)") }
+    }()
+
+    func configuration(_ gateway: HostileBinaryGateway) throws -> BinaryClientConfiguration {
+        var configuration = BinaryClientConfiguration(
+            host: "127.0.0.1", port: gateway.port,
+            credentials: CertificateCredentials(
+                certificateChain: try Self.tls.clientCertificateChain(), privateKey: try Self.tls.clientPrivateKey()))
+        configuration.additionalTrustRootsPEMFile = Self.tls.caCertificatePath
+        return configuration
+    }
+
+    /// Results as they arrive, by token.
+    final class Results: Sendable {
+        private let state = Mutex<[String: [APNSResult]]>([:])
+
+        func record(_ token: String, _ result: APNSResult) {
+            self.state.withLock { $0[token, default: []].append(result) }
+        }
+
+        var all: [String: [APNSResult]] { self.state.withLock { $0 } }
+        var count: Int { self.state.withLock { $0.values.reduce(0) { $0 + $1.count } } }
+        var delivered: Int {
+            self.state.withLock { results in
+                results.values.joined().count {
+                    if case .answered(let answer) = $0 { answer.status == 200 } else { false }
+                }
+            }
+        }
+
+        /// Waits (at most `limit`) until `count` results arrived.
+        func wait(for count: Int, limit: Duration) async -> Bool {
+            let deadline = ContinuousClock.now + limit
+            while ContinuousClock.now < deadline {
+                if self.count >= count { return true }
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+            return self.count >= count
+        }
+    }
+
+    @Test("a TLS tarpit (TCP accepted, TLS never answered) fails every notification as unreachable within the timeout")
+    func tarpit() async throws {
+        let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: .tarpit)
+        var configuration = try self.configuration(gateway)
+        configuration.connectTimeout = .seconds(1)
+        let client = try BinaryClient(configuration: configuration)
+        let results = Results()
+        let started = ContinuousClock.now
+        for index in 0..<5 {
+            let token = Fixtures.deviceToken(index)
+            client.send(Fixtures.notification(token: token)) { results.record(token, $0) }
+        }
+        // Before the handshake timeout, nothing ever came back: the suite's time limit ended the test.
+        let arrived = await results.wait(for: 5, limit: .seconds(30))
+        let waited = ContinuousClock.now - started
+        await client.close(timeout: .milliseconds(100))
+        await gateway.shutdown()
+        #expect(arrived)
+        for result in results.all.values.joined() {
+            guard case .failed(.unreachable(let why)) = result else {
+                Issue.record("expected unreachable, got \(result)")
+                continue
+            }
+            #expect(why.contains("no TLS handshake within"), "\(why)")
+        }
+        #expect(waited >= .milliseconds(900))
+        #expect(waited < .seconds(30))
+    }
+
+    /// Before issue 29 the command waited for the handshake for ever.
+    @Test("pushbridge send --protocol binary against a TLS tarpit ends with the failure, within its timeout")
+    func sendCommandAgainstATarpit() async throws {
+        let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: .tarpit)
+        let started = ContinuousClock.now
+        let (status, output) = try await SendCommandTests.run([
+            "send", "--protocol", "binary", "--gateway", "127.0.0.1:\(gateway.port)", "--cert-file",
+            Self.tls.clientCertificatePath, "--key-file", Self.tls.clientKeyPath, "--ca-file",
+            Self.tls.caCertificatePath,
+            "--topic", "com.example.app", "--alert", "hi", "--timeout", "2", "--token", Fixtures.deviceToken(1),
+        ])
+        let waited = ContinuousClock.now - started
+        await gateway.shutdown()
+        #expect(status == 1, "\(output)")
+        #expect(output.contains("Unreachable"), "\(output)")
+        #expect(waited < .seconds(25))
+    }
+
+    @Test(
+        "a gateway that stops reading: nothing confirmed beyond what the socket took, and the process holds a bounded buffer"
+    )
+    func stopsReading() async throws {
+        let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: .stopReading)
+        var configuration = try self.configuration(gateway)
+        configuration.quietWindow = .milliseconds(100)
+        configuration.maxUnconfirmed = 100_000
+        configuration.writeTimeout = .seconds(50)
+        let client = try BinaryClient(configuration: configuration)
+        let results = Results()
+        let payload = #"{"aps":{"alert":"\#(String(repeating: "x", count: 1000))"}}"#
+        let count = 20_000
+        for index in 0..<count {
+            let token = Fixtures.deviceToken(index)
+            client.send(Fixtures.notification(token: token, payload: payload)) { results.record(token, $0) }
+        }
+        // Until the flow stopped: the same number of results over a second.
+        var last = -1
+        for _ in 0..<40 {
+            try await Task.sleep(for: .seconds(1))
+            let now = results.delivered
+            if now == last { break }
+            last = now
+        }
+        let first = try #require(await client.buffered())
+        try await Task.sleep(for: .seconds(2))
+        let second = try #require(await client.buffered())
+        let delivered = results.delivered
+        // What the kernel can hold between the two ends: the client's send buffer at its largest and the
+        // server's (doubled) receive buffer, plus a megabyte of slack. Before the fix every notification was
+        // confirmed within seconds while NIO buffered the 21 MB.
+        let sendBufferMax =
+            (try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_wmem", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } } ?? 4 << 20
+        let frameBytes = 1 + 4 + 3 + 32 + 3 + payload.utf8.count + 3 + 4 + 3 + 1
+        let socketCapacity = sendBufferMax + 2 * HostileBinaryGateway.stoppedReceiveBufferBytes + (1 << 20)
+        #expect(delivered * frameBytes <= socketCapacity, "\(delivered) delivered of \(count)")
+        #expect(delivered < count)
+        #expect(first.bytes <= configuration.maxUnwrittenBytes + frameBytes, "\(first.bytes) bytes buffered")
+        #expect(second.bytes == first.bytes, "the buffer stays flat while the gateway reads nothing")
+        #expect(results.delivered == delivered)
+        // The rest is unconfirmed or still waiting; a close settles them all, each once.
+        await client.close(timeout: .milliseconds(100))
+        #expect(await results.wait(for: count, limit: .seconds(20)))
+        #expect(results.all.values.allSatisfy { $0.count == 1 })
+        await gateway.shutdown()
+    }
+
+    @Test(
+        "a gateway that ends every connection sees a backed-off connection rate, and the sender halts, not fails",
+        arguments: ["error packet 1", "error packet 255", "close after the handshake"])
+    func everyConnectionEnds(_ what: String) async throws {
+        let behaviour: HostileBinaryGateway.Behaviour =
+            switch what {
+            case "error packet 1": .errorPacket(status: 1)
+            case "error packet 255": .errorPacket(status: 255)
+            default: .closeAfterHandshake
+            }
+        let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: behaviour)
+        var configuration = try self.configuration(gateway)
+        configuration.reconnectInitialDelay = .milliseconds(100)
+        configuration.reconnectMaximumDelay = .seconds(12)
+        configuration.maxResendsWithoutError = 1
+        let client = try BinaryClient(configuration: configuration)
+        let results = Results()
+        // Like the bridge: twenty notifications in flight, each replaced as soon as it has a result, for 6 s.
+        let until = ContinuousClock.now + .seconds(6)
+        let sent = Atomic<Int>(0)
+        @Sendable func sendOne() {
+            guard ContinuousClock.now < until else { return }
+            let token = Fixtures.deviceToken(sent.add(1, ordering: .relaxed).newValue)
+            client.send(Fixtures.notification(token: token)) { result in
+                results.record(token, result)
+                sendOne()
+            }
+        }
+        for _ in 0..<20 { sendOne() }
+        try await Task.sleep(for: .seconds(6))
+        await client.close(timeout: .milliseconds(100))
+        let connections = gateway.connectionsAccepted
+        await gateway.shutdown()
+        // 100 ms doubling with jitter: about seven connections in 6 s; before the fix, one per notification settled,
+        // hundreds.
+        #expect(connections >= 2)
+        #expect(connections <= 16, "\(connections) connections")
+        let outcomes = Array(results.all.values.joined())
+        #expect(
+            outcomes.contains {
+                if case .failed(.unreachable) = $0 { true } else { false }
+            }, "the line halts: unreachable, as HTTP/2's pool says")
+        // Before the fix a connection that closed at once ended what it held as ConnectionLost after the resends.
+        let lost = outcomes.count {
+            if case .failed(.connectionLost) = $0 { true } else { false }
+        }
+        #expect(lost <= 20, "\(lost) ConnectionLost (at most what the final close left)")
+    }
+}
