@@ -136,9 +136,11 @@ package final class BinaryClient: @unchecked Sendable {
     ) throws {
         self.configuration = configuration
         self.eventLoop = eventLoopGroup.next()
+        // A close waits at most a second for the gateway's close_notify (NIOSSL's default is 5 s): a gateway
+        // that stopped reading never sends it, and a shutdown should not wait for it.
         self.sslContext = try NIOSSLContext.binaryProtocolClient(
             credentials: configuration.credentials,
-            additionalTrustRootsPEMFile: configuration.additionalTrustRootsPEMFile)
+            additionalTrustRootsPEMFile: configuration.additionalTrustRootsPEMFile, shutdownTimeout: .seconds(1))
         self.window = Self.newWindow(configuration)
     }
 
@@ -268,9 +270,12 @@ package final class BinaryClient: @unchecked Sendable {
         self.stallTimer = self.eventLoop.scheduleTask(in: .nanoseconds(delay.nanosecondsSaturated)) {
             self.stallTimer = nil
             guard let oldest = self.pendingWrites.first, self.connection != nil else { return }
-            if oldest.handedAt + self.configuration.writeTimeout <= .now {
+            if oldest.handedAt + self.configuration.writeTimeout <= .now, let channel = self.connection?.channel {
+                // Settled now: the TLS close that follows waits for the gateway's close_notify, which a gateway
+                // that reads nothing never sends.
                 self.connection?.stalled = true
-                self.connection?.channel.close(promise: nil)
+                self.connectionClosed(channel)
+                channel.close(promise: nil)
             } else {
                 self.scheduleStallCheck()
             }

@@ -149,6 +149,37 @@ struct BinaryClientHostileTests {
         await gateway.shutdown()
     }
 
+    @Test("a write the gateway does not take within write_timeout closes the connection: every notification ends")
+    func writeTimeout() async throws {
+        let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: .stopReading)
+        var configuration = try self.configuration(gateway)
+        configuration.quietWindow = .milliseconds(100)
+        configuration.maxUnconfirmed = 100_000
+        configuration.writeTimeout = .milliseconds(300)
+        configuration.maxResendsWithoutError = 0
+        let client = try BinaryClient(configuration: configuration)
+        let results = Results()
+        let payload = #"{"aps":{"alert":"\#(String(repeating: "x", count: 1000))"}}"#
+        let count = 8000
+        for index in 0..<count {
+            let token = Fixtures.deviceToken(index)
+            client.send(Fixtures.notification(token: token, payload: payload)) { results.record(token, $0) }
+        }
+        // Each connection takes what its socket buffers hold (a few MB, confirmed by the quiet window), stalls, and
+        // is closed 300 ms later; what it held unconfirmed ends ConnectionLost (no resends allowed here).
+        let ended = await results.wait(for: count, limit: .seconds(45))
+        await client.close(timeout: .milliseconds(100))
+        let connections = gateway.connectionsAccepted
+        await gateway.shutdown()
+        #expect(ended, "\(results.count) of \(count) ended")
+        #expect(connections >= 2, "the stalled connection was replaced")
+        let lost = results.all.values.joined().count {
+            if case .failed(.connectionLost) = $0 { true } else { false }
+        }
+        #expect(lost > 0, "what the stalled connection held is in doubt")
+        #expect(results.all.values.allSatisfy { $0.count == 1 })
+    }
+
     @Test(
         "a gateway that ends every connection sees a backed-off connection rate, and the sender halts, not fails",
         arguments: ["error packet 1", "error packet 255", "close after the handshake"])
