@@ -53,6 +53,30 @@ struct BinaryClientHostileTests {
         }
     }
 
+    /// The 1 KB payload of the floods below.
+    static let largePayload = #"{"aps":{"alert":"\#(String(repeating: "x", count: 1000))"}}"#
+
+    /// A client for a new gateway that stops reading (quiet window 100 ms, room for every notification in the
+    /// window, `writeTimeout`), handed `count` notifications of ``largePayload``; their results go to the returned
+    /// ``Results``.
+    func flood(
+        _ count: Int, writeTimeout: Duration, maxResendsWithoutError: Int = 3
+    ) async throws -> (HostileBinaryGateway, BinaryClientConfiguration, BinaryClient, Results) {
+        let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: .stopReading)
+        var configuration = try self.configuration(gateway)
+        configuration.quietWindow = .milliseconds(100)
+        configuration.maxUnconfirmed = 100_000
+        configuration.writeTimeout = writeTimeout
+        configuration.maxResendsWithoutError = maxResendsWithoutError
+        let client = try BinaryClient(configuration: configuration)
+        let results = Results()
+        for index in 0..<count {
+            let token = Fixtures.deviceToken(index)
+            client.send(Fixtures.notification(token: token, payload: Self.largePayload)) { results.record(token, $0) }
+        }
+        return (gateway, configuration, client, results)
+    }
+
     @Test("a TLS tarpit (TCP accepted, TLS never answered) fails every notification as unreachable within the timeout")
     func tarpit() async throws {
         let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: .tarpit)
@@ -104,19 +128,8 @@ struct BinaryClientHostileTests {
         "a gateway that stops reading: nothing confirmed beyond what the socket took, and the process holds a bounded buffer"
     )
     func stopsReading() async throws {
-        let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: .stopReading)
-        var configuration = try self.configuration(gateway)
-        configuration.quietWindow = .milliseconds(100)
-        configuration.maxUnconfirmed = 100_000
-        configuration.writeTimeout = .seconds(50)
-        let client = try BinaryClient(configuration: configuration)
-        let results = Results()
-        let payload = #"{"aps":{"alert":"\#(String(repeating: "x", count: 1000))"}}"#
         let count = 20_000
-        for index in 0..<count {
-            let token = Fixtures.deviceToken(index)
-            client.send(Fixtures.notification(token: token, payload: payload)) { results.record(token, $0) }
-        }
+        let (gateway, configuration, client, results) = try await self.flood(count, writeTimeout: .seconds(50))
         // Until the flow stopped: the same number of results over a second.
         var last = -1
         for _ in 0..<40 {
@@ -135,7 +148,7 @@ struct BinaryClientHostileTests {
         let sendBufferMax =
             (try? String(contentsOfFile: "/proc/sys/net/ipv4/tcp_wmem", encoding: .utf8))
             .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int($0) } } ?? 4 << 20
-        let frameBytes = 1 + 4 + 3 + 32 + 3 + payload.utf8.count + 3 + 4 + 3 + 1
+        let frameBytes = 1 + 4 + 3 + 32 + 3 + Self.largePayload.utf8.count + 3 + 4 + 3 + 1
         let socketCapacity = sendBufferMax + 2 * HostileBinaryGateway.stoppedReceiveBufferBytes + (1 << 20)
         #expect(delivered * frameBytes <= socketCapacity, "\(delivered) delivered of \(count)")
         #expect(delivered < count)
@@ -151,20 +164,9 @@ struct BinaryClientHostileTests {
 
     @Test("a write the gateway does not take within write_timeout closes the connection: every notification ends")
     func writeTimeout() async throws {
-        let gateway = try await HostileBinaryGateway.start(tls: Self.tls, behaviour: .stopReading)
-        var configuration = try self.configuration(gateway)
-        configuration.quietWindow = .milliseconds(100)
-        configuration.maxUnconfirmed = 100_000
-        configuration.writeTimeout = .milliseconds(300)
-        configuration.maxResendsWithoutError = 0
-        let client = try BinaryClient(configuration: configuration)
-        let results = Results()
-        let payload = #"{"aps":{"alert":"\#(String(repeating: "x", count: 1000))"}}"#
         let count = 8000
-        for index in 0..<count {
-            let token = Fixtures.deviceToken(index)
-            client.send(Fixtures.notification(token: token, payload: payload)) { results.record(token, $0) }
-        }
+        let (gateway, _, client, results) = try await self.flood(
+            count, writeTimeout: .milliseconds(300), maxResendsWithoutError: 0)
         // Each connection takes what its socket buffers hold (a few MB, confirmed by the quiet window), stalls, and
         // is closed 300 ms later; what it held unconfirmed ends ConnectionLost (no resends allowed here).
         let ended = await results.wait(for: count, limit: .seconds(45))
