@@ -82,7 +82,7 @@ package enum BinaryFrame {
         case .framed:
             let itemsLength =
                 (3 + token.count) + (3 + payload.count) + (3 + 4) + (expiration == nil ? 0 : 3 + 4) + (3 + 1)
-            buffer.reserveCapacity(buffer.count + 5 + itemsLength)
+            Self.reserve(5 + itemsLength, in: &buffer)
             buffer.append(format.command)
             Self.append(UInt32(itemsLength), to: &buffer)
             Self.appendItem(1, token, to: &buffer)
@@ -99,7 +99,7 @@ package enum BinaryFrame {
             Self.append(UInt16(1), to: &buffer)
             buffer.append(UInt8(notification.priority.rawValue))
         case .enhanced:
-            buffer.reserveCapacity(buffer.count + 13 + token.count + 2 + payload.count)
+            Self.reserve(13 + token.count + 2 + payload.count, in: &buffer)
             buffer.append(format.command)
             Self.append(identifier, to: &buffer)
             Self.append(expiration ?? 0, to: &buffer)
@@ -108,13 +108,21 @@ package enum BinaryFrame {
             Self.append(UInt16(payload.count), to: &buffer)
             buffer.append(contentsOf: payload)
         case .simple:
-            buffer.reserveCapacity(buffer.count + 5 + token.count + payload.count)
+            Self.reserve(5 + token.count + payload.count, in: &buffer)
             buffer.append(format.command)
             Self.append(UInt16(token.count), to: &buffer)
             buffer.append(contentsOf: token)
             Self.append(UInt16(payload.count), to: &buffer)
             buffer.append(contentsOf: payload)
         }
+    }
+
+    /// Makes room for `count` more bytes, at least doubling the capacity when it grows: `reserveCapacity` with
+    /// the exact size reallocates on every call, which made appending many notifications to one buffer (a
+    /// sender's burst) quadratic.
+    private static func reserve(_ count: Int, in buffer: inout [UInt8]) {
+        let needed = buffer.count + count
+        if buffer.capacity < needed { buffer.reserveCapacity(max(needed, 2 * buffer.capacity)) }
     }
 
     /// The fault ``append(_:identifier:format:payloadLimitBytes:to:)`` would throw for `notification`, without
