@@ -12,8 +12,10 @@ import Synchronization
 ///   are served in the order they came: while the oldest one's condition does not hold, later in-turn waiters are
 ///   not checked. Waiters that do not wait in turn are checked after every change, in any order.
 /// - Cancel: a waiting task that is cancelled returns ``WaitResult/cancelled`` at once, and its condition is never
-///   checked again.
-/// - Deadline: a wait with a deadline returns ``WaitResult/timedOut`` once it passes.
+///   checked again. When it was the oldest in-turn waiter, the waiters are checked again without it: a later one
+///   that only waited for its turn resumes.
+/// - Deadline: a wait with a deadline returns ``WaitResult/timedOut`` once it passes; it leaves the line as a
+///   cancelled wait does.
 ///
 /// A change resumes waiters after the lock is released. Checking costs nothing while nobody waits.
 public final class AsyncCondition<State: Sendable>: Sendable {
@@ -86,11 +88,18 @@ public final class AsyncCondition<State: Sendable>: Sendable {
             return condition(&self.state)
         }
 
-        mutating func remove(_ id: UInt64) -> Waiter? {
+        /// Removes a waiter that was cancelled or timed out; `nil` when it is no longer there (resumed already).
+        ///
+        /// When it was the oldest in-turn waiter, it was what kept the in-turn waiters behind it from being checked:
+        /// the waiters are checked again, as after a change, and what resumes those whose condition now holds is
+        /// returned with it. Removing any other waiter frees nobody, and checks nothing.
+        mutating func remove(_ id: UInt64) -> (waiter: Waiter, resumptions: [@Sendable () -> Void])? {
             guard let index = self.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             let waiter = self.waiters.remove(at: index)
-            if waiter.inTurn { self.inTurnCount -= 1 }
-            return waiter
+            guard waiter.inTurn else { return (waiter, []) }
+            self.inTurnCount -= 1
+            let wasOldestInTurn = !self.waiters[..<index].contains { $0.inTurn }
+            return (waiter, wasOldestInTurn && self.inTurnCount > 0 ? self.checkWaiters() : [])
         }
     }
 
@@ -224,8 +233,10 @@ public final class AsyncCondition<State: Sendable>: Sendable {
                 if let now { continuation.resume(returning: now) }
             }
         } onCancel: {
-            let waiter = self.storage.withLock { $0.remove(id) }
-            waiter?.abandon()
+            // Also how a deadline ends the wait: the sleep that passed cancels it.
+            guard let removed = self.storage.withLock({ $0.remove(id) }) else { return }
+            removed.waiter.abandon()
+            for resume in removed.resumptions { resume() }
         }
     }
 }
