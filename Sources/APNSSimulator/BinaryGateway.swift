@@ -22,6 +22,9 @@ package struct BinaryGatewayBehaviour: Sendable {
     /// Entries the feedback service reports on its first read besides the tokens the gateway refuses
     /// (`binary_gateway.feedback_tokens`): tokens known only to the feedback service.
     package var feedbackTokens: [FeedbackTuple] = []
+    /// How many of the latest processed tokens and error packets the statistics keep (counts cover all of them):
+    /// a gateway that runs for long must not grow with its traffic.
+    package var recentLimit = BinaryGateway.Statistics.defaultRecentLimit
 
     /// A gateway that accepts everything well-formed.
     package init() {}
@@ -33,21 +36,50 @@ package struct BinaryGatewayBehaviour: Sendable {
 package final class BinaryGateway: Sendable {
     /// What the gateway accepted and answered, for tests and the statistics.
     package struct Statistics: Sendable, Hashable {
-        /// The device tokens (hex) of the notifications the gateway processed, in order: a token sent twice
-        /// appears twice.
-        package var processed: [String] = []
-        /// Error packets written.
-        package var errorPackets: [BinaryErrorResponse] = []
+        /// How many of the latest processed tokens and error packets are kept unless the behaviour says otherwise
+        /// (``BinaryGatewayBehaviour/recentLimit``): far more than a test sends, and about 2 MB of tokens at most.
+        package static let defaultRecentLimit = 10_000
+
+        /// The latest processed tokens.
+        private var processedTokens: RecentEntries<String>
+        /// The latest error packets.
+        private var writtenErrorPackets: RecentEntries<BinaryErrorResponse>
+
+        /// The device tokens (hex) of the latest notifications the gateway processed, in order (at most
+        /// ``BinaryGatewayBehaviour/recentLimit``, oldest first): a token sent twice appears twice.
+        package var processed: [String] { self.processedTokens.elements }
+        /// Notifications processed, all of them (``processed`` keeps only the latest).
+        package var processedCount: Int { self.processedTokens.total }
+        /// The latest error packets written, in order (at most ``BinaryGatewayBehaviour/recentLimit``).
+        package var errorPackets: [BinaryErrorResponse] { self.writtenErrorPackets.elements }
+        /// Error packets written, all of them (``errorPackets`` keeps only the latest).
+        package var errorPacketCount: Int { self.writtenErrorPackets.total }
         /// Connections accepted.
         package var connections = 0
         /// Connections dropped without a packet by ``BinaryGatewayBehaviour/dropAfter``.
         package var drops = 0
         /// Feedback entries handed to the feedback service's readers (``takeFeedback()``).
         package var feedbackReported = 0
+
+        /// Empty statistics keeping the latest `recentLimit` tokens and error packets.
+        init(recentLimit: Int) {
+            self.processedTokens = RecentEntries(limit: recentLimit)
+            self.writtenErrorPackets = RecentEntries(limit: recentLimit)
+        }
+
+        /// Counts a notification processed for `token`.
+        mutating func recordProcessed(_ token: String) {
+            self.processedTokens.append(token)
+        }
+
+        /// Counts an error packet written.
+        mutating func recordErrorPacket(_ response: BinaryErrorResponse) {
+            self.writtenErrorPackets.append(response)
+        }
     }
 
     private struct State {
-        var statistics = Statistics()
+        var statistics: Statistics
         var read = 0
         var shutdownDone = false
         var dropDone = false
@@ -63,14 +95,14 @@ package final class BinaryGateway: Sendable {
     }
 
     private let behaviour: BinaryGatewayBehaviour
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let listener = Mutex<(any Channel)?>(nil)
 
     private init(behaviour: BinaryGatewayBehaviour) {
         self.behaviour = behaviour
-        self.state.withLock { state in
-            for tuple in behaviour.feedbackTokens { state.addFeedback(tuple) }
-        }
+        var state = State(statistics: Statistics(recentLimit: behaviour.recentLimit))
+        for tuple in behaviour.feedbackTokens { state.addFeedback(tuple) }
+        self.state = Mutex(state)
     }
 
     /// Takes what the feedback service reports: every token refused with status 8 since the last call (with the
@@ -174,7 +206,7 @@ package final class BinaryGateway: Sendable {
             if let shutdown = self.behaviour.shutdownAfter, !state.shutdownDone, state.read > shutdown {
                 state.shutdownDone = true
                 let response = BinaryErrorResponse(status: .shutdown, identifier: lastAccepted ?? 0)
-                state.statistics.errorPackets.append(response)
+                state.statistics.recordErrorPacket(response)
                 return .packet(response)
             }
             var status: BinaryStatus?
@@ -185,17 +217,17 @@ package final class BinaryGateway: Sendable {
                 state.addFeedback(FeedbackTuple(timeEpochSeconds: Self.now(), token: notification.token))
             }
             guard let status else {
-                state.statistics.processed.append(token)
+                state.statistics.recordProcessed(token)
                 return .accept
             }
             let response = BinaryErrorResponse(status: status, identifier: notification.identifier)
-            state.statistics.errorPackets.append(response)
+            state.statistics.recordErrorPacket(response)
             return .packet(response)
         }
     }
 
     private func packet(_ response: BinaryErrorResponse) -> Answer {
-        self.state.withLock { $0.statistics.errorPackets.append(response) }
+        self.state.withLock { $0.statistics.recordErrorPacket(response) }
         return .packet(response)
     }
 

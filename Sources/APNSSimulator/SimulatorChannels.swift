@@ -17,22 +17,31 @@ struct SimulatorChannels {
 
     /// Channels an app may hold at once (Apple: 10 000 per app and environment).
     let limitPerApp: Int
+    /// Channels all apps together may hold at once: without `topics` the simulator takes any bundle ID, and the
+    /// per-app limit alone would not bound the store (Apple documents no such limit; it is the simulator's).
+    let limitTotal: Int
     private var apps: [String: App] = [:]
+    /// Channels held by every app together.
+    private(set) var count = 0
+    /// Apps holding at least one channel.
+    var appCount: Int { self.apps.count }
 
-    init(limitPerApp: Int, preset: [SimulatorScenario.Channel]) {
+    init(limitPerApp: Int, limitTotal: Int, preset: [SimulatorScenario.Channel]) {
         self.limitPerApp = limitPerApp
+        self.limitTotal = limitTotal
         for channel in preset {
             self.apps[channel.bundleID, default: App()].insert(channel.channelID, policy: channel.storagePolicy)
         }
+        self.count = self.apps.values.reduce(0) { $0 + $1.order.count }
     }
 
-    /// Channels held by every app together.
-    var count: Int { self.apps.values.reduce(0) { $0 + $1.order.count } }
-
-    /// Adds `channelID` for `bundleID`; `false` when the app is at its limit.
+    /// Adds `channelID` for `bundleID`; `false` when the app, or all apps together, are at their limit.
     mutating func create(_ channelID: String, bundleID: String, storagePolicy: Int) -> Bool {
-        guard (self.apps[bundleID]?.order.count ?? 0) < self.limitPerApp else { return false }
+        guard (self.apps[bundleID]?.order.count ?? 0) < self.limitPerApp, self.count < self.limitTotal else {
+            return false
+        }
         self.apps[bundleID, default: App()].insert(channelID, policy: storagePolicy)
+        self.count += 1
         return true
     }
 
@@ -45,6 +54,10 @@ struct SimulatorChannels {
     mutating func delete(_ channelID: String, bundleID: String) -> Bool {
         guard self.apps[bundleID]?.storagePolicies.removeValue(forKey: channelID) != nil else { return false }
         self.apps[bundleID]?.order.removeAll { $0 == channelID }
+        self.count -= 1
+        // An app without channels is forgotten, so that creating and deleting under ever new bundle IDs leaves
+        // nothing behind.
+        if self.apps[bundleID]?.order.isEmpty == true { self.apps[bundleID] = nil }
         return true
     }
 

@@ -175,6 +175,7 @@ extension SimulatorEngine {
         else { return .refuse(.badRequestParams) }
         let channelID = SimulatorChannels.newID(&state.uniqueIDs)
         guard state.channels.create(channelID, bundleID: bundleID, storagePolicy: policy) else {
+            // Apple's answer at its per-app limit; also the simulator's at its own limit over all apps.
             return .refuse(.cannotCreateChannelConfig)
         }
         state.statistics.channelsCreated += 1

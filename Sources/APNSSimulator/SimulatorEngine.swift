@@ -130,7 +130,9 @@ package final class SimulatorEngine: Sendable {
         self.state = Mutex(
             State(
                 random: SplitMix64(seed: scenario.seed), uniqueIDs: SplitMix64(seed: .random(in: .min ... .max)),
-                channels: SimulatorChannels(limitPerApp: scenario.channelLimitPerApp, preset: scenario.channels),
+                channels: SimulatorChannels(
+                    limitPerApp: scenario.channelLimitPerApp, limitTotal: scenario.channelLimitTotal,
+                    preset: scenario.channels),
                 jitter: SplitMix64(seed: scenario.seed ^ 0x6A09_E667_F3BC_C908)))
         self.jitterMilliseconds =
             UInt64(max(0, scenario.latencyJitter.components.seconds)) * 1000

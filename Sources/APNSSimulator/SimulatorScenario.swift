@@ -107,6 +107,14 @@ package struct SimulatorScenario: Sendable {
     package static let appleChannelLimitPerApp = 10_000
     /// Channels one app may hold at once (`channels.limit_per_app`, default Apple's 10 000).
     package var channelLimitPerApp = SimulatorScenario.appleChannelLimitPerApp
+    /// The simulator's own limit on the channels all apps hold together (100 000: ten apps at Apple's limit). Apple
+    /// documents none (its limit is per app, and an account has few apps); without `topics` the simulator takes any
+    /// bundle ID, so the per-app limit alone would let the channel store grow without bound. Past it a create is
+    /// answered `400 CannotCreateChannelConfig`, the reason Apple gives at its channel limit.
+    package static let defaultChannelLimitTotal = 100_000
+    /// Channels all apps together may hold at once (default ``defaultChannelLimitTotal``; not in the scenario
+    /// file: a bound on the simulator's memory, lowered by tests).
+    package var channelLimitTotal = SimulatorScenario.defaultChannelLimitTotal
     /// Broadcast channels that exist from the start (`channels.existing`).
     package var channels: [Channel] = []
 

@@ -12,8 +12,10 @@ import Synchronization
 ///   are served in the order they came: while the oldest one's condition does not hold, later in-turn waiters are
 ///   not checked. Waiters that do not wait in turn are checked after every change, in any order.
 /// - Cancel: a waiting task that is cancelled returns ``WaitResult/cancelled`` at once, and its condition is never
-///   checked again.
-/// - Deadline: a wait with a deadline returns ``WaitResult/timedOut`` once it passes.
+///   checked again. When it was the oldest in-turn waiter, the waiters are checked again without it: a later one
+///   that only waited for its turn resumes.
+/// - Deadline: a wait with a deadline returns ``WaitResult/timedOut`` once it passes; it leaves the line as a
+///   cancelled wait does.
 ///
 /// A change resumes waiters after the lock is released. Checking costs nothing while nobody waits.
 public final class AsyncCondition<State: Sendable>: Sendable {
@@ -49,6 +51,10 @@ public final class AsyncCondition<State: Sendable>: Sendable {
         @usableFromInline var waiters: [Waiter] = []
         @usableFromInline var inTurnCount = 0
         @usableFromInline var nextID: UInt64 = 0
+        /// Waiters ``checkWaiters()`` moved to close the gaps resumed ones left, over the condition's life: each
+        /// waiter left moves once per check at most, so waking n waiters is O(n). Counted for the tests that hold
+        /// it to that.
+        @usableFromInline var waitersMoved = 0
 
         @usableFromInline
         init(state: State) {
@@ -59,22 +65,29 @@ public final class AsyncCondition<State: Sendable>: Sendable {
         /// resumes them.
         @usableFromInline
         mutating func checkWaiters() -> [@Sendable () -> Void] {
-            // In place, without copying a waiter: this runs after every change while someone waits (a full line
-            // checks its waiting consumer on every release), and usually resumes nobody.
+            // In place, without copying a waiter while nobody is resumed: this runs after every change while someone
+            // waits (a full line checks its waiting consumer on every release), and usually resumes nobody. The
+            // waiters left are compacted in one pass (the first `kept` places hold them, in order; the resumed ones
+            // end up behind and are cut off at once): removing each resumed one on its own would move all the
+            // waiters behind it, O(n²) for a change that resumes many, under the lock.
             var resumptions: [@Sendable () -> Void] = []
             var blocked = false
-            var index = 0
-            while index < self.waiters.count {
+            var kept = 0
+            for index in self.waiters.indices {
                 let inTurn = self.waiters[index].inTurn
                 if !(inTurn && blocked), let resume = self.waiters[index].check(&self.state) {
                     resumptions.append(resume)
                     if inTurn { self.inTurnCount -= 1 }
-                    self.waiters.remove(at: index)
                     continue
                 }
                 if inTurn { blocked = true }
-                index += 1
+                if kept != index {
+                    self.waiters.swapAt(kept, index)
+                    self.waitersMoved += 1
+                }
+                kept += 1
             }
+            if kept < self.waiters.count { self.waiters.removeLast(self.waiters.count - kept) }
             return resumptions
         }
 
@@ -86,11 +99,18 @@ public final class AsyncCondition<State: Sendable>: Sendable {
             return condition(&self.state)
         }
 
-        mutating func remove(_ id: UInt64) -> Waiter? {
+        /// Removes a waiter that was cancelled or timed out; `nil` when it is no longer there (resumed already).
+        ///
+        /// When it was the oldest in-turn waiter, it was what kept the in-turn waiters behind it from being checked:
+        /// the waiters are checked again, as after a change, and what resumes those whose condition now holds is
+        /// returned with it. Removing any other waiter frees nobody, and checks nothing.
+        mutating func remove(_ id: UInt64) -> (waiter: Waiter, resumptions: [@Sendable () -> Void])? {
             guard let index = self.waiters.firstIndex(where: { $0.id == id }) else { return nil }
             let waiter = self.waiters.remove(at: index)
-            if waiter.inTurn { self.inTurnCount -= 1 }
-            return waiter
+            guard waiter.inTurn else { return (waiter, []) }
+            self.inTurnCount -= 1
+            let wasOldestInTurn = !self.waiters[..<index].contains { $0.inTurn }
+            return (waiter, wasOldestInTurn && self.inTurnCount > 0 ? self.checkWaiters() : [])
         }
     }
 
@@ -224,8 +244,10 @@ public final class AsyncCondition<State: Sendable>: Sendable {
                 if let now { continuation.resume(returning: now) }
             }
         } onCancel: {
-            let waiter = self.storage.withLock { $0.remove(id) }
-            waiter?.abandon()
+            // Also how a deadline ends the wait: the sleep that passed cancels it.
+            guard let removed = self.storage.withLock({ $0.remove(id) }) else { return }
+            removed.waiter.abandon()
+            for resume in removed.resumptions { resume() }
         }
     }
 }

@@ -113,6 +113,24 @@ struct BinaryClientTests {
         #expect(run.gateway.connections >= 3)
     }
 
+    @Test("the gateway's statistics keep the latest tokens and error packets up to their limit and count them all")
+    func boundedStatistics() async throws {
+        var behaviour = BinaryGatewayBehaviour()
+        behaviour.recentLimit = 5
+        let refused = [2, 5, 8, 11, 14, 17]
+        behaviour.unregisteredTokens = Set(refused.map { Fixtures.deviceToken($0) })
+        let run = try await self.run(behaviour)
+        #expect(run.results.values.allSatisfy { $0.count == 1 })
+        #expect(run.gateway.processedCount == 14)
+        #expect(run.gateway.errorPacketCount == 6)
+        // After each error packet the client writes the rest again in order, so the gateway processes them in
+        // the order they were sent.
+        let accepted = (0..<20).filter { !refused.contains($0) }.map { Fixtures.deviceToken($0) }
+        #expect(run.gateway.processed == Array(accepted.suffix(5)), "the latest five, oldest first")
+        #expect(run.gateway.errorPackets.count == 5)
+        #expect(run.gateway.errorPackets.allSatisfy { $0.status == .invalidToken })
+    }
+
     @Test("a shutdown packet names the last processed: everything is delivered, each written once")
     func shutdown() async throws {
         var behaviour = BinaryGatewayBehaviour()

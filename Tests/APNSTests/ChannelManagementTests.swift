@@ -119,6 +119,33 @@ struct ChannelManagementTests {
         #expect(error?.description.contains("channel limit") == true)
     }
 
+    @Test("without topics the channels of all apps together are bounded: past the total a create is refused")
+    func totalChannelLimit() async throws {
+        let harness = try await SimulatorHarness.start {
+            $0.channelLimitTotal = 3
+            $0.topics = []
+        }
+        let client = harness.channelClient()
+        var created: [String] = []
+        for app in 0..<3 {
+            let channel = try await client.create(bundleID: "com.example.app\(app)", storagePolicy: .noMessageStored)
+            created.append(channel.value)
+        }
+        let error = await #expect(throws: ChannelManagementError.self) {
+            try await client.create(bundleID: "com.example.app3", storagePolicy: .noMessageStored)
+        }
+        // Deleting one makes room again, for any app.
+        _ = try await client.delete(bundleID: "com.example.app0", channelID: created[0])
+        _ = try await client.create(bundleID: "com.example.app3", storagePolicy: .noMessageStored)
+        let statistics = harness.simulator.statistics
+        await client.shutdown()
+        await harness.stop()
+        #expect(error?.status == 400)
+        #expect(error?.reason == .cannotCreateChannelConfig)
+        #expect(statistics.channelsCreated == 4)
+        #expect(SimulatorScenario().channelLimitTotal == 100_000, "ten apps at Apple's limit by default")
+    }
+
     @Test("an unknown channel is ChannelNotRegistered, a malformed one BadChannelId, for read and delete")
     func unknownChannels() async throws {
         let harness = try await SimulatorHarness.start()

@@ -89,7 +89,7 @@ struct EndToEndFeedbackTests {
 
             // Commits at the end offsets; nothing the gateway processed was written twice.
             #expect(try await world.committed() == perPartition)
-            #expect(gateway.statistics.processed.count == count - dead.count)
+            #expect(gateway.statistics.processedCount == count - dead.count)
             #expect(feedback.statistics.connections >= 2, "polled at start and again every interval")
             #expect(output.contains("Polled the feedback service"))
             #expect(

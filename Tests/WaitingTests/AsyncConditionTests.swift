@@ -178,6 +178,66 @@ struct AsyncConditionTests {
         #expect(condition.read { $0 } == 1)
     }
 
+    /// Two in-turn waiters, the first needing two tokens and the second one, with one token there: the second is
+    /// blocked only by the first. Returns both waits once they are registered, in that order.
+    static func inTurnBehindHead(
+        _ condition: AsyncCondition<Int>, headDeadline: ContinuousClock.Instant? = nil
+    ) async throws -> (head: Task<AsyncCondition<Int>.WaitResult<Int>, Never>, next: Task<Int?, Never>) {
+        let head = Task {
+            await condition.wait(inTurn: true, deadline: headDeadline) { tokens -> Int? in
+                guard tokens >= 2 else { return nil }
+                tokens -= 2
+                return 2
+            }
+        }
+        try await waitUntil { condition.waiting == 1 }
+        let next = Task { await condition.wait(inTurn: true, until: Self.takeToken).value }
+        try await waitUntil { condition.waiting == 2 }
+        condition.withLock { $0 += 1 }
+        #expect(condition.waiting == 2, "one token is not enough for the head, and the next one waits behind it")
+        return (head, next)
+    }
+
+    /// The value of `wait`, which is cancelled (and returns `nil`) when `timeout` passes first.
+    static func value(of wait: Task<Int?, Never>, cancelledAfter timeout: Duration) async -> Int? {
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            wait.cancel()
+        }
+        defer { timer.cancel() }
+        return await wait.value
+    }
+
+    @Test("cancelling the in-turn waiter at the head resumes the next one when its condition holds")
+    func cancelledHeadResumesNext() async throws {
+        let condition = AsyncCondition(0)
+        let (head, next) = try await Self.inTurnBehindHead(condition)
+        head.cancel()
+        guard case .cancelled = await head.value else {
+            Issue.record("the head did not end as cancelled")
+            return
+        }
+        // No change comes: only the removal of the head can wake the next waiter.
+        let resumed = await Self.value(of: next, cancelledAfter: .seconds(10))
+        #expect(resumed == 0, "the next in-turn waiter took the token")
+        #expect(condition.waiting == 0)
+        #expect(condition.read { $0 } == 0)
+    }
+
+    @Test("an in-turn waiter at the head that times out resumes the next one when its condition holds")
+    func timedOutHeadResumesNext() async throws {
+        let condition = AsyncCondition(0)
+        // Long enough for both to register on a loaded host; the test waits for the time-out itself.
+        let (head, next) = try await Self.inTurnBehindHead(condition, headDeadline: .now + .seconds(2))
+        guard case .timedOut = await head.value else {
+            Issue.record("the head did not time out")
+            return
+        }
+        let resumed = await Self.value(of: next, cancelledAfter: .seconds(10))
+        #expect(resumed == 0, "the next in-turn waiter took the token")
+        #expect(condition.waiting == 0)
+    }
+
     @Test("a task cancelled before it waits does not wait")
     func cancelledBefore() async {
         let condition = AsyncCondition(0)

@@ -175,8 +175,8 @@ struct SimulatorCommand: AsyncParsableCommand {
             await gateway.close()
             let statistics = gateway.statistics
             print(
-                "binary gateway: \(statistics.connections) connections, \(statistics.processed.count) notifications "
-                    + "processed, \(statistics.errorPackets.count) error packets")
+                "binary gateway: \(statistics.connections) connections, \(statistics.processedCount) notifications "
+                    + "processed, \(statistics.errorPacketCount) error packets")
         }
         if let feedback {
             await feedback.close()
