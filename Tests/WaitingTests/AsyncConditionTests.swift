@@ -181,10 +181,10 @@ struct AsyncConditionTests {
     /// Two in-turn waiters, the first needing two tokens and the second one, with one token there: the second is
     /// blocked only by the first. Returns both waits once they are registered, in that order.
     static func inTurnBehindHead(
-        _ condition: AsyncCondition<Int>, headDeadline: ContinuousClock.Instant? = nil
+        _ condition: AsyncCondition<Int>
     ) async throws -> (head: Task<AsyncCondition<Int>.WaitResult<Int>, Never>, next: Task<Int?, Never>) {
         let head = Task {
-            await condition.wait(inTurn: true, deadline: headDeadline) { tokens -> Int? in
+            await condition.wait(inTurn: true) { tokens -> Int? in
                 guard tokens >= 2 else { return nil }
                 tokens -= 2
                 return 2
@@ -226,16 +226,39 @@ struct AsyncConditionTests {
 
     @Test("an in-turn waiter at the head that times out resumes the next one when its condition holds")
     func timedOutHeadResumesNext() async throws {
-        let condition = AsyncCondition(0)
-        // Long enough for both to register on a loaded host; the test waits for the time-out itself.
-        let (head, next) = try await Self.inTurnBehindHead(condition, headDeadline: .now + .seconds(2))
-        guard case .timedOut = await head.value else {
-            Issue.record("the head did not time out")
+        // The head's deadline must pass after the next waiter registered behind it, which a loaded host can delay
+        // by seconds: a try whose head timed out first is repeated with a deadline four times longer.
+        for seconds in [1, 4, 16, 64] {
+            let condition = AsyncCondition(0)
+            let deadline = ContinuousClock.now + .seconds(seconds)
+            let head = Task {
+                await condition.wait(inTurn: true, deadline: deadline) { tokens -> Int? in
+                    guard tokens >= 2 else { return nil }
+                    tokens -= 2
+                    return 2
+                }
+            }
+            try await waitUntil { condition.waiting == 1 }
+            let next = Task { await condition.wait(inTurn: true, until: Self.takeToken).value }
+            try await waitUntil { condition.waiting == 2 || (ContinuousClock.now > deadline && condition.waiting < 2) }
+            guard condition.waiting == 2 else {
+                // The head timed out before the next waiter came: it is alone in line.
+                next.cancel()
+                _ = await head.value
+                continue
+            }
+            condition.withLock { $0 += 1 }
+            #expect(condition.waiting == 2, "one token is not enough for the head, and the next one waits behind it")
+            guard case .timedOut = await head.value else {
+                Issue.record("the head did not time out")
+                return
+            }
+            let resumed = await Self.value(of: next, cancelledAfter: .seconds(10))
+            #expect(resumed == 0, "the next in-turn waiter took the token")
+            #expect(condition.waiting == 0)
             return
         }
-        let resumed = await Self.value(of: next, cancelledAfter: .seconds(10))
-        #expect(resumed == 0, "the next in-turn waiter took the token")
-        #expect(condition.waiting == 0)
+        Issue.record("the head timed out before the next waiter registered, even with a 64 s deadline")
     }
 
     @Test("a task cancelled before it waits does not wait")
