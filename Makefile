@@ -27,7 +27,7 @@ build: deps
 ## - the group's scaling tests (EndToEndScalingTests): several bridge processes and latencies measured from outside;
 ##   beside the parallel suite on a loaded two-core host they took so much of it that in-process tests ran past
 ##   their 60 s waits.
-ALONE_TESTS := brokerDownThenUpLosesNothing|sigtermDuringBrokerOutageEnds|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends|resumedPartitionIsFetchedAtOnce|EndToEndScalingTests
+ALONE_TESTS := brokerDownThenUpLosesNothing|sigtermDuringBrokerOutageEnds|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends|resumedPartitionIsFetchedAtOnce|EndToEndScalingTests|AsyncConditionScalingTests
 
 test: deps python-tools
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
