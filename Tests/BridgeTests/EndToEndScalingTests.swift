@@ -151,6 +151,18 @@ struct EndToEndScalingTests {
             let results = try await world.results(timeout: .seconds(120)) { $0.notificationIDs.count >= count }
             bridges["a"]?.kill(signal: SIGTERM)
             #expect(await bridges["a"]?.waitForExit() == 0)
+            if results.notificationIDs.count < count {
+                // What the members did with their partitions, for a failure seen only on a loaded host.
+                for name in ["a", "b"] {
+                    let log =
+                        (try? String(contentsOf: world.directory.appendingPathComponent("\(name).log"), encoding: .utf8))
+                        ?? ""
+                    let lines = log.split(separator: "\n").filter {
+                        $0.contains("artition") || $0.contains("held back") || $0.contains("evoke")
+                    }
+                    Issue.record("\(name).log, partition lines:\n\(lines.suffix(60).joined(separator: "\n"))")
+                }
+            }
             #expect(results.notificationIDs.count == count, "every update has an outcome")
             #expect(try await world.committed() == perPartition)
 
