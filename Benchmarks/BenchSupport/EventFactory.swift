@@ -1,18 +1,24 @@
 import Foundation
 
 /// The events of the end-to-end benchmark (`make bench`): the `order-shipped` shape of config/pushbridge.yaml, with one device token
-/// each from a cycle of ``distinctTokenCount`` tokens. The same events go to every server.
+/// each from a cycle of ``tokenCount`` tokens (at most ``distinctTokenCount``). The same events go to every server.
 ///
 /// The tokens matter twice. The bridge keys each outcome record by its device token, so the tokens decide how the
 /// outcome records spread over the outcome topic's partitions, and librdkafka's mock cluster keeps only about 5 MiB
 /// per partition (it drops the oldest records beyond that; ``MockClusterSizing``). And nghttpd answers 200 only for a
 /// path it has a file for, so its document root holds one empty file per token.
 package struct EventFactory: Sendable {
-    /// How many distinct device tokens the events cycle through: enough to spread the outcome records of a
-    /// 1M-event run evenly over its partitions (one token for every event put all outcomes in one partition, the
-    /// mock dropped all but the newest ~8 500, and the benchmark waited for the rest until it timed out), few
-    /// enough that nghttpd's document root stays small (one empty file each).
+    /// The most distinct device tokens the events can cycle through.
     package static let distinctTokenCount = 65_536
+    /// How many distinct device tokens the events cycle through by default (`BridgeBench --device-tokens`): enough
+    /// to spread the outcome records over the outcome topic's partitions (one token for every event put all
+    /// outcomes in one partition, the mock dropped all but the newest ~8 500, and the benchmark waited for the rest
+    /// until it timed out), and few enough that nghttpd keeps every file open (it caches 2048): with 65 536 files
+    /// in its document root nghttpd spent 17.7 µs of CPU per request and was the reference's bottleneck (issue 30).
+    package static let defaultTokenCount = 1024
+
+    /// The distinct device tokens this factory's events cycle through.
+    package let tokenCount: Int
 
     /// `expires_at`: a day after the run starts, so nothing expires.
     package let expiresAtEpochSeconds = Int64(Date().timeIntervalSince1970) + 86_400
@@ -22,9 +28,12 @@ package struct EventFactory: Sendable {
     /// `ordering_key: "{{activity.id}}"` has `activityCount` lines (`BridgeBench --ordering-keys`).
     package let activityCount: Int
 
-    /// The factory for a run starting now; `activityCount` as above (0: no activities, a token per event).
-    package init(activityCount: Int = 0) {
+    /// The factory for a run starting now; `activityCount` as above (0: no activities), the tokens cycling over
+    /// `tokenCount` (raised to `activityCount`, so that every activity has a token of its own; at most
+    /// ``distinctTokenCount``).
+    package init(activityCount: Int = 0, tokenCount: Int = EventFactory.defaultTokenCount) {
         self.activityCount = max(0, activityCount)
+        self.tokenCount = min(max(1, tokenCount, self.activityCount), Self.distinctTokenCount)
     }
 
     /// The `order-shipped` route of config/pushbridge.yaml for `inputTopic`, as the one entry of a `routes:` list
@@ -58,7 +67,8 @@ package struct EventFactory: Sendable {
     /// Event `index`: its Kafka key (distinct per event) and value.
     package func event(_ index: Int) -> (key: [UInt8], value: [UInt8]) {
         let activity = self.activityCount > 0 ? #""activity":{"id":"act-\#(index % self.activityCount)"},"# : ""
-        let token = Self.deviceToken(self.activityCount > 0 ? index % self.activityCount : index)
+        let token = Self.deviceToken(
+            self.activityCount > 0 ? index % self.activityCount : index, cycle: self.tokenCount)
         let value =
             #"{"type":"shipped",\#(activity)"order":{"id":\#(100_000 + index),"carrier":"Demo Express","#
             + #""eta":"tomorrow"},"customer":{"apns_tokens":["\#(token)"],"unread_count":\#(index % 5)},"#
@@ -70,14 +80,20 @@ package struct EventFactory: Sendable {
     /// The size of an event's value, in bytes.
     package var sampleByteCount: Int { self.event(0).value.count }
 
-    /// The device token of event `index`.
-    package static func deviceToken(_ index: Int) -> String {
-        self.token(index % self.distinctTokenCount)
+    /// The device token of event `index` when the tokens cycle over `cycle`.
+    package static func deviceToken(_ index: Int, cycle: Int = EventFactory.distinctTokenCount) -> String {
+        self.token(index % max(1, min(cycle, self.distinctTokenCount)))
     }
 
-    /// The distinct device tokens of the first `eventCount` events.
-    package static func deviceTokens(eventCount: Int) -> [String] {
-        (0..<min(eventCount, self.distinctTokenCount)).map(self.token)
+    /// The distinct device tokens of the first `eventCount` events when the tokens cycle over `cycle`.
+    package static func deviceTokens(eventCount: Int, cycle: Int = EventFactory.distinctTokenCount) -> [String] {
+        (0..<min(eventCount, cycle, self.distinctTokenCount)).map(self.token)
+    }
+
+    /// The distinct device tokens of this factory's first `eventCount` events (nghttpd's document root, h2load's
+    /// paths).
+    package func deviceTokens(eventCount: Int) -> [String] {
+        Self.deviceTokens(eventCount: eventCount, cycle: self.tokenCount)
     }
 
     /// 64 hex digits, distinct per index.

@@ -68,6 +68,10 @@ struct BenchOptions {
     /// baseline for the cost of ordering.
     var unorderedRoute = false
 
+    /// `--device-tokens N`: the distinct device tokens the events cycle over (nghttpd's document root holds one
+    /// file each, h2load sends to the same paths). The default keeps nghttpd from being the reference's bottleneck.
+    var deviceTokenCount = EventFactory.defaultTokenCount
+
     /// Whether the route has `ordering_key`.
     var ordersRoute: Bool { self.orderingKeyCount > 0 && !self.unorderedRoute }
 
@@ -76,7 +80,7 @@ struct BenchOptions {
                            [--h2load-requests N] [--connections N] [--max-in-flight N] [--simulator-latency-ms N]
                            [--outcome-partitions N] [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
                            [--preload-property K=V]...
-                           [--log-sender] [--ordering-keys N [--unordered]]
+                           [--log-sender] [--ordering-keys N [--unordered]] [--device-tokens N]
         """
 
     private static func property(_ argument: String, _ value: String) throws(BenchError) -> (String, String) {
@@ -128,6 +132,7 @@ struct BenchOptions {
                 case "--simulator-latency-ms": self.simulatorLatencyMilliseconds = number
                 case "--ordering-keys": self.orderingKeyCount = number
                 case "--outcome-partitions": self.outcomePartitionCount = number
+                case "--device-tokens": self.deviceTokenCount = number
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
             }
@@ -138,6 +143,7 @@ struct BenchOptions {
         if self.orderingKeyCount > 0 {
             try self.checkOrderingKeys()
         }
+        try self.checkDeviceTokens()
         if self.server == .nghttpd, self.simulatorLatencyMilliseconds > 0 {
             throw BenchError("--simulator-latency-ms needs --server simulator (nghttpd answers at once)")
         }
@@ -150,6 +156,22 @@ extension BenchOptions {
     /// 5 MiB of each (it drops the oldest beyond). Half of that, so that two tokens may share a partition.
     static var maximumEventsPerToken: Int {
         MockClusterSizing.retainedBytesPerPartition / 2 / MockClusterSizing.outcomeRecordBytes
+    }
+
+    /// `--device-tokens N` within what the tokens and the mock cluster allow (as for `--ordering-keys`).
+    func checkDeviceTokens() throws(BenchError) {
+        guard (1...EventFactory.distinctTokenCount).contains(self.deviceTokenCount) else {
+            throw BenchError(
+                "--device-tokens is 1 to \(EventFactory.distinctTokenCount), got \(self.deviceTokenCount)")
+        }
+        let total = self.eventCount + self.liveEventCount
+        let perToken = (total + self.deviceTokenCount - 1) / self.deviceTokenCount
+        guard perToken <= Self.maximumEventsPerToken else {
+            throw BenchError(
+                "--device-tokens \(self.deviceTokenCount) puts \(perToken) outcomes on each device token; the mock "
+                    + "cluster keeps about \(Self.maximumEventsPerToken) per outcome partition: use at least "
+                    + "\((total + Self.maximumEventsPerToken - 1) / Self.maximumEventsPerToken) tokens")
+        }
     }
 
     /// `--ordering-keys N` within what the tokens and the mock cluster allow.

@@ -65,15 +65,15 @@ struct BenchServer {
 }
 
 /// h2load with one connection and 100 streams, sending the bridge's request for event 0 with the JWT, to the
-/// device paths of the run's events in turn (nghttpd answers 200 only for those).
+/// device paths of `paths` (the run's tokens) in turn (nghttpd answers 200 only for those).
 enum H2LoadReference {
     static func run(
-        request: APNSCore.Notification, jwt: String, port: Int, requestCount: Int, directory: String
+        request: APNSCore.Notification, jwt: String, paths: [String], port: Int, requestCount: Int, directory: String
     ) throws -> H2Load.Result {
         let bodyPath = (directory as NSString).appendingPathComponent("h2load-body.json")
         try Data(request.payload).write(to: URL(fileURLWithPath: bodyPath))
         let urlsPath = (directory as NSString).appendingPathComponent("h2load-urls.txt")
-        let urls = EventFactory.deviceTokens(eventCount: requestCount).map {
+        let urls = paths.map {
             "https://127.0.0.1:\(port)/3/device/\($0)\n"
         }
         try Data(urls.joined().utf8).write(to: URL(fileURLWithPath: urlsPath))

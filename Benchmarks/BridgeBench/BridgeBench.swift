@@ -85,10 +85,11 @@ struct BridgeBench {
         producerConfiguration.linger = .milliseconds(5)
         producerConfiguration.properties = ["log_level": "3"]
         let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
-        let events = EventFactory(activityCount: options.orderingKeyCount)
+        let events = EventFactory(activityCount: options.orderingKeyCount, tokenCount: options.deviceTokenCount)
         print(
             "BridgeBench: \(options.eventCount) events in \(inputPartitions) partitions of \(Self.inputTopic) "
-                + "(\(events.sampleByteCount) bytes each), \(outcomePartitions) outcome partitions")
+                + "(\(events.sampleByteCount) bytes each, \(events.tokenCount) device tokens), "
+                + "\(outcomePartitions) outcome partitions")
         if options.orderingKeyCount > 0 {
             print(
                 "  \(options.orderingKeyCount) activities (one device token each), route "
@@ -106,7 +107,7 @@ struct BridgeBench {
 
         // The APNs server, in its own process.
         let server = try await Self.startServer(
-            options, certificate: certificate, keyPath: keyPath, eventCount: eventTotal)
+            options, certificate: certificate, keyPath: keyPath, tokens: events.deviceTokens(eventCount: eventTotal))
         defer { server.stop() }
         print("  APNs server: \(server.server.rawValue), pid \(server.pid): \(server.description)")
 
@@ -215,7 +216,8 @@ struct BridgeBench {
                 keyID: Self.keyID, teamID: Self.teamID,
                 issuedAtEpochSeconds: Int64(Date().timeIntervalSince1970), privateKey: signingKey
             ).compact,
-            port: server.port, requestCount: h2loadCount, directory: directory
+            paths: events.deviceTokens(eventCount: h2loadCount), port: server.port, requestCount: h2loadCount,
+            directory: directory
         )
         let serverCPUDuringH2Load = server.cpuSeconds - serverCPUBeforeH2Load
         let serverCPUDuringBacklog = serverCPUAtBacklogDone - (serverCPUAtFirstOutcome ?? 0)
@@ -259,7 +261,10 @@ struct BridgeBench {
         report += "  server CPU/req: \(Self.format(serverWithBridge, 1)) µs with the bridge, "
         report += "\(Self.format(serverWithH2Load, 1)) µs with h2load (\(options.server.rawValue) process)\n"
         report += "  ratio bridge (\(connections)) / h2load (1 connection): "
-        report += "\(Self.format(rate / h2load.rate, 2)) (target >= 0.35)\n"
+        report += "\(Self.format(rate / h2load.rate, 2)) (target >= 0.5)\n"
+        let bridgeMicroseconds = backlogCPU / Double(options.eventCount) * 1e6
+        report += "  CPU ratio:      bridge's CPU per notification / h2load's per request: "
+        report += "\(Self.format(bridgeMicroseconds / h2load.cpuMicrosecondsPerRequest, 2)) (target <= 3)\n"
         if tally.deliveredCount < tally.count {
             report += "  not delivered, e.g.: \(tally.otherStatusExamples.first ?? "")\n"
         }
@@ -270,15 +275,15 @@ struct BridgeBench {
         }
     }
 
-    /// Starts the APNs server of `options.server`: nghttpd answering the device paths of the first `eventCount`
-    /// events, or the simulator checking JWTs against the benchmark's key.
+    /// Starts the APNs server of `options.server`: nghttpd answering the device paths of `tokens`, or the simulator
+    /// checking JWTs against the benchmark's key.
     static func startServer(
-        _ options: BenchOptions, certificate: SelfSignedCertificate, keyPath: String, eventCount: Int
+        _ options: BenchOptions, certificate: SelfSignedCertificate, keyPath: String, tokens: [String]
     ) async throws -> BenchServer {
         switch options.server {
         case .nghttpd:
             return try await BenchServer.nghttpd(
-                tokens: EventFactory.deviceTokens(eventCount: eventCount),
+                tokens: tokens,
                 certificatePath: certificate.certificatePath, keyPath: certificate.privateKeyPath,
                 directory: options.directory)
         case .simulator:

@@ -24,7 +24,17 @@ import Testing
         }
         #expect(Set(tokens.values).count == 10)
         // nghttpd's document root holds the tokens of the first events: the activities' are among them.
-        #expect(Set(tokens.values).isSubset(of: EventFactory.deviceTokens(eventCount: 50)))
+        #expect(Set(tokens.values).isSubset(of: factory.deviceTokens(eventCount: 50)))
+    }
+
+    @Test("the events cycle over the factory's device tokens, which are what nghttpd and h2load are given")
+    func tokenCycle() throws {
+        let factory = EventFactory(tokenCount: 4)
+        let tokens = try (0..<12).map { try self.fields(factory.event($0).value).token ?? "" }
+        #expect(Set(tokens).count == 4)
+        #expect(tokens[0] == tokens[4] && tokens[1] == tokens[9])
+        #expect(Set(tokens) == Set(factory.deviceTokens(eventCount: 1000)))
+        #expect(EventFactory(activityCount: 8, tokenCount: 4).tokenCount == 8, "an activity never shares a token")
     }
 
     @Test("without activities the events are as before: no activity, a token per event")

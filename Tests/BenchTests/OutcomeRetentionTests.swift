@@ -22,7 +22,9 @@ struct OutcomeRetentionTests {
     static let eventCount = 20_000
 
     @Test func outcomesOfTheBenchmarkEventsAllStayInTheMockCluster() async throws {
-        let lost = try await Self.produceOutcomes(deviceToken: EventFactory.deviceToken)
+        let lost = try await Self.produceOutcomes {
+            EventFactory.deviceToken($0, cycle: EventFactory.defaultTokenCount)
+        }
         #expect(lost.isEmpty, "the mock dropped the oldest outcomes of partitions \(lost)")
     }
 
