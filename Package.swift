@@ -268,7 +268,15 @@ let package = Package(
             swiftSettings: strict
         ),
         // MARK: Benchmarks: nghttpd and h2load (nghttp2's server and load client) as references, shared
-        .target(name: "BenchSupport", path: "Benchmarks/BenchSupport", swiftSettings: strict),
+        .target(
+            name: "BenchSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            path: "Benchmarks/BenchSupport",
+            swiftSettings: strict
+        ),
         // MARK: Benchmarks (make bench-apns, mk/http2.mk)
         .executableTarget(
             name: "APNSBench",
@@ -447,6 +455,8 @@ let package = Package(
                 "HTTP2",
                 "Kafka",
                 "TestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -72,6 +72,13 @@ struct BenchOptions {
     /// file each, h2load sends to the same paths). The default keeps nghttpd from being the reference's bottleneck.
     var deviceTokenCount = EventFactory.defaultTokenCount
 
+    /// `--rtt-ms N`: the APNs round trip, added by a relay on 127.0.0.1 (``DelayProxy``) between the bridge (and
+    /// h2load) and the server: N/2 ms each way. 0: none.
+    var roundTripMilliseconds = 0
+    /// `--server-streams N`: the concurrent streams nghttpd advertises (`-m`); the bound of a connection's requests
+    /// in flight.
+    var serverStreamCount = 100
+
     /// Whether the route has `ordering_key`.
     var ordersRoute: Bool { self.orderingKeyCount > 0 && !self.unorderedRoute }
 
@@ -81,6 +88,7 @@ struct BenchOptions {
                            [--outcome-partitions N] [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
                            [--preload-property K=V]...
                            [--log-sender] [--ordering-keys N [--unordered]] [--device-tokens N]
+                           [--rtt-ms N] [--server-streams N]
         """
 
     private static func property(_ argument: String, _ value: String) throws(BenchError) -> (String, String) {
@@ -133,6 +141,8 @@ struct BenchOptions {
                 case "--ordering-keys": self.orderingKeyCount = number
                 case "--outcome-partitions": self.outcomePartitionCount = number
                 case "--device-tokens": self.deviceTokenCount = number
+                case "--rtt-ms": self.roundTripMilliseconds = number
+                case "--server-streams": self.serverStreamCount = max(1, number)
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
             }

@@ -39,16 +39,16 @@ struct BenchServer {
         self.stopProcess()
     }
 
-    /// nghttpd (one worker, 100 streams) answering 200 with an empty body for the device path of each of
-    /// `tokens`.
-    static func nghttpd(tokens: [String], certificatePath: String, keyPath: String, directory: String) async throws
-        -> BenchServer
-    {
+    /// nghttpd (one worker, `streams` concurrent streams) answering 200 with an empty body for the device path of
+    /// each of `tokens`.
+    static func nghttpd(
+        tokens: [String], streams: Int, certificatePath: String, keyPath: String, directory: String
+    ) async throws -> BenchServer {
         let documents = (directory as NSString).appendingPathComponent("nghttpd")
         try NghttpdServer.createEmptyFiles(in: documents + "/3/device", names: tokens)
         let nghttpd = try await NghttpdServer.start(
             documentRoot: documents, certificatePath: certificatePath, privateKeyPath: keyPath,
-            logFile: (directory as NSString).appendingPathComponent("nghttpd.log"), maxConcurrentStreams: 100)
+            logFile: (directory as NSString).appendingPathComponent("nghttpd.log"), maxConcurrentStreams: streams)
         return BenchServer(
             server: .nghttpd, pid: nghttpd.pid, port: nghttpd.port, description: nghttpd.commandLine,
             stopProcess: nghttpd.stop)
@@ -64,11 +64,12 @@ struct BenchServer {
     }
 }
 
-/// h2load with one connection and 100 streams, sending the bridge's request for event 0 with the JWT, to the
+/// h2load with one connection and `streams` streams, sending the bridge's request for event 0 with the JWT, to the
 /// device paths of `paths` (the run's tokens) in turn (nghttpd answers 200 only for those).
 enum H2LoadReference {
     static func run(
-        request: APNSCore.Notification, jwt: String, paths: [String], port: Int, requestCount: Int, directory: String
+        request: APNSCore.Notification, jwt: String, paths: [String], port: Int, requestCount: Int, streams: Int,
+        directory: String
     ) throws -> H2Load.Result {
         let bodyPath = (directory as NSString).appendingPathComponent("h2load-body.json")
         try Data(request.payload).write(to: URL(fileURLWithPath: bodyPath))
@@ -78,7 +79,7 @@ enum H2LoadReference {
         }
         try Data(urls.joined().utf8).write(to: URL(fileURLWithPath: urlsPath))
         return try H2Load.run(
-            requests: requestCount, streams: 100, bodyFile: bodyPath,
+            requests: requestCount, streams: streams, bodyFile: bodyPath,
             headers: request.apnsHeaders.map { ($0.name, $0.value) } + [("authorization", "bearer \(jwt)")],
             target: .urlList(file: urlsPath), printCommand: true, redacting: jwt)
     }

@@ -110,10 +110,20 @@ struct BridgeBench {
             options, certificate: certificate, keyPath: keyPath, tokens: events.deviceTokens(eventCount: eventTotal))
         defer { server.stop() }
         print("  APNs server: \(server.server.rawValue), pid \(server.pid): \(server.description)")
+        // The round trip: the bridge and h2load reach the server through a relay that delays each direction.
+        var apnsPort = server.port
+        var relay: DelayProxy?
+        if options.roundTripMilliseconds > 0 {
+            let proxy = try await DelayProxy.start(
+                targetPort: server.port, roundTrip: .milliseconds(options.roundTripMilliseconds))
+            relay = proxy
+            apnsPort = proxy.port
+            print("  round trip: +\(options.roundTripMilliseconds) ms through a relay on 127.0.0.1:\(proxy.port)")
+        }
 
         let configurationPath = (directory as NSString).appendingPathComponent("bench.yaml")
         try Self.configuration(
-            options: options, bootstrapServers: cluster.bootstrapServers, serverPort: server.port,
+            options: options, bootstrapServers: cluster.bootstrapServers, serverPort: apnsPort,
             caFile: certificate.certificatePath, keyFile: keyPath
         ).write(toFile: configurationPath, atomically: true, encoding: .utf8)
 
@@ -216,9 +226,10 @@ struct BridgeBench {
                 keyID: Self.keyID, teamID: Self.teamID,
                 issuedAtEpochSeconds: Int64(Date().timeIntervalSince1970), privateKey: signingKey
             ).compact,
-            paths: events.deviceTokens(eventCount: h2loadCount), port: server.port, requestCount: h2loadCount,
-            directory: directory
+            paths: events.deviceTokens(eventCount: h2loadCount), port: apnsPort, requestCount: h2loadCount,
+            streams: options.serverStreamCount, directory: directory
         )
+        await relay?.stop()
         let serverCPUDuringH2Load = server.cpuSeconds - serverCPUBeforeH2Load
         let serverCPUDuringBacklog = serverCPUAtBacklogDone - (serverCPUAtFirstOutcome ?? 0)
 
@@ -253,7 +264,8 @@ struct BridgeBench {
         }
         report += "  bridge process: peak RSS \(Self.format(usage.peakRSSMebibytes, 1)) MiB, "
         report += "\(Self.format(usage.cpuSeconds, 2)) CPU s in all, exit status \(exitStatus)\n"
-        report += "  h2load -c 1 -m 100 (reference, one connection): \(Self.format(h2load.rate, 0)) req/s "
+        report += "  h2load -c 1 -m \(options.serverStreamCount) (reference, one connection): "
+        report += "\(Self.format(h2load.rate, 0)) req/s "
         report += "(\(h2load.succeeded)/\(h2loadCount) 2xx), h2load's own CPU "
         report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs/req\n"
         let serverWithBridge = serverCPUDuringBacklog / Double(options.eventCount) * 1e6
@@ -265,6 +277,19 @@ struct BridgeBench {
         let bridgeMicroseconds = backlogCPU / Double(options.eventCount) * 1e6
         report += "  CPU ratio:      bridge's CPU per notification / h2load's per request: "
         report += "\(Self.format(bridgeMicroseconds / h2load.cpuMicrosecondsPerRequest, 2)) (target <= 3)\n"
+        if options.roundTripMilliseconds > 0 {
+            // A connection has at most `streams` requests in flight, each for one round trip.
+            let bound =
+                Double(options.connectionCount * options.serverStreamCount) * 1000
+                / Double(options.roundTripMilliseconds)
+            report += "  round trip:     \(options.roundTripMilliseconds) ms, bound connections x streams / RTT = "
+            report +=
+                "\(options.connectionCount) x \(options.serverStreamCount) / \(options.roundTripMilliseconds) ms = "
+            report += "\(Self.format(bound, 0))/s: bridge at \(Self.format(rate / bound * 100, 1))% of it, "
+            report +=
+                "h2load (1 connection) at \(Self.format(h2load.rate / (bound / Double(options.connectionCount)) * 100, 1))% "
+            report += "of its own\n"
+        }
         if tally.deliveredCount < tally.count {
             report += "  not delivered, e.g.: \(tally.otherStatusExamples.first ?? "")\n"
         }
@@ -283,7 +308,7 @@ struct BridgeBench {
         switch options.server {
         case .nghttpd:
             return try await BenchServer.nghttpd(
-                tokens: tokens,
+                tokens: tokens, streams: options.serverStreamCount,
                 certificatePath: certificate.certificatePath, keyPath: certificate.privateKeyPath,
                 directory: options.directory)
         case .simulator:
