@@ -42,13 +42,15 @@ struct BenchServer {
     /// nghttpd (one worker, `streams` concurrent streams) answering 200 with an empty body for the device path of
     /// each of `tokens`.
     static func nghttpd(
-        tokens: [String], streams: Int, certificatePath: String, keyPath: String, directory: String
+        tokens: [String], streams: Int, connectionWindowBits: Int?, certificatePath: String, keyPath: String,
+        directory: String
     ) async throws -> BenchServer {
         let documents = (directory as NSString).appendingPathComponent("nghttpd")
         try NghttpdServer.createEmptyFiles(in: documents + "/3/device", names: tokens)
         let nghttpd = try await NghttpdServer.start(
             documentRoot: documents, certificatePath: certificatePath, privateKeyPath: keyPath,
-            logFile: (directory as NSString).appendingPathComponent("nghttpd.log"), maxConcurrentStreams: streams)
+            logFile: (directory as NSString).appendingPathComponent("nghttpd.log"), maxConcurrentStreams: streams,
+            connectionWindowBits: connectionWindowBits)
         return BenchServer(
             server: .nghttpd, pid: nghttpd.pid, port: nghttpd.port, description: nghttpd.commandLine,
             stopProcess: nghttpd.stop)

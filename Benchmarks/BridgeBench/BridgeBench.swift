@@ -309,6 +309,8 @@ struct BridgeBench {
         case .nghttpd:
             return try await BenchServer.nghttpd(
                 tokens: tokens, streams: options.serverStreamCount,
+                // At a round trip, a 64 KiB connection window would bound the rate before the streams do.
+                connectionWindowBits: options.roundTripMilliseconds > 0 ? 24 : nil,
                 certificatePath: certificate.certificatePath, keyPath: certificate.privateKeyPath,
                 directory: options.directory)
         case .simulator:
