@@ -168,20 +168,13 @@ extension BenchOptions {
         MockClusterSizing.retainedBytesPerPartition / 2 / MockClusterSizing.outcomeRecordBytes
     }
 
-    /// `--device-tokens N` within what the tokens and the mock cluster allow (as for `--ordering-keys`).
+    /// `--device-tokens N` within what the tokens and the mock cluster allow.
     func checkDeviceTokens() throws(BenchError) {
         guard (1...EventFactory.distinctTokenCount).contains(self.deviceTokenCount) else {
             throw BenchError(
                 "--device-tokens is 1 to \(EventFactory.distinctTokenCount), got \(self.deviceTokenCount)")
         }
-        let total = self.eventCount + self.liveEventCount
-        let perToken = (total + self.deviceTokenCount - 1) / self.deviceTokenCount
-        guard perToken <= Self.maximumEventsPerToken else {
-            throw BenchError(
-                "--device-tokens \(self.deviceTokenCount) puts \(perToken) outcomes on each device token; the mock "
-                    + "cluster keeps about \(Self.maximumEventsPerToken) per outcome partition: use at least "
-                    + "\((total + Self.maximumEventsPerToken - 1) / Self.maximumEventsPerToken) tokens")
-        }
+        try self.checkOutcomesPerToken(option: "--device-tokens", tokens: self.deviceTokenCount)
     }
 
     /// `--ordering-keys N` within what the tokens and the mock cluster allow.
@@ -190,16 +183,21 @@ extension BenchOptions {
             throw BenchError(
                 "--ordering-keys is at most \(EventFactory.distinctTokenCount), got \(self.orderingKeyCount)")
         }
-        let total = self.eventCount + self.liveEventCount
         guard self.orderingKeyCount <= self.eventCount else {
             throw BenchError("--ordering-keys \(self.orderingKeyCount) is more than --events \(self.eventCount)")
         }
-        let perKey = (total + self.orderingKeyCount - 1) / self.orderingKeyCount
-        guard perKey <= Self.maximumEventsPerToken else {
+        try self.checkOutcomesPerToken(option: "--ordering-keys", tokens: self.orderingKeyCount)
+    }
+
+    /// The run's outcomes spread over `tokens` device tokens put at most ``maximumEventsPerToken`` on each.
+    private func checkOutcomesPerToken(option: String, tokens: Int) throws(BenchError) {
+        let total = self.eventCount + self.liveEventCount
+        let perToken = (total + tokens - 1) / tokens
+        guard perToken <= Self.maximumEventsPerToken else {
             throw BenchError(
-                "--ordering-keys \(self.orderingKeyCount) puts \(perKey) outcomes on each device token (events plus live "
-                    + "events); the mock cluster keeps about \(Self.maximumEventsPerToken) per outcome partition: "
-                    + "use at most \(Self.maximumEventsPerToken * self.orderingKeyCount) events in all, or more keys")
+                "\(option) \(tokens) puts \(perToken) outcomes on each device token (events plus live events); the "
+                    + "mock cluster keeps about \(Self.maximumEventsPerToken) per outcome partition: use at most "
+                    + "\(Self.maximumEventsPerToken * tokens) events in all, or more tokens")
         }
     }
 }
