@@ -317,6 +317,14 @@ package final class BinaryClient: @unchecked Sendable {
                     channel.close(promise: nil)
                     return
                 }
+                guard channel.isActive else {
+                    // Closed before this ran: its close was not recognised as this attempt's, so it ends here.
+                    self.connecting = false
+                    self.attemptFailed(
+                        "TLS with the binary gateway \(host):\(port) failed: the connection closed at once",
+                        failWaiting: true)
+                    return
+                }
                 // Nothing is written before the TLS handshake completed (handshakeCompleted(_:)): a notification
                 // written into a handshake that then fails must not count as delivered by its quiet window.
                 self.handshaking = channel
