@@ -31,8 +31,7 @@ package final class DelayProxy: Sendable {
     /// Starts a relay to `127.0.0.1:targetPort` adding `roundTrip` to every round trip (half each way).
     package static func start(targetPort: Int, roundTrip: Duration) async throws -> DelayProxy {
         let oneWay = roundTrip / 2
-        let (seconds, attoseconds) = oneWay.components
-        let delay = TimeAmount.nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        let delay = TimeAmount(oneWay)
         let counter = ByteCounter()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

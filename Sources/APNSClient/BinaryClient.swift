@@ -93,8 +93,6 @@ package final class BinaryClient: @unchecked Sendable {
         var served = false
         /// Something was handed to it.
         var wrote = false
-        /// The write timeout closed it.
-        var stalled = false
     }
 
     /// Bytes handed to the connection in one burst whose write has not completed.
@@ -183,14 +181,11 @@ package final class BinaryClient: @unchecked Sendable {
     /// Open connections: 1 while connected, else 0.
     package var openConnections: Int { self.connected.load(ordering: .relaxed) }
 
-    /// What the connection holds in the process: NIO's count of bytes written to the channel and not yet into
-    /// the socket (`bufferedWritableBytes`), and the notifications in the write window. `nil` without a
-    /// connection. For tests of the write bounds.
-    package func buffered() async -> (bytes: Int, unconfirmed: Int)? {
+    /// NIO's count of bytes written to the connection and not yet into the socket (`bufferedWritableBytes`): what
+    /// the connection holds in the process; `nil` without a connection. For tests of the write bounds.
+    package func bufferedBytes() async -> Int? {
         let channel = try? await self.eventLoop.submit { self.connection?.channel }.get()
-        guard let channel, let bytes = try? await channel.getOption(.bufferedWritableBytes).get() else { return nil }
-        let unconfirmed = (try? await self.eventLoop.submit { self.window.count }.get()) ?? 0
-        return (bytes, unconfirmed)
+        return try? await channel?.getOption(.bufferedWritableBytes).get()
     }
 
     /// Closes the connection after waiting (at most `timeout`) until everything written is confirmed and
@@ -267,14 +262,13 @@ package final class BinaryClient: @unchecked Sendable {
     private func scheduleStallCheck() {
         guard self.stallTimer == nil, let oldest = self.pendingWrites.first else { return }
         let delay = max(.zero, oldest.handedAt + self.configuration.writeTimeout - ContinuousClock.now)
-        self.stallTimer = self.eventLoop.scheduleTask(in: .nanoseconds(delay.nanosecondsSaturated)) {
+        self.stallTimer = self.eventLoop.scheduleTask(in: TimeAmount(delay)) {
             self.stallTimer = nil
             guard let oldest = self.pendingWrites.first, self.connection != nil else { return }
             if oldest.handedAt + self.configuration.writeTimeout <= .now, let channel = self.connection?.channel {
                 // Settled now: the TLS close that follows waits for the gateway's close_notify, which a gateway
                 // that reads nothing never sends.
-                self.connection?.stalled = true
-                self.connectionClosed(channel)
+                self.connectionClosed(channel, stalled: true)
                 channel.close(promise: nil)
             } else {
                 self.scheduleStallCheck()
@@ -287,8 +281,7 @@ package final class BinaryClient: @unchecked Sendable {
         let now = ContinuousClock.now
         if let notBefore = self.reconnectNotBefore, notBefore > now {
             guard self.reconnectTimer == nil else { return }
-            self.reconnectTimer = self.eventLoop.scheduleTask(in: .nanoseconds((notBefore - now).nanosecondsSaturated))
-            {
+            self.reconnectTimer = self.eventLoop.scheduleTask(in: TimeAmount(notBefore - now)) {
                 self.reconnectTimer = nil
                 self.pump()
             }
@@ -300,7 +293,7 @@ package final class BinaryClient: @unchecked Sendable {
         let port = self.configuration.port
         let serverName = Self.isIPAddress(host) ? nil : host
         let bootstrap = ClientBootstrap(group: self.eventLoop)
-            .connectTimeout(.nanoseconds(self.configuration.connectTimeout.nanosecondsSaturated))
+            .connectTimeout(TimeAmount(self.configuration.connectTimeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -329,7 +322,7 @@ package final class BinaryClient: @unchecked Sendable {
                 // written into a handshake that then fails must not count as delivered by its quiet window.
                 self.handshaking = channel
                 let remaining = max(.zero, now + self.configuration.connectTimeout - ContinuousClock.now)
-                self.handshakeTimer = self.eventLoop.scheduleTask(in: .nanoseconds(remaining.nanosecondsSaturated)) {
+                self.handshakeTimer = self.eventLoop.scheduleTask(in: TimeAmount(remaining)) {
                     guard self.handshaking === channel else { return }
                     self.handshakeError =
                         "no TLS handshake within \(self.configuration.connectTimeout) of connecting (a gateway, proxy "
@@ -394,7 +387,7 @@ package final class BinaryClient: @unchecked Sendable {
     private func scheduleConfirmation() {
         guard self.confirmationTimer == nil, let next = self.window.nextConfirmation else { return }
         let delay = max(.zero, next - ContinuousClock.now)
-        self.confirmationTimer = self.eventLoop.scheduleTask(in: .nanoseconds(delay.nanosecondsSaturated)) {
+        self.confirmationTimer = self.eventLoop.scheduleTask(in: TimeAmount(delay)) {
             self.confirmationTimer = nil
             let delivered = self.window.confirmDue(now: .now)
             if !delivered.isEmpty { self.served() }
@@ -414,8 +407,9 @@ package final class BinaryClient: @unchecked Sendable {
         self.settle(settlement)
     }
 
-    /// The connection ended; what it left unconfirmed (nothing, after an error packet) is in doubt.
-    fileprivate func connectionClosed(_ channel: any Channel) {
+    /// The connection ended (`stalled`: closed by the write timeout); what it left unconfirmed (nothing, after an
+    /// error packet) is in doubt.
+    fileprivate func connectionClosed(_ channel: any Channel, stalled: Bool = false) {
         if self.handshaking === channel {
             // Closed before the handshake completed: nothing was written; the gateway cannot be used.
             self.handshakeTimer?.cancel()
@@ -459,7 +453,7 @@ package final class BinaryClient: @unchecked Sendable {
         self.closesBeforeServing += 1
         let endpoint = "\(self.configuration.host):\(self.configuration.port)"
         let why =
-            connection.stalled
+            stalled
             ? "the binary gateway \(endpoint) read nothing for \(self.configuration.writeTimeout)"
             : "the binary gateway \(endpoint) closed the connection before confirming anything"
         let reason = "\(why) (\(self.closesBeforeServing) connections in a row)"

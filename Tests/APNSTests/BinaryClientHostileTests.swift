@@ -135,9 +135,9 @@ struct BinaryClientHostileTests {
             if now == last { break }
             last = now
         }
-        let first = try #require(await client.buffered())
+        let first = try #require(await client.bufferedBytes())
         try await Task.sleep(for: .seconds(2))
-        let second = try #require(await client.buffered())
+        let second = try #require(await client.bufferedBytes())
         let delivered = results.delivered
         // What the kernel can hold between the two ends: the client's send buffer at its largest and the
         // server's (doubled) receive buffer, plus a megabyte of slack. Before the fix every notification was
@@ -149,10 +149,10 @@ struct BinaryClientHostileTests {
         let socketCapacity = sendBufferMax + 2 * HostileBinaryGateway.stoppedReceiveBufferBytes + (1 << 20)
         #expect(delivered * frameBytes <= socketCapacity, "\(delivered) delivered of \(count)")
         #expect(delivered < count)
-        #expect(first.bytes <= configuration.maxUnwrittenBytes + frameBytes, "\(first.bytes) bytes buffered")
+        #expect(first <= configuration.maxUnwrittenBytes + frameBytes, "\(first) bytes buffered")
         #expect(
-            second.bytes <= configuration.maxUnwrittenBytes + frameBytes,
-            "the buffer stays bounded while the gateway reads nothing: \(second.bytes) bytes")
+            second <= configuration.maxUnwrittenBytes + frameBytes,
+            "the buffer stays bounded while the gateway reads nothing: \(second) bytes")
         // The rest is unconfirmed or still waiting; a close settles them all, each once.
         await client.close(timeout: .milliseconds(100))
         #expect(await results.wait(for: count, limit: .seconds(20)))
