@@ -141,7 +141,11 @@ struct BenchOptions {
                 case "--ordering-keys": self.orderingKeyCount = number
                 case "--outcome-partitions": self.outcomePartitionCount = number
                 case "--device-tokens": self.deviceTokenCount = number
-                case "--rtt-ms": self.roundTripMilliseconds = number
+                case "--rtt-ms":
+                    guard number <= 60_000 else {
+                        throw BenchError("--rtt-ms is at most 60000 (a minute), got \(value)")
+                    }
+                    self.roundTripMilliseconds = number
                 case "--server-streams": self.serverStreamCount = max(1, number)
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
