@@ -78,6 +78,10 @@ struct BenchOptions {
     /// `--server-streams N`: the concurrent streams nghttpd advertises (`-m`); the bound of a connection's requests
     /// in flight.
     var serverStreamCount = 100
+    /// `--stream-limit-raise N`: the simulator advertises one concurrent stream on connect and N once a
+    /// connection's first request was answered, as APNs does (one stream until a request with a valid provider
+    /// token succeeded). The report says how soon the bridge had N requests in flight. 0: off. Simulator only.
+    var streamLimitRaise = 0
 
     /// Whether the route has `ordering_key`.
     var ordersRoute: Bool { self.orderingKeyCount > 0 && !self.unorderedRoute }
@@ -88,7 +92,7 @@ struct BenchOptions {
                            [--outcome-partitions N] [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
                            [--preload-property K=V]...
                            [--log-sender] [--ordering-keys N [--unordered]] [--device-tokens N]
-                           [--rtt-ms N] [--server-streams N]
+                           [--rtt-ms N] [--server-streams N] [--stream-limit-raise N]
         """
 
     private static func property(_ argument: String, _ value: String) throws(BenchError) -> (String, String) {
@@ -147,6 +151,11 @@ struct BenchOptions {
                     }
                     self.roundTripMilliseconds = number
                 case "--server-streams": self.serverStreamCount = max(1, number)
+                case "--stream-limit-raise":
+                    guard (1...100_000).contains(number) else {
+                        throw BenchError("--stream-limit-raise is 1 to 100000, got \(value)")
+                    }
+                    self.streamLimitRaise = number
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
             }
@@ -160,6 +169,9 @@ struct BenchOptions {
         try self.checkDeviceTokens()
         if self.server == .nghttpd, self.simulatorLatencyMilliseconds > 0 {
             throw BenchError("--simulator-latency-ms needs --server simulator (nghttpd answers at once)")
+        }
+        if self.server == .nghttpd, self.streamLimitRaise > 0 {
+            throw BenchError("--stream-limit-raise needs --server simulator (nghttpd's limit is fixed: -m)")
         }
     }
 }

@@ -128,7 +128,7 @@ struct BridgeBench {
         ).write(toFile: configurationPath, atomically: true, encoding: .utf8)
 
         // Read the outcomes back while the bridge runs.
-        let tally = OutcomeTally()
+        let tally = OutcomeTally(recordsCompletions: options.streamLimitRaise > 0)
         var readerConfiguration = KafkaConsumerConfiguration(
             bootstrapServers: cluster.bootstrapServers, groupID: "bench-reader-\(UUID())"
         )
@@ -290,6 +290,12 @@ struct BridgeBench {
                 "h2load (1 connection) at \(Self.format(h2load.rate / (bound / Double(options.connectionCount)) * 100, 1))% "
             report += "of its own\n"
         }
+        if options.streamLimitRaise > 0 {
+            report += StreamRamp(
+                completions: tally.completions, raisedLimit: options.streamLimitRaise * options.connectionCount,
+                roundTripMilliseconds: options.simulatorLatencyMilliseconds
+            ).report(raise: options.streamLimitRaise)
+        }
         if tally.deliveredCount < tally.count {
             report += "  not delivered, e.g.: \(tally.otherStatusExamples.first ?? "")\n"
         }
@@ -315,8 +321,18 @@ struct BridgeBench {
                 directory: options.directory)
         case .simulator:
             let scenarioPath = (options.directory as NSString).appendingPathComponent("scenario.yaml")
-            try "latency_ms: \(options.simulatorLatencyMilliseconds)\n".write(
-                toFile: scenarioPath, atomically: true, encoding: .utf8)
+            var scenario = "latency_ms: \(options.simulatorLatencyMilliseconds)\n"
+            if options.streamLimitRaise > 0 {
+                // APNs allows one stream until a request succeeded; the schedule fires once a connection's
+                // first request was answered (after the latency).
+                scenario += """
+                    connections:
+                      max_concurrent_streams: 1
+                      stream_limit_schedule: [{after_streams: 1, max_concurrent_streams: \(options.streamLimitRaise)}]
+
+                    """
+            }
+            try scenario.write(toFile: scenarioPath, atomically: true, encoding: .utf8)
             return try BenchServer.simulator(
                 pushbridge: options.pushbridgePath,
                 arguments: [

@@ -3,7 +3,8 @@ import Foundation
 import Synchronization
 
 /// What the outcome topic held so far: counts by status, when the first and last outcome were read, and the
-/// event-to-outcome latencies of the live phase's events.
+/// event-to-outcome latencies of the live phase's events; with `recordsCompletions`, every outcome's
+/// `completed_at` (for ``StreamRamp``).
 final class OutcomeTally: Sendable {
     private struct State {
         var count = 0
@@ -13,6 +14,13 @@ final class OutcomeTally: Sendable {
         var lastReadAt: ContinuousClock.Instant?
         var liveLatenciesMilliseconds: [Double] = []
         var liveCount = 0
+        var completions: [Int64] = []
+    }
+
+    private let recordsCompletions: Bool
+
+    init(recordsCompletions: Bool = false) {
+        self.recordsCompletions = recordsCompletions
     }
 
     private let state = Mutex(State())
@@ -35,8 +43,12 @@ final class OutcomeTally: Sendable {
         var live: [(key: Int64, completedAt: Int64)] = []
         var delivered = 0
         var others: [String] = []
+        var completions: [Int64] = []
         for value in values {
             let fields = OutcomeFields(value)
+            if self.recordsCompletions, let completedAt = fields.completedAtEpochMilliseconds {
+                completions.append(completedAt)
+            }
             if fields.status == "delivered" {
                 delivered += 1
             } else if others.count < 5 {
@@ -57,6 +69,7 @@ final class OutcomeTally: Sendable {
             state.lastReadAt = now
             state.liveLatenciesMilliseconds += latencies
             state.liveCount += latencies.count
+            state.completions += completions
         }
     }
 
@@ -67,4 +80,5 @@ final class OutcomeTally: Sendable {
     var lastReadAt: ContinuousClock.Instant? { self.state.withLock { $0.lastReadAt } }
     var liveCount: Int { self.state.withLock { $0.liveCount } }
     var liveLatenciesMilliseconds: [Double] { self.state.withLock { $0.liveLatenciesMilliseconds } }
+    var completions: [Int64] { self.state.withLock { $0.completions } }
 }
