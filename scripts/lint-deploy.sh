@@ -4,7 +4,9 @@
 #   2. hadolint on deploy/Dockerfile;
 #   3. every Kubernetes manifest against its schema (Kubernetes' own kinds: the schemas kubernetes-validate
 #      bundles, strict; custom resources: deploy/schemas/), plus the cross-checks of validate-manifests.py;
-#      and the references of deploy/docker-compose.yml (services, volumes, mounted files);
+#      and the references of deploy/docker-compose.yml (services, volumes, mounted files); the Grafana dashboard
+#      deploy/grafana/pushbridge.json (structure, and every query names a metric the bridge exports); and the
+#      script's list of exported metrics against docs/operations.md's table;
 #   4. when kubectl is installed, the output of `kubectl kustomize deploy/kubernetes` the same way;
 #   5. scripts/test-validate-manifests.sh: broken copies of deploy/ must be rejected (the checks can fail).
 # The tools are installed once into .build-lint/venv by scripts/python-tools.sh (pinned in
@@ -27,7 +29,8 @@ for file in deploy/kubernetes/*.yaml deploy/prometheus/*.yaml; do
     manifests+=("$file")
 done
 python scripts/validate-manifests.py --kubernetes-version "$KUBERNETES_VERSION" \
-    --consistency deploy/kubernetes --compose deploy/docker-compose.yml "${manifests[@]}"
+    --consistency deploy/kubernetes --compose deploy/docker-compose.yml --dashboard deploy/grafana/pushbridge.json \
+    "${manifests[@]}"
 
 if command -v kubectl >/dev/null 2>&1; then
     rendered=.build-lint/kustomize.yaml

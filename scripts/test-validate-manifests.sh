@@ -9,12 +9,13 @@ trap 'rm -rf "$work"' EXIT
 failures=0
 
 # expect_rejected NAME EXPECTED_MESSAGE FILE SED_EXPRESSION
-#   Applies SED_EXPRESSION to FILE (relative to deploy/) in a fresh copy and expects EXPECTED_MESSAGE.
+#   Applies SED_EXPRESSION to FILE (relative to the repository: deploy/... or docs/...) in a fresh copy of deploy/
+#   and docs/ and expects EXPECTED_MESSAGE.
 expect_rejected() {
     local name=$1 expected=$2 file=$3 expression=$4
-    rm -rf "$work/deploy" && cp -r deploy "$work/deploy"
-    sed -i -e "$expression" "$work/deploy/$file"
-    if cmp -s "deploy/$file" "$work/deploy/$file"; then
+    rm -rf "$work/deploy" "$work/docs" && cp -r deploy "$work/deploy" && cp -r docs "$work/docs"
+    sed -i -e "$expression" "$work/$file"
+    if cmp -s "$file" "$work/$file"; then
         echo "test-validate-manifests: $name: the edit changed nothing in $file" >&2
         failures=$((failures + 1))
         return
@@ -25,7 +26,8 @@ expect_rejected() {
     done
     local output
     if output=$(python scripts/validate-manifests.py --consistency "$work/deploy/kubernetes" \
-        --compose "$work/deploy/docker-compose.yml" "${manifests[@]}" 2>&1); then
+        --compose "$work/deploy/docker-compose.yml" --dashboard "$work/deploy/grafana/pushbridge.json" \
+        --metrics-doc "$work/docs/operations.md" "${manifests[@]}" 2>&1); then
         echo "test-validate-manifests: $name: accepted, expected: $expected" >&2
         failures=$((failures + 1))
     elif ! grep -qF -- "$expected" <<<"$output"; then
@@ -37,43 +39,55 @@ expect_rejected() {
 
 expect_rejected "unknown field in a core kind (strict schema)" \
     "'readOnlyRootFileSystem' was unexpected" \
-    kubernetes/deployment.yaml 's/readOnlyRootFilesystem:/readOnlyRootFileSystem:/'
+    deploy/kubernetes/deployment.yaml 's/readOnlyRootFilesystem:/readOnlyRootFileSystem:/'
 expect_rejected "wrong type in a core kind" \
     "is not of type 'integer'" \
-    kubernetes/service.yaml 's/port: 9464/port: metrics-port/'
+    deploy/kubernetes/service.yaml 's/port: 9464/port: metrics-port/'
 expect_rejected "misspelt KEDA kafka metadata" \
     "'lagThreshold' is a required property" \
-    kubernetes/scaledobject.yaml '0,/lagThreshold:/s/lagThreshold:/lagTreshold:/'
+    deploy/kubernetes/scaledobject.yaml '0,/lagThreshold:/s/lagThreshold:/lagTreshold:/'
 expect_rejected "ServiceMonitor without endpoints" \
     "'endpoints' is a required property" \
-    kubernetes/servicemonitor.yaml 's/^  endpoints:/  endpoint:/'
+    deploy/kubernetes/servicemonitor.yaml 's/^  endpoints:/  endpoint:/'
 expect_rejected "alert without a runbook" \
     "'runbook' is a required property" \
-    prometheus/alerts.yaml '0,/runbook:/s/runbook:/run_book:/'
+    deploy/prometheus/alerts.yaml '0,/runbook:/s/runbook:/run_book:/'
 expect_rejected "alert on a metric PushBridge does not export" \
     "pushbridge_halt is not a PushBridge metric" \
-    prometheus/alerts.yaml 's/pushbridge_halted{/pushbridge_halt{/'
+    deploy/prometheus/alerts.yaml 's/pushbridge_halted{/pushbridge_halt{/'
 expect_rejected "grace period shorter than the drain" \
     "must exceed shutdown.drain_timeout" \
-    kubernetes/deployment.yaml 's/terminationGracePeriodSeconds: 60/terminationGracePeriodSeconds: 30/'
+    deploy/kubernetes/deployment.yaml 's/terminationGracePeriodSeconds: 60/terminationGracePeriodSeconds: 30/'
 expect_rejected "readiness probe on /healthz" \
     "readinessProbe must GET /readyz" \
-    kubernetes/deployment.yaml '/readinessProbe:/,/path:/s|path: /readyz|path: /healthz|'
+    deploy/kubernetes/deployment.yaml '/readinessProbe:/,/path:/s|path: /readyz|path: /healthz|'
 expect_rejected "KEDA trigger on another consumer group" \
     "watches group other" \
-    kubernetes/scaledobject.yaml '0,/consumerGroup: pushbridge/s/consumerGroup: pushbridge/consumerGroup: other/'
+    deploy/kubernetes/scaledobject.yaml '0,/consumerGroup: pushbridge/s/consumerGroup: pushbridge/consumerGroup: other/'
 expect_rejected "route topic without a KEDA trigger" \
     "the routes consume" \
-    kubernetes/pushbridge.yaml 's/input_topic: inbox.changed/input_topic: inbox.updated/'
+    deploy/kubernetes/pushbridge.yaml 's/input_topic: inbox.changed/input_topic: inbox.updated/'
 expect_rejected "manifest left out of the kustomization" \
     "poddisruptionbudget.yaml is not listed under resources" \
-    kubernetes/kustomization.yaml '/- poddisruptionbudget.yaml/d'
+    deploy/kubernetes/kustomization.yaml '/- poddisruptionbudget.yaml/d'
 expect_rejected "compose service depending on a missing service" \
     "depends_on kafka-setup, which is not a service" \
-    docker-compose.yml 's/^      kafka-init:$/      kafka-setup:/'
+    deploy/docker-compose.yml 's/^      kafka-init:$/      kafka-setup:/'
 expect_rejected "compose mount of a missing file" \
     "mounted file ./compose/create-topic.sh does not exist" \
-    docker-compose.yml 's|./compose/create-topics.sh:|./compose/create-topic.sh:|'
+    deploy/docker-compose.yml 's|./compose/create-topics.sh:|./compose/create-topic.sh:|'
+expect_rejected "dashboard query on a metric PushBridge does not export" \
+    "pushbridge_halt is not a PushBridge metric" \
+    deploy/grafana/pushbridge.json 's/max by (instance) (pushbridge_halted{/max by (instance) (pushbridge_halt{/'
+expect_rejected "dashboard panel beyond the grid" \
+    "beyond the 24 columns" \
+    deploy/grafana/pushbridge.json '0,/"w": 12,/s/"w": 12,/"w": 25,/'
+expect_rejected "dashboard query on a fixed data source" \
+    "is not on the \${datasource} variable" \
+    deploy/grafana/pushbridge.json '0,/"uid": "\${datasource}"/s/"uid": "\${datasource}"/"uid": "P1809F7CD0C75ACF3"/'
+expect_rejected "documented metric missing from the script's list" \
+    "pushbridge_made_up_total is documented but missing from METRICS" \
+    docs/operations.md 's/^| `pushbridge_halted` |/| `pushbridge_made_up_total` | counter | — | x |\n| `pushbridge_halted` |/'
 
 if ((failures > 0)); then
     echo "test-validate-manifests: $failures case(s) failed" >&2

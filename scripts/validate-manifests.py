@@ -10,6 +10,13 @@ A kind with no schema is an error.
 
 With --compose FILE it checks a docker-compose file's references (services, volumes, mounted files).
 
+With --dashboard FILE it checks a Grafana dashboard (deploy/grafana/pushbridge.json): it parses, its panels have
+unique ids and fit the 24-column grid, every query uses the dashboard's Prometheus data source variable, and every
+PushBridge metric a query names is one the bridge exports.
+
+METRICS below must list exactly the metrics of docs/operations.md's table (checked on every run), so alerts,
+the dashboard and the documentation cannot drift apart.
+
 With --consistency DIR it also checks that the files in DIR (deploy/kubernetes) agree with each other and
 with the configuration they deploy (DIR/pushbridge.yaml): the grace period outlasts the drain timeout, the
 KEDA triggers watch the configured group and input topics, the probes use admin.listen's port, and the
@@ -38,7 +45,85 @@ METRICS = {
     "pushbridge_apns_request_duration_seconds_count", "pushbridge_in_flight", "pushbridge_consumer_lag",
     "pushbridge_apns_connections", "pushbridge_halted", "pushbridge_in_flight_bytes",
     "pushbridge_oldest_unfinished_seconds", "pushbridge_unpublished_records", "pushbridge_ordering_max_waiting",
+    "pushbridge_feedback_tokens_total", "pushbridge_feedback_tokens_skipped_total",
+    "pushbridge_feedback_poll_failures_total",
 }
+# Series a histogram adds to its name.
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def documented_metrics(path):
+    """The metric names of the table in docs/operations.md (rows starting with | `pushbridge_...`)."""
+    return set(re.findall(r"^\| `(pushbridge_[a-z_]+)`", path.read_text(), flags=re.MULTILINE))
+
+
+def metrics_problems(path):
+    """METRICS against the documented table: a metric on one side only is a problem."""
+    exported = {name for name in METRICS
+                if not name.endswith(HISTOGRAM_SUFFIXES) or name[: name.rfind("_")] not in METRICS}
+    documented = documented_metrics(path)
+    problems = [f"{path}: {name} is documented but missing from METRICS in {pathlib.Path(__file__).name}"
+                for name in sorted(documented - exported)]
+    problems += [f"{path}: {name} is in METRICS but not in the metrics table" for name in sorted(exported - documented)]
+    return problems
+
+
+def expression_problems(where, expression):
+    """Unknown PushBridge metrics and unbalanced brackets in a PromQL expression."""
+    problems = [f"{where}: {metric} is not a PushBridge metric"
+                for metric in sorted(set(re.findall(r"\bpushbridge_[a-z_]+", expression)) - METRICS)]
+    for opening, closing in ("()", "[]", "{}"):
+        if expression.count(opening) != expression.count(closing):
+            problems.append(f"{where}: unbalanced {opening}{closing} in expr")
+    return problems
+
+
+def dashboard_problems(path):
+    """Problems of a Grafana dashboard: structure, grid, data source, and the metrics its queries name."""
+    try:
+        dashboard = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        return [f"{path}: not valid JSON: {error}"]
+    problems = []
+    for key in ("title", "uid", "panels", "templating"):
+        if key not in dashboard:
+            problems.append(f"{path}: '{key}' is missing")
+    variables = {variable.get("name") for variable in (dashboard.get("templating") or {}).get("list", [])}
+    for variable in (dashboard.get("templating") or {}).get("list", []):
+        if variable.get("datasource") and variable["datasource"].get("uid") != "${datasource}":
+            problems.append(f"{path}: variable '{variable.get('name')}' is not on the ${{datasource}} variable")
+    if "datasource" not in variables:
+        problems.append(f"{path}: no 'datasource' variable: queries must not name one Prometheus by its uid")
+    seen = set()
+    queries = 0
+    for panel in dashboard.get("panels", []):
+        title = panel.get("title", "?")
+        where = f"{path}: panel '{title}'"
+        if panel.get("id") in seen:
+            problems.append(f"{where}: id {panel.get('id')} is used twice")
+        seen.add(panel.get("id"))
+        grid = panel.get("gridPos") or {}
+        if not all(isinstance(grid.get(key), int) for key in ("h", "w", "x", "y")):
+            problems.append(f"{where}: gridPos needs integer h, w, x and y")
+        elif grid["x"] < 0 or grid["x"] + grid["w"] > 24:
+            problems.append(f"{where}: gridPos x + w is {grid['x'] + grid['w']}, beyond the 24 columns")
+        if panel.get("type") == "row":
+            continue
+        targets = panel.get("targets") or []
+        if not targets:
+            problems.append(f"{where}: no queries")
+        for target in targets:
+            expression = target.get("expr", "")
+            queries += 1
+            if not expression:
+                problems.append(f"{where}: a query without expr")
+            sources = [source for source in (panel.get("datasource"), target.get("datasource")) if source]
+            if not sources or any((source or {}).get("uid") != "${datasource}" for source in sources):
+                problems.append(f"{where}: a query not on the ${{datasource}} variable")
+            problems += expression_problems(where, expression)
+    if queries == 0:
+        problems.append(f"{path}: no queries at all")
+    return problems
 
 
 def custom_schema(document):
@@ -66,12 +151,7 @@ def rule_problems(document):
     problems = []
     for group in document["spec"]["groups"]:
         for rule in group["rules"]:
-            expression = rule["expr"]
-            for metric in sorted(set(re.findall(r"\bpushbridge_[a-z_]+", expression)) - METRICS):
-                problems.append(f"{rule.get('alert')}: {metric} is not a PushBridge metric")
-            for opening, closing in ("()", "[]", "{}"):
-                if expression.count(opening) != expression.count(closing):
-                    problems.append(f"{rule.get('alert')}: unbalanced {opening}{closing} in expr")
+            problems += expression_problems(rule.get("alert"), rule["expr"])
     return problems
 
 
@@ -213,6 +293,9 @@ def main():
     parser.add_argument("--kubernetes-version", default="1.31.0")
     parser.add_argument("--consistency", type=pathlib.Path, metavar="DIR")
     parser.add_argument("--compose", type=pathlib.Path, metavar="FILE", action="append", default=[])
+    parser.add_argument("--dashboard", type=pathlib.Path, metavar="FILE", action="append", default=[])
+    parser.add_argument("--metrics-doc", type=pathlib.Path, metavar="FILE",
+                        default=REPOSITORY / "docs" / "operations.md")
     parser.add_argument("files", nargs="*")
     arguments = parser.parse_args()
 
@@ -232,6 +315,9 @@ def main():
         problems += consistency(arguments.consistency)
     for path in arguments.compose:
         problems += compose_problems(path)
+    for path in arguments.dashboard:
+        problems += dashboard_problems(path)
+    problems += metrics_problems(arguments.metrics_doc)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
