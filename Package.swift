@@ -398,7 +398,8 @@ let package = Package(
             path: "Sources/PipelineTestSupport",
             swiftSettings: strict
         ),
-        // The pipeline core's tests: no C library linked (no librdkafka, no NIO, no BoringSSL).
+        // The pipeline core's tests: no I/O library linked (no librdkafka, no NIO, no swift-nio-ssl); APNSCore brings
+        // swift-crypto (provider-token signatures).
         .testTarget(
             name: "BridgeCoreTests",
             dependencies: [

@@ -1,5 +1,6 @@
-/// A small, seedable generator (SplitMix64): the same seed and request order give the same faults. Public so
-/// that sample data (the demo's events, tests' random orders) is reproducible the same way.
+/// A small, seedable generator (SplitMix64): the same seed and request order give the same faults. Visible to
+/// the package's other modules so that sample data (the demo's events, tests' random orders) is reproducible the
+/// same way.
 package struct SplitMix64: RandomNumberGenerator, Sendable {
     private var state: UInt64
 

@@ -100,19 +100,9 @@ package final class APNSSimulatorServer: Sendable {
     /// The transport's counters (connections, streams, PINGs).
     package var transportStatistics: HTTP2ServerStatistics { self.server.statistics }
 
-    /// Sends GOAWAY on every live connection (as APNs does when it shuts down).
-    package func sendGoAwayToAll(reason: Reason = .shutdown) {
-        self.server.sendGoAway(debugData: ErrorBody(reason: reason).jsonBytes)
-    }
-
     /// Announces a new stream limit on every live connection and on later ones.
     package func setMaxConcurrentStreams(_ streams: Int) {
         self.server.setMaxConcurrentStreams(streams)
-    }
-
-    /// Drops every live connection abruptly.
-    package func dropAllConnections() {
-        self.server.dropConnections()
     }
 
     /// Stops listening and closes every connection.

@@ -21,9 +21,6 @@ package enum BinaryFormat: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// Whether the gateway sends error-response packets for this format (commands 1 and 2).
-    package var hasErrorResponses: Bool { self != .simple }
-
     /// Apple's payload limit for the format: 2048 bytes for framed notifications, 256 for the older enhanced and
     /// simple formats (a gateway that took more for them is configured with `binary.payload_limit`).
     package var defaultPayloadLimitBytes: Int {

@@ -50,10 +50,3 @@ package struct DoctorCheck: Sendable, Hashable, CustomStringConvertible {
         return line.replacingOccurrences(of: "\n", with: " ")
     }
 }
-
-extension Array where Element == DoctorCheck {
-    /// The worst status among the checks (`ok` when there are none).
-    package var worstStatus: DoctorCheck.Status {
-        self.map(\.status).max() ?? .ok
-    }
-}

@@ -6,12 +6,12 @@ package enum HTTP2HeaderIndexing: Sendable, Hashable {
     /// Incremental indexing: later requests can refer to the field by index (the default).
     case incremental
     /// Literal never indexed: the field is never added to any table. Apple asks for this for `:path` and
-    /// `authorization` (APNS.md §2).
+    /// `authorization` (Apple, "Sending notification requests to APNs").
     case never
     /// Incremental indexing the first time the connection sends a field of this name, never indexed after:
     /// the name enters both tables once and later fields refer to it, while their values, which differ from
     /// request to request, stay out and do not evict the entries that repeat. Apple asks for this for
-    /// `apns-id`, `apns-expiration` and `apns-collapse-id` (APNS.md §2).
+    /// `apns-id`, `apns-expiration` and `apns-collapse-id` (the same page).
     case nameOnce
 }
 

@@ -65,9 +65,6 @@ package final class HTTP2Server: Sendable {
     /// The bound port (the ephemeral one when the configuration said 0).
     package var port: Int { self.listener.localAddress?.port ?? 0 }
 
-    /// Ids of the connections open now.
-    package var connectionIDs: [Int] { self.shared.state.withLock { $0.connections.keys.sorted() } }
-
     /// Counters so far.
     package var statistics: HTTP2ServerStatistics {
         let (accepted, open) = self.shared.state.withLock { ($0.nextConnectionID - 1, $0.connections.count) }
@@ -104,14 +101,6 @@ package final class HTTP2Server: Sendable {
         }
         for connection in self.shared.connections(connectionID) {
             connection.onLoop { $0.setMaxConcurrentStreams(streams) }
-        }
-    }
-
-    /// Sets or clears "GOAWAY after N streams" for every connection, live or future.
-    package func setGoAwayAfterStreams(_ streams: Int?) {
-        self.shared.state.withLock { $0.goAwayAfterStreams = streams }
-        for connection in self.shared.connections(nil) {
-            connection.onLoop { $0.goAwayAfterStreams = streams }
         }
     }
 

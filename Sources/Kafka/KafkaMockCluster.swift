@@ -64,14 +64,6 @@ package final class KafkaMockCluster: Sendable {
         }
     }
 
-    /// Forgets errors injected for `request` that did not fire yet.
-    package func clearInjectedErrors(on request: RequestType) throws {
-        try self.call("clearing injected errors") { cluster in
-            rd_kafka_mock_clear_request_errors(cluster, request.apiKey)
-            return RD_KAFKA_RESP_ERR_NO_ERROR
-        }
-    }
-
     /// Stops the brokers and frees the cluster. Clients still connected see their connections drop.
     /// Also done when the cluster is released.
     package func close() {

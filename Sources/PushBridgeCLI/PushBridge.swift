@@ -20,6 +20,3 @@ struct PushBridge: AsyncParsableCommand {
         ]
     )
 }
-
-/// A failure the command has already explained on standard error; ends the process with exit status 1.
-struct CommandFailed: Error {}
