@@ -51,6 +51,8 @@ let package = Package(
 
         // MARK: Waiting for a signal: the one primitive every module waits with (no dependencies)
         .target(name: "Waiting", swiftSettings: strict),
+        // MARK: Outside text made safe for records, logs and errors, and "did you mean" (no dependencies)
+        .target(name: "SafeText", swiftSettings: strict),
 
         // MARK: Kafka: the only code that calls rd_kafka_*
         .target(
@@ -67,6 +69,7 @@ let package = Package(
         .target(
             name: "HTTP2",
             dependencies: [
+                "SafeText",
                 "CNghttp2",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -100,6 +103,7 @@ let package = Package(
         .target(
             name: "APNSClient",
             dependencies: [
+                "SafeText",
                 "Waiting",
                 "BinaryProvider",
                 "APNSCore",
@@ -134,6 +138,7 @@ let package = Package(
         .target(
             name: "Routing",
             dependencies: [
+                "SafeText",
                 "APNSCore",
                 .product(name: "Mustache", package: "swift-mustache"),
             ],
@@ -142,6 +147,7 @@ let package = Package(
         .target(
             name: "Configuration",
             dependencies: [
+                "SafeText",
                 "Routing",
                 "APNSCore",
                 "BinaryProvider",
@@ -155,6 +161,7 @@ let package = Package(
         .target(
             name: "BridgeCore",
             dependencies: [
+                "SafeText",
                 "Waiting",
                 "APNSCore",
                 "Routing",
@@ -396,6 +403,11 @@ let package = Package(
             name: "PipelineTestSupport",
             dependencies: ["BridgeCore", "APNSCore", "Routing"],
             path: "Sources/PipelineTestSupport",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SafeTextTests",
+            dependencies: ["SafeText"],
             swiftSettings: strict
         ),
         // The pipeline core's tests: no I/O library linked (no librdkafka, no NIO, no swift-nio-ssl); APNSCore brings

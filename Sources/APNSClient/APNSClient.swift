@@ -3,6 +3,7 @@ import HTTP2
 import Logging
 import NIOCore
 import NIOPosix
+import SafeText
 import Synchronization
 
 /// Sends notifications to APNs over a pool of HTTP/2 connections.
@@ -330,23 +331,7 @@ package final class APNSClient: Sendable {
     /// At most ``maximumReasonBytes`` UTF-8 bytes of `raw`, control characters (and the escape's own `\`)
     /// written as `\u{..}` so the result stays on one line and is distinct from any documented reason.
     static func boundedReason(_ raw: String) -> String {
-        var text = ""
-        var bytes = 0
-        for scalar in raw.unicodeScalars {
-            let piece =
-                scalar.properties.generalCategory == .control || scalar == "\\"
-                ? "\\u{\(String(scalar.value, radix: 16))}" : String(scalar)
-            bytes += piece.utf8.count
-            // Escaping never shrinks text, so the first time past the bound decides.
-            if bytes > Self.maximumReasonBytes {
-                while text.utf8.count > Self.maximumReasonBytes - 3 {
-                    text.unicodeScalars.removeLast()
-                }
-                return text + "..."
-            }
-            text += piece
-        }
-        return text
+        SafeText.excerpt(raw, maxBytes: Self.maximumReasonBytes, escapingBackslash: true)
     }
 
     /// `value` when it is 1 to ``maximumIDBytes`` visible ASCII characters, else `nil`.

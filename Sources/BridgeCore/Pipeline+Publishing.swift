@@ -1,5 +1,6 @@
 import CoreMetrics
 import Logging
+import SafeText
 import Synchronization
 
 extension Pipeline {
@@ -214,7 +215,7 @@ package final class UnpublishedRecords: Sendable {
     }
 
     private static func bounded(_ text: String) -> String {
-        RecordText.bounded(text, maxBytes: Self.maximumErrorBytes)
+        SafeText.excerpt(text, maxBytes: Self.maximumErrorBytes)
     }
 }
 

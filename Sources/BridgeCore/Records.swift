@@ -1,4 +1,5 @@
 import Routing
+import SafeText
 
 extension SourceCoordinates {
     /// The key as text for JSON records: UTF-8, with invalid sequences replaced by U+FFFD, and at most
@@ -325,7 +326,7 @@ package struct DeadLetter: Sendable, Hashable {
     /// The error as it goes into `pushbridge-error` and logs: control characters escaped, at most
     /// ``maximumErrorBytes``. Reasons may quote the event, so they are bounded here, whatever made them.
     package var boundedError: String {
-        RecordText.bounded(RecordText.escapingControlCharacters(self.error), maxBytes: Self.maximumErrorBytes)
+        SafeText.excerpt(self.error, maxBytes: Self.maximumErrorBytes)
     }
 
     /// The longest `pushbridge-error` value, in bytes.
@@ -442,35 +443,6 @@ enum RecordText {
 
     /// `text`, cut at a character boundary to at most `maxBytes` bytes of UTF-8 (the `…` included) when longer.
     static func bounded(_ text: String, maxBytes: Int = maximumFieldBytes) -> String {
-        guard text.utf8.count > maxBytes else { return text }
-        let ellipsis = "…"
-        var kept = text.unicodeScalars.startIndex
-        var bytes = 0
-        for index in text.unicodeScalars.indices {
-            let length = UTF8.width(text.unicodeScalars[index])
-            if bytes + length > maxBytes - ellipsis.utf8.count { break }
-            bytes += length
-            kept = text.unicodeScalars.index(after: index)
-        }
-        return String(text.unicodeScalars[..<kept]) + ellipsis
-    }
-
-    /// `text` with control characters (C0, DEL, C1) written as `\u{XX}`, so a header or a log line shows them
-    /// instead of acting on them.
-    static func escapingControlCharacters(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: Self.isControl) else { return text }
-        var escaped = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            if Self.isControl(scalar) {
-                escaped.append(contentsOf: "\\u{\(String(scalar.value, radix: 16))}".unicodeScalars)
-            } else {
-                escaped.append(scalar)
-            }
-        }
-        return String(escaped)
-    }
-
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (scalar.value >= 0x7F && scalar.value < 0xA0)
+        SafeText.bounded(text, maxBytes: maxBytes)
     }
 }

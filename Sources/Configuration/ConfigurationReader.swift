@@ -1,4 +1,5 @@
 import Foundation
+import SafeText
 import Yams
 
 /// Walks the composed YAML tree: every read records where a key path is, every fault becomes a
@@ -181,7 +182,8 @@ struct ConfigValue {
                     )
                 } else {
                     self.report(
-                        .environmentVariable, "malformed variable reference \(Self.excerpt(reference, limit: 40))",
+                        .environmentVariable,
+                        "malformed variable reference \(SafeText.excerpt(reference, maxBytes: 40))",
                         hint: "write ${NAME} or ${NAME:-default}; $${ gives a literal ${"
                     )
                 }
@@ -354,27 +356,7 @@ struct ConfigValue {
         if self.isSecret {
             return "the value (not shown: the key holds a secret)"
         }
-        return "\"\(Self.excerpt(text, limit: 60))\""
-    }
-
-    /// At most `limit` characters of `text` (then `...`), with control characters written as `\u{..}` so that
-    /// a value cannot break the line of the message it is quoted in.
-    static func excerpt(_ text: String, limit: Int) -> String {
-        var shown = ""
-        var count = 0
-        for character in text {
-            if count == limit - 3, text.count > limit {
-                shown += "..."
-                break
-            }
-            if character.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
-                shown += character.unicodeScalars.map { "\\u{\(String($0.value, radix: 16))}" }.joined()
-            } else {
-                shown.append(character)
-            }
-            count += 1
-        }
-        return shown
+        return "\"\(SafeText.excerpt(text, maxBytes: 60))\""
     }
 
     /// A duration as a configuration would write it.

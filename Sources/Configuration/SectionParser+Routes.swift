@@ -1,4 +1,5 @@
 import Routing
+import SafeText
 import Yams
 
 extension SectionParser {

@@ -1,3 +1,5 @@
+import SafeText
+
 /// An HTTP/2 error code (RFC 9113 §7), as carried by GOAWAY and RST_STREAM.
 package struct HTTP2ErrorCode: Sendable, Hashable, CustomStringConvertible {
     /// The numeric code.
@@ -49,7 +51,7 @@ package struct HTTP2GoAway: Sendable, Hashable {
 
     /// The debug data as text for logs and errors: at most the first 256 bytes, invalid UTF-8 replaced and
     /// control characters escaped, since the server chooses these bytes (up to a whole frame of them).
-    package var debugText: String { HTTP2Text.excerpt(self.debugData, limit: 256) }
+    package var debugText: String { SafeText.excerpt(bytes: self.debugData, maxBytes: 256) }
 }
 
 /// An error of the HTTP/2 layer: a ``Code`` saying what a caller can do about it, a message and the cause.

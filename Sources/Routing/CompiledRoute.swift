@@ -1,4 +1,5 @@
 import APNSCore
+import SafeText
 
 /// Collects the problems of one route while it compiles.
 struct RouteDiagnostics {
@@ -269,7 +270,7 @@ final class CompiledRoute: Sendable {
     private static func compilePushType(_ text: String, diagnostics: inout RouteDiagnostics) -> PushType? {
         if let pushType = PushType(rawValue: text) { return pushType }
         let names = PushType.allCases.map(\.rawValue)
-        let suggestion = closestName(to: text, among: names)
+        let suggestion = Suggestion.closest(to: text, among: names)
         diagnostics.report(
             .unknownPushType, at: "push_type", "unknown push type \"\(text)\"",
             hint: suggestion.map { "did you mean \"\($0)\"?" } ?? "use one of: \(names.joined(separator: ", "))")
@@ -605,8 +606,7 @@ final class CompiledRoute: Sendable {
     /// A device token taken from the event as it is, cut to ``maximumHeaderBytes`` when longer: such a token is
     /// rejected anyway (`BadDeviceToken`, longer than 200 characters), and its outcome need not carry it whole.
     private static func bounded(_ token: String) -> String {
-        guard token.utf8.count > Self.maximumHeaderBytes else { return token }
-        return String(decoding: token.utf8.prefix(Self.maximumHeaderBytes), as: UTF8.self)
+        SafeText.bounded(token, maxBytes: Self.maximumHeaderBytes)
     }
 
     /// The tokens, and a fault that applies to them all (`BadDeviceToken` when the token template rendered past
@@ -773,31 +773,4 @@ final class CompiledRoute: Sendable {
         if bytes.count > limit + 1 { bytes.removeSubrange((limit + 1)...) }
         return .success((bytes, .payloadTooLarge))
     }
-}
-
-/// The candidate closest to `name` by edit distance (case-insensitive), when it is close enough to be a typo.
-func closestName(to name: String, among candidates: [String]) -> String? {
-    let target = Array(name.lowercased().utf8)
-    var best: (name: String, distance: Int)?
-    for candidate in candidates {
-        let distance = editDistance(target, Array(candidate.lowercased().utf8))
-        if distance < (best?.distance ?? Int.max) { best = (candidate, distance) }
-    }
-    guard let best, best.distance <= max(2, target.count / 3) else { return nil }
-    return best.name
-}
-
-/// Levenshtein distance between two byte strings.
-private func editDistance(_ left: [UInt8], _ right: [UInt8]) -> Int {
-    if left.isEmpty { return right.count }
-    var previous = Array(0...right.count)
-    var current = previous
-    for (i, l) in left.enumerated() {
-        current[0] = i + 1
-        for (j, r) in right.enumerated() {
-            current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (l == r ? 0 : 1))
-        }
-        swap(&previous, &current)
-    }
-    return previous[right.count]
 }

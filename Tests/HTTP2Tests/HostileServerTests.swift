@@ -132,7 +132,7 @@ struct HostileServerTests {
                     repeating: UInt8(ascii: "x"), count: 16_000))
         let text = goAway.debugText
         #expect(text.hasPrefix("line\\u{d}\\u{a}fake: log\\u{1b}[31m"))
-        #expect(text.hasSuffix("..."))
+        #expect(text.hasSuffix("…"))
         #expect(text.utf8.count < 300)
     }
 
