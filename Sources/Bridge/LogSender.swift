@@ -13,6 +13,16 @@ package struct LogSender: NotificationSender {
     }
 
     package func send(_ notification: Notification, app: String?) async -> APNSResult {
+        self.logged(notification, app: app)
+    }
+
+    /// Logs it and answers at once, on the caller's thread: there is nothing to wait for, so no task.
+    package func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
+    {
+        completion(self.logged(notification, app: app))
+    }
+
+    private func logged(_ notification: Notification, app: String?) -> APNSResult {
         self.logger.notice(
             "Notification (log sender, not sent)",
             metadata: [
