@@ -107,16 +107,12 @@ struct ContextTemplate: Sendable {
     private static func compile(_ value: JSONValue, at keyPath: String, diagnostics: inout RouteDiagnostics) -> Value? {
         switch value {
         case .string(let source):
-            let template: TextTemplate
-            do {
-                template = try TextTemplate(source)
-            } catch {
-                diagnostics.report(.brokenTemplate, at: keyPath, error.message, hint: error.hint)
-                return nil
+            switch TemplateLeaf(compiling: source, at: keyPath, diagnostics: &diagnostics) {
+            case nil: return nil
+            case .typed(let path)?: return .typed(path)
+            case .constant(let text)?: return Self.constant(.string(text), at: keyPath, &diagnostics)
+            case .text(let template)?: return .text(template)
             }
-            if let path = template.singleTag { return .typed(path) }
-            if let text = template.constantText { return Self.constant(.string(text), at: keyPath, &diagnostics) }
-            return .text(template)
         case .array, .object:
             diagnostics.report(
                 .invalidValue, at: keyPath,
