@@ -6,7 +6,8 @@
 //    fan-out, typed leaves, sections, `payload_from`, `_kafka` and `_headers`): the projected parse rejects
 //    exactly what the full parse rejects, and every notification has a JSON object as payload. A notification
 //    not rejected locally has header values of visible ASCII and spaces only (issue 11, item 3; the check
-//    `header-characters`, see FuzzChecks).
+//    `header-characters`, see FuzzChecks). A route's context (issue 33) is an object of exactly its entries, within
+//    `RecordContext.maximumBytes`, whatever the event, also for a dead letter (the check `context`).
 //
 // Nothing outlives one input: the router is an immutable constant and every input builds its own event.
 
@@ -40,6 +41,13 @@ let routes: [RouteSpec] = [
             "total": "{{order.total}}",
             "key": "{{_kafka.key}}",
             "trace": "{{_headers.trace-id}}",
+        ],
+        context: [
+            (name: "campaign", value: "{{campaign.id}}"),
+            (name: "label", value: "{{campaign.name}} {{#campaign.tags}}[{{.}}]{{/campaign.tags}}"),
+            (name: "order", value: "{{order}}"),
+            (name: "trace", value: "{{_headers.trace-id}}"),
+            (name: "fixed", value: 1),
         ]
     ),
     RouteSpec(
@@ -105,6 +113,13 @@ func fuzzOne(_ bytes: [UInt8]) {
         topic: "orders", partition: 3, offset: 42, key: Array("customer-1".utf8),
         timestampMilliseconds: 1_700_000_000_000, headers: [("trace-id", Array("trace-1".utf8))], value: bytes)
     for mapping in router.map(event: event) {
+        if FuzzChecks.enabled("context"), let context = mapping.context {
+            guard case .object(let members)? = try? JSONValue(parsing: context.json) else {
+                preconditionFailure("route \(mapping.route) made a context that is not a JSON object")
+            }
+            precondition(members.count == context.fields.count, "a context entry is missing or repeated")
+            precondition(context.json.count <= RecordContext.maximumBytes, "a context over its bound")
+        }
         switch mapping.outcome {
         case .deadLetter(let reason):
             // An event is unreadable (not JSON, or a number beyond the double range anywhere in it: one dead

@@ -130,7 +130,9 @@ package struct BridgeRuntime: Sendable {
                 flushTimeout: ShutdownSteps.flush,
                 outcomesTopic: self.configuration.outcomes.outcomes,
                 invalidTokensTopic: self.configuration.outcomes.invalidTokens,
-                deadLetterTopic: self.configuration.outcomes.deadLetters
+                deadLetterTopic: self.configuration.outcomes.deadLetters,
+                outcomeKey: self.configuration.outcomes.key,
+                forwardHeaders: self.configuration.outcomes.forwardHeaders
             ),
             metrics: self.metrics,
             logger: self.logger.with(label: "pushbridge.pipeline"),

@@ -103,6 +103,12 @@ package struct JSONWriter {
         JSONText.appendDigits(fraction, width: digits, to: &self.bytes)
     }
 
+    /// Writes a value that is JSON text already (a route's rendered context), as it is.
+    package mutating func json(_ value: [UInt8]) {
+        self.beginValue()
+        self.bytes.append(contentsOf: value)
+    }
+
     package mutating func null() {
         self.beginValue()
         self.bytes.append(contentsOf: "null".utf8)

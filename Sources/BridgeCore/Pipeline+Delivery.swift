@@ -22,14 +22,21 @@ extension Pipeline {
         /// Whether it holds a place in `kafka.max_in_flight`'s count: not while it waits in its ordered line, where it
         /// holds only its bytes, so that a hot key's waiting notifications cannot take every place.
         let holdsPlace = Atomic<Bool>(true)
+        /// Its route's context and the event's forwarded headers, shared by the event's notifications; `nil` when
+        /// there are none (the usual case).
+        let extras: RecordExtras?
 
-        init(routed: MappedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int) {
+        init(
+            routed: MappedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int,
+            extras: RecordExtras? = nil
+        ) {
             self.routed = routed
             self.route = route
             self.app = app
             self.event = event
             self.ticket = ticket
             self.bytes = bytes
+            self.extras = extras
         }
 
         var notification: Notification { self.routed.notification }
@@ -308,15 +315,12 @@ extension Pipeline {
             sentAtEpochMilliseconds: outcome.firstSentAtEpochMilliseconds,
             completedAtEpochMilliseconds: outcome.completedAtEpochMilliseconds,
             channelID: delivery.routed.notification.channelID,
-            supersededBy: outcome.supersededBy
+            supersededBy: outcome.supersededBy,
+            context: delivery.extras?.context
         )
-        let headers = self.recordHeaders(delivery.app)
+        let headers = self.recordHeaders(of: delivery)
         let outcomeRecord = OutgoingRecord(
-            topic: self.configuration.outcomesTopic,
-            key: OutcomeRecord.key(
-                deviceToken: delivery.routed.notification.deviceToken,
-                channelID: delivery.routed.notification.channelID),
-            value: value, headers: headers)
+            topic: self.configuration.outcomesTopic, key: self.outcomeKey(of: delivery), value: value, headers: headers)
         // A broadcast has no device token to forget, whatever the answer's reason says.
         let invalidTokenReason = delivery.routed.notification.isBroadcast ? nil : outcome.invalidTokenReason
         var invalidTokenRecord: OutgoingRecord?
@@ -328,10 +332,13 @@ extension Pipeline {
                 invalidSinceEpochMilliseconds: outcome.invalidSinceEpochMilliseconds,
                 notificationID: delivery.routed.notification.apnsID,
                 route: delivery.route,
-                source: delivery.event.source
+                source: delivery.event.source,
+                context: delivery.extras?.context
             )
+            // The outcome's key: the device token's (a broadcast has no invalid-token record), or what
+            // `outcomes.key` chose.
             invalidTokenRecord = OutgoingRecord(
-                topic: self.configuration.invalidTokensTopic, key: invalid.key, value: invalid.encoded(),
+                topic: self.configuration.invalidTokensTopic, key: outcomeRecord.key, value: invalid.encoded(),
                 headers: headers)
         }
         self.publishOutcome(

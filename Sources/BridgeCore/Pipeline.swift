@@ -45,6 +45,10 @@ package struct PipelineConfiguration: Sendable {
     package var invalidTokensTopic: String
     /// `outcomes.dead_letter_topic`.
     package var deadLetterTopic: String
+    /// `outcomes.key`: the Kafka key of outcome and invalid-token records.
+    package var outcomeKey: OutcomeKey
+    /// `outcomes.forward_headers`: the source headers every record of an event carries.
+    package var forwardHeaders: HeaderForwarding
 
     /// Creates a configuration; the defaults are those of docs/configuration.md.
     package init(
@@ -62,7 +66,9 @@ package struct PipelineConfiguration: Sendable {
         flushTimeout: Duration = .seconds(2),
         outcomesTopic: String = "pushbridge.outcomes",
         invalidTokensTopic: String = "pushbridge.invalid-tokens",
-        deadLetterTopic: String = "pushbridge.dead-letters"
+        deadLetterTopic: String = "pushbridge.dead-letters",
+        outcomeKey: OutcomeKey = .deviceToken,
+        forwardHeaders: HeaderForwarding = HeaderForwarding()
     ) {
         self.maxInFlight = maxInFlight
         self.maxInFlightBytes = maxInFlightBytes
@@ -79,6 +85,8 @@ package struct PipelineConfiguration: Sendable {
         self.outcomesTopic = outcomesTopic
         self.invalidTokensTopic = invalidTokensTopic
         self.deadLetterTopic = deadLetterTopic
+        self.outcomeKey = outcomeKey
+        self.forwardHeaders = forwardHeaders
     }
 }
 
@@ -313,12 +321,16 @@ package final class Pipeline: Service, Sendable {
         // The event's bytes are shared out among its pieces, so room for all of them is released once every
         // piece is acknowledged; each piece adds what it holds itself.
         var share = PieceBytes(eventBytes: event.byteCount, pieces: pieces)
+        let forwarded = self.forwardedHeaders(of: event)
         for result in results {
             let route = result.route
+            let extras = RecordExtras.of(result, forwarded: forwarded, key: self.configuration.outcomeKey)
             switch result.outcome {
             case .notifications(let notifications):
+                let extraBytes = extras?.recordBytes ?? 0
                 for routed in notifications {
-                    let bytes = share.next() + routed.notification.payload.count + Self.pieceOverheadBytes
+                    let bytes =
+                        share.next() + routed.notification.payload.count + Self.pieceOverheadBytes + extraBytes
                     if self.flow.acquireNow(bytes: bytes) != true {
                         // About to wait for room: what is collected must go out first, or nothing frees room.
                         self.send(&sends)
@@ -326,7 +338,8 @@ package final class Pipeline: Service, Sendable {
                     }
                     self.start(
                         Delivery(
-                            routed: routed, route: route, app: result.app, event: event, ticket: ticket, bytes: bytes),
+                            routed: routed, route: route, app: result.app, event: event, ticket: ticket, bytes: bytes,
+                            extras: extras),
                         coalesces: result.coalesces, in: &group, sends: &sends)
                     if sends.count >= Self.sendBatchSize { self.send(&sends) }
                 }
@@ -336,7 +349,8 @@ package final class Pipeline: Service, Sendable {
                 guard await self.flow.acquire(bytes: bytes) else { return .stopped }
                 group.addTask {
                     await self.deadLetter(
-                        reason: reason.description, route: route, event: event, ticket: ticket, bytes: bytes)
+                        reason: reason.description, route: route, event: event, ticket: ticket, bytes: bytes,
+                        extras: extras)
                 }
             }
         }
@@ -357,9 +371,12 @@ package final class Pipeline: Service, Sendable {
         sends.removeAll(keepingCapacity: true)
     }
 
-    private func deadLetter(reason: String, route: String, event: SourceEvent, ticket: Ticket, bytes: Int) async {
+    private func deadLetter(
+        reason: String, route: String, event: SourceEvent, ticket: Ticket, bytes: Int, extras: RecordExtras?
+    ) async {
         let letter = DeadLetter(
-            error: reason, route: route, source: event.source, value: event.value, sourceHeaders: event.headers
+            error: reason, route: route, source: event.source, value: event.value, sourceHeaders: event.headers,
+            context: extras?.context, forwardedHeaders: extras?.forwarded ?? []
         )
         let topic = self.configuration.deadLetterTopic
         let record = letter.record(topic: topic, maxBytes: self.configuration.maxRecordBytes)

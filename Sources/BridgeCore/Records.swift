@@ -25,7 +25,8 @@ package enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
 }
 
 /// `pushbridge.outcome.v1`: one per notification, keyed by the device token; a broadcast's (keyed by the channel
-/// ID) and a superseded one are `pushbridge.outcome.v2` (docs/data-contract.md).
+/// ID) and a superseded one are `pushbridge.outcome.v2`, and one of a route with `context` is `pushbridge.outcome.v3`
+/// (docs/data-contract.md).
 package struct OutcomeRecord: Sendable, Hashable {
     /// The schema name written into every outcome of a device notification that is not superseded.
     package static let schema = "pushbridge.outcome.v1"
@@ -33,6 +34,9 @@ package struct OutcomeRecord: Sendable, Hashable {
     /// nullable, the status `superseded`, and `channel_id` and `superseded_by` added (changes of type and of
     /// values, hence a new version; every other outcome stays v1, unchanged).
     package static let schemaV2 = "pushbridge.outcome.v2"
+    /// The schema name of an outcome that carries its route's context: v2's fields, then `context` (a field
+    /// added, hence a new version; outcomes of routes without `context` stay v1 or v2, unchanged).
+    package static let schemaV3 = "pushbridge.outcome.v3"
 
     package var notificationID: String
     package var route: String
@@ -61,14 +65,18 @@ package struct OutcomeRecord: Sendable, Hashable {
     package var channelID: String?
     /// For a `superseded` outcome: the notification id of the newer notification that replaced it.
     package var supersededBy: String?
+    /// The route's rendered context (a JSON object's bytes); when set, the record is ``schemaV3``.
+    package var context: [UInt8]?
 
     /// Creates an outcome record.
     package init(
         notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
         pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
         apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
-        completedAtEpochMilliseconds: Int64, channelID: String? = nil, supersededBy: String? = nil
+        completedAtEpochMilliseconds: Int64, channelID: String? = nil, supersededBy: String? = nil,
+        context: [UInt8]? = nil
     ) {
+        self.context = context
         self.channelID = channelID
         self.supersededBy = supersededBy
         self.notificationID = notificationID
@@ -113,23 +121,23 @@ package struct OutcomeRecord: Sendable, Hashable {
             attempts: self.attempts, latencyMilliseconds: self.latencyMilliseconds,
             sentAtEpochMilliseconds: self.sentAtEpochMilliseconds,
             completedAtEpochMilliseconds: self.completedAtEpochMilliseconds, channelID: self.channelID,
-            supersededBy: self.supersededBy)
+            supersededBy: self.supersededBy, context: self.context)
     }
 
     /// ``encoded()`` for an outcome of these fields, without making the record: the pipeline writes one per
     /// notification, and storing a dozen strings into a record only to read them again retained and released
-    /// each of them.
+    /// each of them. With `context`, v3: v2's fields, then `context`.
     static func encoded(
         notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
         pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
         apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
-        completedAtEpochMilliseconds: Int64, channelID: String?, supersededBy: String?
+        completedAtEpochMilliseconds: Int64, channelID: String?, supersededBy: String?, context: [UInt8]? = nil
     ) -> [UInt8] {
-        let isV2 = Self.isV2(channelID: channelID, status: status)
-        var json = JSONWriter()
+        let isV2 = context != nil || Self.isV2(channelID: channelID, status: status)
+        var json = JSONWriter(reservingCapacity: 512 + (context?.count ?? 0))
         json.beginObject()
         json.key("schema")
-        json.string(isV2 ? Self.schemaV2 : Self.schema)
+        json.string(context != nil ? Self.schemaV3 : isV2 ? Self.schemaV2 : Self.schema)
         json.key("notification_id")
         json.string(notificationID)
         json.key("route")
@@ -166,15 +174,22 @@ package struct OutcomeRecord: Sendable, Hashable {
             json.key("superseded_by")
             json.string(supersededBy)
         }
+        if let context {
+            json.key("context")
+            json.json(context)
+        }
         json.endObject()
         return json.bytes
     }
 }
 
-/// `pushbridge.invalid-token.v1`: one per token APNs says is dead, or that is malformed, keyed by the token.
+/// `pushbridge.invalid-token.v1`: one per token APNs says is dead, or that is malformed, keyed by the token; one of a
+/// route with `context` is `pushbridge.invalid-token.v3`.
 package struct InvalidTokenRecord: Sendable, Hashable {
     /// The schema name written into every invalid-token record.
     package static let schema = "pushbridge.invalid-token.v1"
+    /// The schema name of a record that carries its route's context: v2's fields, then `context`.
+    package static let schemaV3 = "pushbridge.invalid-token.v3"
 
     package var deviceToken: String
     package var apnsTopic: String
@@ -185,12 +200,15 @@ package struct InvalidTokenRecord: Sendable, Hashable {
     package var notificationID: String
     package var route: String
     package var source: SourceCoordinates
+    /// The route's rendered context (a JSON object's bytes); when set, the record is ``schemaV3``.
+    package var context: [UInt8]?
 
     /// Creates an invalid-token record.
     package init(
         deviceToken: String, apnsTopic: String, reason: String, invalidSinceEpochMilliseconds: Int64?,
-        notificationID: String, route: String, source: SourceCoordinates
+        notificationID: String, route: String, source: SourceCoordinates, context: [UInt8]? = nil
     ) {
+        self.context = context
         self.deviceToken = deviceToken
         self.apnsTopic = apnsTopic
         self.reason = reason
@@ -209,7 +227,7 @@ package struct InvalidTokenRecord: Sendable, Hashable {
             deviceToken: self.deviceToken, apnsTopic: self.apnsTopic, reason: self.reason,
             invalidSinceEpochMilliseconds: self.invalidSinceEpochMilliseconds, notificationID: self.notificationID,
             route: self.route, source: self.source
-        ).encoded(schema: Self.schema)
+        ).encoded(schema: self.context == nil ? Self.schema : Self.schemaV3, context: self.context)
     }
 }
 
@@ -254,9 +272,9 @@ package struct InvalidTokenRecordV2: Sendable, Hashable {
     }
 
     /// The fields of both versions, in their order, under `schema`; `null` for what this record lacks (v1 lacks
-    /// nothing).
-    func encoded(schema: String) -> [UInt8] {
-        var json = JSONWriter(reservingCapacity: 384)
+    /// nothing); then `context` when given (v3).
+    func encoded(schema: String, context: [UInt8]? = nil) -> [UInt8] {
+        var json = JSONWriter(reservingCapacity: 384 + (context?.count ?? 0))
         json.beginObject()
         json.key("schema")
         json.string(schema)
@@ -274,6 +292,10 @@ package struct InvalidTokenRecordV2: Sendable, Hashable {
         json.string(self.route)
         json.key("source")
         if let source = self.source { json.source(source) } else { json.null() }
+        if let context {
+            json.key("context")
+            json.json(context)
+        }
         json.endObject()
         return json.bytes
     }
@@ -292,6 +314,8 @@ package struct DeadLetter: Sendable, Hashable {
         package static let truncated = "pushbridge-truncated"
         /// Present with ``truncated``: the source value's size in bytes.
         package static let originalSize = "pushbridge-original-size"
+        /// Present when the route has `context`: the context rendered from the event, a JSON object.
+        package static let context = RecordContext.deadLetterHeader
     }
 
     /// A human-readable reason that names the route and the field.
@@ -303,16 +327,25 @@ package struct DeadLetter: Sendable, Hashable {
     package var value: [UInt8]?
     /// The source event's headers, unchanged and in order; a `nil` value is a null header and stays one.
     package var sourceHeaders: [(String, [UInt8]?)]
+    /// The route's context rendered from the event (a JSON object's bytes), for ``Header/context``; `nil` when the
+    /// route has none or no route was reached.
+    package var context: [UInt8]?
+    /// The source headers `outcomes.forward_headers` forwards (each bounded): kept when a dead letter too large for
+    /// Kafka has its source headers dropped.
+    package var forwardedHeaders: [(String, [UInt8]?)]
 
     /// Creates a dead letter.
     package init(
-        error: String, route: String, source: SourceCoordinates, value: [UInt8]?, sourceHeaders: [(String, [UInt8]?)]
+        error: String, route: String, source: SourceCoordinates, value: [UInt8]?, sourceHeaders: [(String, [UInt8]?)],
+        context: [UInt8]? = nil, forwardedHeaders: [(String, [UInt8]?)] = []
     ) {
         self.error = error
         self.route = route
         self.source = source
         self.value = value
         self.sourceHeaders = sourceHeaders
+        self.context = context
+        self.forwardedHeaders = forwardedHeaders
     }
 
     /// The record's Kafka key: the source event's key.
@@ -333,20 +366,22 @@ package struct DeadLetter: Sendable, Hashable {
     package static let maximumErrorBytes = 512
 
     private var bridgeHeaders: [(String, [UInt8]?)] {
-        [
+        var headers: [(String, [UInt8]?)] = [
             (Header.error, Array(self.boundedError.utf8)),
             (Header.route, Array(self.route.utf8)),
             (Header.sourceTopic, Array(self.source.topic.utf8)),
             (Header.sourcePartition, Array(String(self.source.partition).utf8)),
             (Header.sourceOffset, Array(String(self.source.offset).utf8)),
         ]
+        if let context = self.context { headers.append((Header.context, context)) }
+        return headers
     }
 
     /// The dead letter as a record of at most `maxBytes` (key, value and headers, with room for Kafka's
     /// per-record overhead): unchanged when it fits, which is almost always. Otherwise the value is cut,
-    /// then, when key and headers alone do not fit, the source headers are dropped and the key cut too; the
-    /// headers `pushbridge-truncated` (what was cut) and `pushbridge-original-size` (the value's size in
-    /// bytes) say so (docs/data-contract.md).
+    /// then, when key and headers alone do not fit, the source headers are dropped (but the forwarded ones, which
+    /// are bounded) and the key cut too; the headers `pushbridge-truncated` (what was cut) and
+    /// `pushbridge-original-size` (the value's size in bytes) say so (docs/data-contract.md).
     package func record(topic: String, maxBytes: Int) -> OutgoingRecord {
         let budget = max(0, maxBytes - Self.recordOverheadBytes)
         let bridgeHeaders = self.bridgeHeaders
@@ -363,7 +398,7 @@ package struct DeadLetter: Sendable, Hashable {
         if keyCount + sourceHeaderBytes + fixedBytes > budget / 2 {
             // Key and headers would leave less than half the room for the value: keep the value's start
             // instead, which is what a reader of the dead letter needs most.
-            headers = []
+            headers = self.forwardedHeaders
             cut.append("headers")
             if keyCount > Self.truncatedKeyBytes {
                 key = Array(self.key?.prefix(Self.truncatedKeyBytes) ?? [])
@@ -393,6 +428,8 @@ package struct DeadLetter: Sendable, Hashable {
     package static func == (lhs: DeadLetter, rhs: DeadLetter) -> Bool {
         lhs.error == rhs.error && lhs.route == rhs.route && lhs.source == rhs.source && lhs.value == rhs.value
             && lhs.sourceHeaders.elementsEqual(rhs.sourceHeaders) { $0.0 == $1.0 && $0.1 == $1.1 }
+            && lhs.context == rhs.context
+            && lhs.forwardedHeaders.elementsEqual(rhs.forwardedHeaders) { $0.0 == $1.0 && $0.1 == $1.1 }
     }
 
     package func hash(into hasher: inout Hasher) {

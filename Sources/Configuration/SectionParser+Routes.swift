@@ -5,7 +5,7 @@ import Yams
 extension SectionParser {
     static let routeKeys = [
         "name", "input_topic", "app", "match", "device_tokens", "topic", "push_type", "priority", "expiration",
-        "ttl", "collapse_id", "payload", "payload_from", "channel_id", "ordering_key", "coalesce",
+        "ttl", "collapse_id", "payload", "payload_from", "channel_id", "ordering_key", "coalesce", "context",
     ]
 
     /// The routes of `routes:` with, for each, its index in the YAML list. A route that is not even a mapping
@@ -63,11 +63,12 @@ extension SectionParser {
         // than the route silently losing its order.
         let orderingKey = mapping["ordering_key"]?.string()
         let coalesce = mapping["coalesce"]?.boolean() ?? false
+        let context = mapping["context"].flatMap(self.context) ?? []
         return RouteSpec(
             name: name, inputTopic: inputTopic, app: app, match: match, deviceTokens: deviceTokens, topic: topic,
             pushType: pushType, priority: priority, expiration: expiration, ttl: ttl, collapseID: collapseID,
             payload: payload, payloadFrom: payloadFrom, channelID: channelID,
-            orderingKey: orderingKey, coalesce: coalesce
+            orderingKey: orderingKey, coalesce: coalesce, context: context
         )
     }
 

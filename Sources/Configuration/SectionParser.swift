@@ -43,7 +43,9 @@ struct SectionParser {
     }
 
     static let retryKeys = ["max_attempts", "initial_backoff", "max_backoff"]
-    static let outcomeKeys = ["topic", "invalid_tokens_topic", "dead_letter_topic", "publish_stall_timeout"]
+    static let outcomeKeys = [
+        "topic", "invalid_tokens_topic", "dead_letter_topic", "publish_stall_timeout", "key", "forward_headers",
+    ]
 
     func parse(_ document: ConfigValue) -> LoadedConfiguration? {
         guard let root = document.mapping(known: Self.topLevelKeys) else {
@@ -64,6 +66,7 @@ struct SectionParser {
         let router = routes.flatMap(self.compile)
         if let routes, let outcomes {
             self.checkTopics(of: routes, against: outcomes)
+            self.checkOutcomeKey(of: routes, against: outcomes)
         }
         if let routes, let apns {
             self.checkBroadcastApps(of: routes, apns: apns, apps: apps)
@@ -547,10 +550,14 @@ struct SectionParser {
         let stall =
             mapping?["publish_stall_timeout"].map { $0.duration(minimum: .seconds(1), maximum: .seconds(3600)) }
             ?? OutcomeTopics.defaultPublishStallTimeout
-        guard let topic, let invalid, let dead, let stall else {
+        let key = mapping?["key"].map { self.outcomeKey($0) } ?? .deviceToken
+        let forward = mapping?["forward_headers"].map { self.forwardHeaders($0) } ?? HeaderForwarding()
+        guard let topic, let invalid, let dead, let stall, let key, let forward else {
             return nil
         }
-        return OutcomeTopics(outcomes: topic, invalidTokens: invalid, deadLetters: dead, publishStallTimeout: stall)
+        return OutcomeTopics(
+            outcomes: topic, invalidTokens: invalid, deadLetters: dead, publishStallTimeout: stall, key: key,
+            forwardHeaders: forward)
     }
 
     /// A Kafka topic name: 1 to 249 of `[A-Za-z0-9._-]`.

@@ -395,7 +395,7 @@ package struct RetrySettings: Sendable, Hashable {
     }
 }
 
-/// `outcomes:` — the topics the bridge writes.
+/// `outcomes:` — the topics the bridge writes, and what its records carry besides their fields.
 package struct OutcomeTopics: Sendable, Hashable {
     /// `topic` (default `pushbridge.outcomes`): one outcome per notification.
     package var outcomes: String
@@ -406,6 +406,10 @@ package struct OutcomeTopics: Sendable, Hashable {
     /// `publish_stall_timeout` (default 60s): a record Kafka has not acknowledged for this long, through
     /// retries, makes `/readyz` answer 503 with the reason.
     package var publishStallTimeout: Duration
+    /// `key` (default `device_token`): the Kafka key of outcome and invalid-token records.
+    package var key: OutcomeKey
+    /// `forward_headers` (default none): source headers copied onto every record made from an event.
+    package var forwardHeaders: HeaderForwarding
 
     /// `publish_stall_timeout` when not given.
     package static let defaultPublishStallTimeout: Duration = .seconds(60)
@@ -415,12 +419,16 @@ package struct OutcomeTopics: Sendable, Hashable {
         outcomes: String = "pushbridge.outcomes",
         invalidTokens: String = "pushbridge.invalid-tokens",
         deadLetters: String = "pushbridge.dead-letters",
-        publishStallTimeout: Duration = OutcomeTopics.defaultPublishStallTimeout
+        publishStallTimeout: Duration = OutcomeTopics.defaultPublishStallTimeout,
+        key: OutcomeKey = .deviceToken,
+        forwardHeaders: HeaderForwarding = HeaderForwarding()
     ) {
         self.outcomes = outcomes
         self.invalidTokens = invalidTokens
         self.deadLetters = deadLetters
         self.publishStallTimeout = publishStallTimeout
+        self.key = key
+        self.forwardHeaders = forwardHeaders
     }
 }
 

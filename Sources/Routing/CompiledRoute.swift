@@ -63,6 +63,9 @@ final class CompiledRoute: Sendable {
     let payload: Payload
     /// The largest payload: the push type's, or a broadcast's (5120 bytes).
     let maxPayloadBytes: Int
+    /// `context`: rendered once per event for its records; `nil` for a route without one (one `nil` check per
+    /// event).
+    let context: ContextTemplate?
 
     /// The longest `apns-collapse-id` APNs accepts, in bytes.
     static let maxCollapseIDBytes = NotificationValidation.maximumCollapseIDBytes
@@ -161,6 +164,7 @@ final class CompiledRoute: Sendable {
         self.payload = Self.compilePayload(spec, diagnostics: &diagnostics)
         self.orderingKey = Self.compileOrderingKey(spec.orderingKey, diagnostics: &diagnostics)
         self.coalesce = spec.coalesce
+        self.context = ContextTemplate(compiling: spec.context, diagnostics: &diagnostics)
         if spec.coalesce, spec.orderingKey == nil {
             diagnostics.report(
                 .missingField, at: "coalesce",
@@ -379,6 +383,7 @@ final class CompiledRoute: Sendable {
         case .from(let path): paths += path.readPath(insideSection: false).map { [$0] } ?? []
         }
         if case .template(let template) = self.orderingKey { paths += template.readPaths }
+        paths += self.context?.readPaths ?? []
         return paths
     }
 
@@ -401,15 +406,21 @@ final class CompiledRoute: Sendable {
         return nil
     }
 
-    /// What this route makes of the event in `scope`.
+    /// What this route makes of the event in `scope`, with its context (for a dead letter too: rendering a
+    /// context never fails).
     func map(_ scope: inout RenderScope, epochSeconds: @Sendable () -> Int64) -> RouteMapping {
+        var mapping: RouteMapping
         switch self.render(&scope, epochSeconds: epochSeconds) {
         case .success(let notifications):
-            return RouteMapping(
+            mapping = RouteMapping(
                 route: self.name, app: self.app, outcome: .notifications(notifications), coalesces: self.coalesce)
         case .failure(let reason):
-            return RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason))
+            mapping = RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason))
         }
+        if let context = self.context {
+            mapping.context = context.render(&scope)
+        }
+        return mapping
     }
 
     private func deadLetter(_ code: DeadLetterReason.Code, _ field: String, _ message: String) -> DeadLetterReason {

@@ -15,20 +15,11 @@ enum PayloadTemplate: Sendable {
     init(compiling value: JSONValue, keyPath: String, diagnostics: inout RouteDiagnostics) {
         switch value {
         case .string(let source):
-            let template: TextTemplate
-            do {
-                template = try TextTemplate(source)
-            } catch {
-                diagnostics.report(.brokenTemplate, at: keyPath, error.message, hint: error.hint)
-                self = .constant(value.serialized())
-                return
-            }
-            if let path = template.singleTag {
-                self = .typed(path)
-            } else if let text = template.constantText {
-                self = .constant(JSONValue.string(text).serialized())
-            } else {
-                self = .text(template)
+            switch TemplateLeaf(compiling: source, at: keyPath, diagnostics: &diagnostics) {
+            case nil: self = .constant(value.serialized())
+            case .typed(let path)?: self = .typed(path)
+            case .constant(let text)?: self = .constant(JSONValue.string(text).serialized())
+            case .text(let template)?: self = .text(template)
             }
         case .object(let members):
             let compiled = members.map { member in
@@ -126,5 +117,31 @@ enum PayloadTemplate: Sendable {
             bytes.append(close)
         }
         return bytes.count > budget.byteLimit ? .overBudget : .written
+    }
+}
+
+/// A string leaf of a structured template (a payload's, a route's `context`), compiled: exactly one tag (a typed
+/// leaf: the value with its JSON type), text without tags (a constant), or text with tags.
+enum TemplateLeaf {
+    case typed(TemplatePath)
+    case constant(String)
+    case text(TextTemplate)
+
+    /// Compiles `source`; `nil` when it does not compile, which is reported at `keyPath`.
+    init?(compiling source: String, at keyPath: String, diagnostics: inout RouteDiagnostics) {
+        let template: TextTemplate
+        do {
+            template = try TextTemplate(source)
+        } catch {
+            diagnostics.report(.brokenTemplate, at: keyPath, error.message, hint: error.hint)
+            return nil
+        }
+        if let path = template.singleTag {
+            self = .typed(path)
+        } else if let text = template.constantText {
+            self = .constant(text)
+        } else {
+            self = .text(template)
+        }
     }
 }

@@ -11,13 +11,19 @@ package struct RouteMapping: Sendable {
     /// Whether the route has `coalesce: true`: a newer notification of the same ordering key replaces one that
     /// still waits (its notifications then carry ``MappedNotification/orderingKey``).
     package var coalesces: Bool
+    /// The route's `context` rendered from the event, for its notifications' records and its dead letter; `nil`
+    /// when the route has none (or no route was reached: the event is not JSON).
+    package var context: RecordContext?
 
     /// Creates a mapping.
-    package init(route: String, app: String?, outcome: Outcome, coalesces: Bool = false) {
+    package init(
+        route: String, app: String?, outcome: Outcome, coalesces: Bool = false, context: RecordContext? = nil
+    ) {
         self.route = route
         self.app = app
         self.outcome = outcome
         self.coalesces = coalesces
+        self.context = context
     }
 
     /// Notifications, or why there are none.

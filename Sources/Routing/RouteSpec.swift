@@ -43,6 +43,10 @@ package struct RouteSpec: Sendable {
     /// Whether a newer notification of the same ordering key replaces one still waiting to be sent (the
     /// replaced one ends `superseded`). Requires ``orderingKey``.
     package var coalesce: Bool
+    /// Named templates rendered once per event and copied as a JSON object into every outcome and invalid-token
+    /// record of its notifications, and into its dead letter (docs/configuration.md, "Context on records"); in
+    /// the order written. Empty: the route's records carry no context (and stay the schema versions they were).
+    package var context: [(name: String, value: JSONValue)]
 
     /// Creates a route specification.
     package init(
@@ -61,7 +65,8 @@ package struct RouteSpec: Sendable {
         payloadFrom: String? = nil,
         channelID: String? = nil,
         orderingKey: String? = nil,
-        coalesce: Bool = false
+        coalesce: Bool = false,
+        context: [(name: String, value: JSONValue)] = []
     ) {
         self.channelID = channelID
         self.name = name
@@ -79,5 +84,6 @@ package struct RouteSpec: Sendable {
         self.payloadFrom = payloadFrom
         self.orderingKey = orderingKey
         self.coalesce = coalesce
+        self.context = context
     }
 }

@@ -10,7 +10,10 @@ package enum RecordSchemas {
         case outcomeV2 = "outcome.v2.schema.json"
         case invalidToken = "invalid-token.v1.schema.json"
         case invalidTokenV2 = "invalid-token.v2.schema.json"
+        case outcomeV3 = "outcome.v3.schema.json"
+        case invalidTokenV3 = "invalid-token.v3.schema.json"
         case deadLetterHeaders = "dead-letter-headers.v1.schema.json"
+        case deadLetterHeadersV2 = "dead-letter-headers.v2.schema.json"
     }
 
     /// The validator's verdict: the problems it printed, one per line; empty when every record is valid.

@@ -415,7 +415,7 @@ private enum TestEvent {
     }
 }
 
-private final class MemorySource: EventSource {
+final class MemorySource: EventSource {
     private struct State {
         var committed: [PartitionID: Int64] = [:]
         var paused: Set<PartitionID> = []
@@ -456,7 +456,7 @@ private final class MemorySource: EventSource {
     func isPaused(_ partition: PartitionID) -> Bool { self.state.withLock { $0.paused.contains(partition) } }
 }
 
-private final class MemorySink: RecordSink {
+final class MemorySink: RecordSink {
     private struct State {
         var records: [OutgoingRecord] = []
         var heldKey: [UInt8]?
@@ -549,7 +549,7 @@ private struct KafkaTestError: Error, CustomStringConvertible {
     var description: String { "Local: Message timed out (test)" }
 }
 
-private struct Harness {
+struct Harness {
     let source: MemorySource
     let sink = MemorySink()
     let pipeline: Pipeline

@@ -68,6 +68,7 @@ struct EndToEnd: Sendable {
     ///   - adminListen: `admin.listen`; port 0 picks a free one (in process, ``BridgeRuntime/Started`` says
     ///     which).
     ///   - apps: the `apps:` entries as YAML (indented by two spaces); `nil` for none.
+    ///   - outcomes: more `outcomes:` keys as YAML lines (`key: source_key`), after the topics.
     func configuration(
         group: String = "pushbridge",
         maxInFlight: Int = 200,
@@ -81,7 +82,8 @@ struct EndToEnd: Sendable {
         apps: String? = nil,
         producerProperties: [String: String] = [:],
         consumerProperties: [String: String] = [:],
-        shutdown: String = "drain_timeout: 5s"
+        shutdown: String = "drain_timeout: 5s",
+        outcomes: [String] = []
     ) throws -> String {
         let routes =
             routes ?? """
@@ -130,7 +132,7 @@ struct EndToEnd: Sendable {
             outcomes:
               topic: \(self.topics[0])
               invalid_tokens_topic: \(self.topics[1])
-              dead_letter_topic: \(self.topics[2])
+              dead_letter_topic: \(self.topics[2])\(outcomes.map { "\n  " + $0 }.joined())
             admin:
               listen: \(adminListen)
             logging:

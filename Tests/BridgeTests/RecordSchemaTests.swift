@@ -165,6 +165,46 @@ struct RecordSchemaTests {
         #expect(try RecordSchemas.validate([(.outcomeV2, Array(deviceAsV2.utf8))]).problems == [])
     }
 
+    @Test(
+        "records with context validate against the v3 schemas; v1 and v2 refuse them; a dead letter's pushbridge-context satisfies v2's and v1's headers"
+    )
+    func contextRecordsAreV3() throws {
+        let context = Array(#"{"campaign":"spring-sale","user":null,"cart":{"items":2}}"#.utf8)
+        var delivered = OutcomeRecord(
+            notificationID: self.id, route: "r", source: self.source, deviceToken: self.token, apnsTopic: "com.example",
+            pushType: "alert", priority: 10, status: .delivered, httpStatus: 200, reason: nil, apnsUniqueID: nil,
+            attempts: 1, latencyMilliseconds: 1.5, sentAtEpochMilliseconds: 1_000, completedAtEpochMilliseconds: 2_000,
+            context: context)
+        var superseded = self.superseded()
+        superseded.context = context
+        var broadcast = self.broadcastOutcome(.delivered, http: 200, reason: nil)
+        broadcast.context = context
+        let invalid = InvalidTokenRecord(
+            deviceToken: self.token, apnsTopic: "com.example", reason: "Unregistered",
+            invalidSinceEpochMilliseconds: 1_700_000_000_000, notificationID: self.id, route: "r", source: self.source,
+            context: context)
+        let letter = DeadLetter(
+            error: "route r: device_tokens: token is missing", route: "r", source: self.source, value: [0x7B, 0x7D],
+            sourceHeaders: [], context: context)
+        var headerObject: [String: String] = [:]
+        for (name, value) in letter.headers { headerObject[name] = String(decoding: value ?? [], as: UTF8.self) }
+        let headers = Array(try JSONSerialization.data(withJSONObject: headerObject))
+        let report = try RecordSchemas.validate([
+            (.outcomeV3, delivered.encoded()), (.outcomeV3, superseded.encoded()), (.outcomeV3, broadcast.encoded()),
+            (.invalidTokenV3, invalid.encoded()), (.deadLetterHeadersV2, headers), (.deadLetterHeaders, headers),
+        ])
+        #expect(report.problems == [])
+        // An old reader dispatching on `schema` skips them; its schema refuses them.
+        for (schema, record) in [(RecordSchemas.Schema.outcome, delivered), (.outcomeV2, delivered)] {
+            #expect(try RecordSchemas.validate([(schema, record.encoded())]).exitStatus == 1)
+        }
+        #expect(try RecordSchemas.validate([(.invalidTokenV2, invalid.encoded())]).exitStatus == 1)
+        // The v3 schema holds the context to its bounds.
+        delivered.context = Array(
+            ("{" + (0...16).map { "\"k\($0)\":1" }.joined(separator: ",") + "}").utf8)
+        #expect(try RecordSchemas.validate([(.outcomeV3, delivered.encoded())]).exitStatus == 1)
+    }
+
     @Test("the schema check catches a record that breaks the contract")
     func brokenRecordIsCaught() throws {
         let delivered = self.outcome(.delivered, http: 500, reason: nil, attempts: 1)

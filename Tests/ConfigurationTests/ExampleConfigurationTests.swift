@@ -24,6 +24,9 @@ import Testing
         #expect(configuration.apps.keys.sorted() == ["shop-sandbox"])
         #expect(configuration.apps["shop-sandbox"]?.environment == .sandbox)
         #expect(configuration.logging.format == .json)
+        #expect(configuration.routes.first?.context.map(\.name) == ["order_id", "campaign"])
+        #expect(configuration.outcomes.forwardHeaders.names == ["traceparent", "tracestate"])
+        #expect(configuration.outcomes.key == .deviceToken)
     }
 
     @Test func demoConfigurationValidates() throws {

@@ -12,6 +12,7 @@ import Testing
         var input: String
         var arguments: [String] = []
         var status: Int32
+        var configuration = "render.yaml"
 
         var testDescription: String { self.golden }
     }
@@ -49,13 +50,27 @@ import Testing
         Case(
             golden: "dead-letter-bad-channel", route: "match-score", input: "match-score-bad-channel.json", status: 1
         ),
+        // What the records carry (render-context.yaml): the context, with an entry the event lacks null and why;
+        // the forwarded headers (a missing one absent); the record key outcomes.key takes from the context.
+        Case(
+            golden: "records-context", route: "campaign-push", input: "campaign-send.json",
+            arguments: [
+                "--header", "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "--header", "x-correlation-id=order-42", "--header", "other=not forwarded",
+            ],
+            status: 0, configuration: "render-context.yaml"
+        ),
+        Case(
+            golden: "records-context-dead-letter", route: "campaign-push", input: "campaign-send-without-tokens.json",
+            arguments: ["--header", "tracestate=congo=t61rcWkgMzE"], status: 1, configuration: "render-context.yaml"
+        ),
     ]
 
     @Test(arguments: Self.cases)
     func outputMatchesTheGolden(_ test: Case) async throws {
         let result = try await PushBridgeExecutable.run(
             [
-                "render", "--config", "\(Self.fixtures)/render.yaml", "--route", test.route,
+                "render", "--config", "\(Self.fixtures)/\(test.configuration)", "--route", test.route,
                 "--input", "\(Self.fixtures)/\(test.input)",
             ] + test.arguments
         )
@@ -81,6 +96,20 @@ import Testing
             contentsOfFile: "\(repositoryRoot)/Tests/ConfigurationTests/Golden/liveactivity.txt", encoding: .utf8
         )
         #expect(result.standardOutput == golden)
+    }
+
+    @Test func aHeaderTooLargeToForwardIsShownAsDropped() async throws {
+        let result = try await PushBridgeExecutable.run([
+            "render", "--config", "\(Self.fixtures)/render-context.yaml", "--route", "campaign-push",
+            "--input", "\(Self.fixtures)/campaign-send.json",
+            "--header", "traceparent=" + String(repeating: "t", count: 8193), "--header", "tracestate=",
+        ])
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(result.standardOutput.contains("#   tracestate: \n"))
+        #expect(
+            result.standardOutput.contains(
+                "#   not forwarded, larger than 8192 bytes: traceparent (named in pushbridge-forward-dropped)\n"))
+        #expect(!result.standardOutput.contains("tttt"))
     }
 
     @Test func unknownRouteIsAUsageError() async throws {

@@ -19,7 +19,9 @@ struct RenderCommand: AsyncParsableCommand {
             The event is read from --input (a file, or - for standard input) and treated as consumed from the \
             route's input topic at partition 0, offset 0, with the given key and headers. For each notification \
             the request line, the apns-* headers and the payload are printed; the payload is pretty-printed \
-            unless --compact asks for the exact bytes that are sent. Credential files are not read.
+            unless --compact asks for the exact bytes that are sent. The route's context and the headers \
+            outcomes.forward_headers forwards are printed as the event's records would carry them. Credential \
+            files are not read.
             """
     )
 
@@ -71,6 +73,8 @@ struct RenderCommand: AsyncParsableCommand {
         guard let trial = loaded.router.trial(of: event, route: spec.name) else {
             throw ExitCode(2)
         }
+        let outcomes = loaded.configuration.outcomes
+        let forwarded = outcomes.forwardHeaders.isEmpty ? nil : outcomes.forwardHeaders.select(from: event.headers)
         switch trial {
         case .notMatched(let mismatch):
             print("route \(spec.name): the event does not match: \(mismatch)")
@@ -81,10 +85,15 @@ struct RenderCommand: AsyncParsableCommand {
             case .deadLetter(let reason):
                 print("route \(spec.name): dead letter")
                 print("pushbridge-error: \(reason)")
+                print(Self.carried(context: mapping.context, forwarded: forwarded, deadLetter: true), terminator: "")
                 throw ExitCode(1)
             case .notifications(let notifications):
                 print(
-                    self.describe(notifications, route: spec.name, app: mapping.app, coalesces: mapping.coalesces),
+                    self.describe(
+                        notifications, route: spec.name, app: mapping.app, coalesces: mapping.coalesces,
+                        records: RecordsShown(
+                            context: mapping.context, forwarded: forwarded, key: outcomes.key,
+                            sourceKey: event.source.key)),
                     terminator: "")
                 if notifications.contains(where: { Self.localRejection(of: $0) != nil }) {
                     throw ExitCode(1)
@@ -130,12 +139,14 @@ struct RenderCommand: AsyncParsableCommand {
         mapped.localRejection ?? NotificationValidation.validate(mapped.notification)
     }
 
-    /// Every request, as it would go on the wire.
+    /// Every request, as it would go on the wire, after what the records carry.
     func describe(
-        _ notifications: [MappedNotification], route: String, app: String?, coalesces: Bool = false
+        _ notifications: [MappedNotification], route: String, app: String?, coalesces: Bool = false,
+        records: RecordsShown = RecordsShown()
     ) -> String {
         let count = notifications.count
         var text = "route \(route) (app: \(app ?? "apns")): \(count) notification\(count == 1 ? "" : "s")\n"
+        text += Self.carried(context: records.context, forwarded: records.forwarded, deadLetter: false)
         for mapped in notifications {
             let notification = mapped.notification
             if notification.isBroadcast {
@@ -148,6 +159,9 @@ struct RenderCommand: AsyncParsableCommand {
                 text += "# ordering key: \(Self.visible(String(decoding: key, as: UTF8.self)))"
                 text +=
                     coalesces ? " (coalesce: a newer notification of this key may replace it while it waits)\n" : "\n"
+            }
+            if let key = records.keyLine(of: mapped) {
+                text += key
             }
             if let rejection = Self.localRejection(of: mapped) {
                 text += "# not sent: APNs would reject it with \(rejection.rawValue)"
