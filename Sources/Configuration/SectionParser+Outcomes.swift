@@ -1,4 +1,5 @@
 import Routing
+import SafeText
 
 // `outcomes.key`, `outcomes.forward_headers` and a route's `context` (docs/configuration.md, "Context on records").
 
@@ -65,7 +66,7 @@ extension SectionParser {
         }
         if !name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) {
             return (
-                "\"\(ConfigValue.excerpt(name, limit: 60))\" is not a header name of visible ASCII characters", hint
+                "\"\(SafeText.excerpt(name, maxBytes: 60))\" is not a header name of visible ASCII characters", hint
             )
         }
         if name.lowercased().hasPrefix("pushbridge-") {
