@@ -63,11 +63,16 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: HTTP/2 over libnghttp2, driven by SwiftNIO: the only code that calls nghttp2_*
+        // MARK: The egress proxy: proxy URLs, HTTPS_PROXY / NO_PROXY, and the CONNECT handshake as a value (no I/O)
+        .target(name: "EgressProxy", swiftSettings: strict),
+
+        // MARK: HTTP/2 over libnghttp2, driven by SwiftNIO: the only code that calls nghttp2_*; and how every APNs
+        // connection is opened (directly, or through the egress proxy's CONNECT tunnel)
         .target(
             name: "HTTP2",
             dependencies: [
                 "CNghttp2",
+                "EgressProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -101,6 +106,7 @@ let package = Package(
             name: "APNSClient",
             dependencies: [
                 "Waiting",
+                "EgressProxy",
                 "BinaryProvider",
                 "APNSCore",
                 "HTTP2",
@@ -142,6 +148,7 @@ let package = Package(
         .target(
             name: "Configuration",
             dependencies: [
+                "EgressProxy",
                 "Routing",
                 "APNSCore",
                 "BinaryProvider",
@@ -169,6 +176,7 @@ let package = Package(
             name: "Bridge",
             dependencies: [
                 "Waiting",
+                "EgressProxy",
                 "BridgeCore",
                 "Kafka",
                 "APNSClient",
@@ -190,6 +198,7 @@ let package = Package(
         .target(
             name: "DoctorChecks",
             dependencies: [
+                "EgressProxy",
                 "Kafka",
                 "HTTP2",
                 "APNSCore",
@@ -211,6 +220,7 @@ let package = Package(
             name: "PushBridgeCLI",
             dependencies: [
                 "Bridge",
+                "EgressProxy",
                 "DoctorChecks",
                 "Kafka",
                 "APNSCore",
@@ -343,6 +353,7 @@ let package = Package(
 
         // MARK: Tests
         .testTarget(name: "WaitingTests", dependencies: ["Waiting", "TestWaiting"], swiftSettings: strict),
+        .testTarget(name: "EgressProxyTests", dependencies: ["EgressProxy"], swiftSettings: strict),
         .testTarget(
             name: "KafkaTests",
             dependencies: [
@@ -350,11 +361,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport", "TestWaiting"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTP2Tests", dependencies: ["HTTP2", "EgressProxy", "TestSupport", "TestWaiting"],
+            swiftSettings: strict),
         .testTarget(name: "BinaryProviderTests", dependencies: ["BinaryProvider", "APNSCore"], swiftSettings: strict),
         .testTarget(
             name: "APNSTests",
             dependencies: [
+                "EgressProxy",
                 "TestWaiting",
                 "APNSCore",
                 "APNSClient",
@@ -380,6 +394,7 @@ let package = Package(
         .testTarget(
             name: "ConfigurationTests",
             dependencies: [
+                "EgressProxy",
                 "Configuration",
                 "Routing",
                 "APNSCore",
@@ -417,6 +432,7 @@ let package = Package(
         .testTarget(
             name: "BridgeTests",
             dependencies: [
+                "EgressProxy",
                 "TestWaiting",
                 "Bridge",
                 "BridgeCore",
@@ -464,6 +480,7 @@ let package = Package(
         .testTarget(
             name: "DoctorTests",
             dependencies: [
+                "EgressProxy",
                 "DoctorChecks",
                 "Kafka",
                 "APNSCore",
