@@ -68,6 +68,7 @@ struct EndToEnd: Sendable {
     ///   - adminListen: `admin.listen`; port 0 picks a free one (in process, ``BridgeRuntime/Started`` says
     ///     which).
     ///   - apps: the `apps:` entries as YAML (indented by two spaces); `nil` for none.
+    ///   - proxy: `apns.proxy`; `nil` leaves the key out.
     func configuration(
         group: String = "pushbridge",
         maxInFlight: Int = 200,
@@ -81,7 +82,8 @@ struct EndToEnd: Sendable {
         apps: String? = nil,
         producerProperties: [String: String] = [:],
         consumerProperties: [String: String] = [:],
-        shutdown: String = "drain_timeout: 5s"
+        shutdown: String = "drain_timeout: 5s",
+        proxy: String? = nil
     ) throws -> String {
         let routes =
             routes ?? """
@@ -118,7 +120,7 @@ struct EndToEnd: Sendable {
                 key_file: \(self.world.path(keyFile))
                 key_id: \(Self.keyID)
                 team_id: \(Self.teamID)
-              connections: \(connections)
+              connections: \(connections)\(proxy.map { "\n  proxy: \"\($0)\"" } ?? "")
               request_timeout: 5s
               retry:
                 max_attempts: \(maxAttempts)
