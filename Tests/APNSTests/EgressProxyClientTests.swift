@@ -17,6 +17,14 @@ import Testing
 struct EgressProxyClientTests {
     static let credentials = (user: "pushbridge", password: "pr0xy-s3cret")
 
+    /// A simulator, and a tinyproxy in front of it that takes ``credentials``.
+    func startWithProxy() async throws -> (SimulatorHarness, TinyProxy) {
+        let harness = try await SimulatorHarness.start()
+        return (
+            harness, try await TinyProxy.start(connectPorts: [harness.simulator.port], credentials: Self.credentials)
+        )
+    }
+
     /// A client of `harness`'s simulator through `proxy`.
     func client(
         _ harness: SimulatorHarness, proxy: EgressProxy, requestTimeout: Duration = .seconds(20)
@@ -33,8 +41,7 @@ struct EgressProxyClientTests {
 
     @Test("an HTTP/2 push goes through the proxy's tunnel, with TLS to the simulator, and is delivered")
     func http2Push() async throws {
-        let harness = try await SimulatorHarness.start()
-        let proxy = try await TinyProxy.start(connectPorts: [harness.simulator.port], credentials: Self.credentials)
+        let (harness, proxy) = try await self.startWithProxy()
         defer { proxy.stop() }
         let client = self.client(
             harness,
@@ -51,8 +58,7 @@ struct EgressProxyClientTests {
         "wrong proxy credentials: every notification ends Unreachable (the halting path), naming the proxy and its status, and nothing reaches APNs"
     )
     func refusedCredentials() async throws {
-        let harness = try await SimulatorHarness.start()
-        let proxy = try await TinyProxy.start(connectPorts: [harness.simulator.port], credentials: Self.credentials)
+        let (harness, proxy) = try await self.startWithProxy()
         defer { proxy.stop() }
         // A request waits for a connection at most its timeout, then ends Unreachable with the last connect error.
         let client = self.client(
@@ -149,8 +155,7 @@ struct EgressProxyClientTests {
         "pushbridge send --proxy: delivered through the tunnel; with wrong credentials exit 1 naming the proxy and its status"
     )
     func sendCommand() async throws {
-        let harness = try await SimulatorHarness.start()
-        let proxy = try await TinyProxy.start(connectPorts: [harness.simulator.port], credentials: Self.credentials)
+        let (harness, proxy) = try await self.startWithProxy()
         defer { proxy.stop() }
         let (status, output) = try await self.send(
             harness, proxy: proxy.url(user: Self.credentials.user, password: Self.credentials.password))
