@@ -65,12 +65,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: HTTP/2 over libnghttp2, driven by SwiftNIO: the only code that calls nghttp2_*
+        // MARK: The egress proxy: proxy URLs, HTTPS_PROXY / NO_PROXY, and the CONNECT handshake as a value (no I/O)
+        .target(name: "EgressProxy", swiftSettings: strict),
+
+        // MARK: HTTP/2 over libnghttp2, driven by SwiftNIO: the only code that calls nghttp2_*; and how every APNs
+        // connection is opened (directly, or through the egress proxy's CONNECT tunnel)
         .target(
             name: "HTTP2",
             dependencies: [
                 "SafeText",
                 "CNghttp2",
+                "EgressProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
@@ -105,6 +110,7 @@ let package = Package(
             dependencies: [
                 "SafeText",
                 "Waiting",
+                "EgressProxy",
                 "BinaryProvider",
                 "APNSCore",
                 "HTTP2",
@@ -148,6 +154,7 @@ let package = Package(
             name: "Configuration",
             dependencies: [
                 "SafeText",
+                "EgressProxy",
                 "Routing",
                 "APNSCore",
                 "BinaryProvider",
@@ -176,6 +183,7 @@ let package = Package(
             name: "Bridge",
             dependencies: [
                 "Waiting",
+                "EgressProxy",
                 "BridgeCore",
                 "Kafka",
                 "APNSClient",
@@ -197,6 +205,7 @@ let package = Package(
         .target(
             name: "DoctorChecks",
             dependencies: [
+                "EgressProxy",
                 "Kafka",
                 "HTTP2",
                 "APNSCore",
@@ -218,6 +227,7 @@ let package = Package(
             name: "PushBridgeCLI",
             dependencies: [
                 "Bridge",
+                "EgressProxy",
                 "DoctorChecks",
                 "Kafka",
                 "APNSCore",
@@ -350,6 +360,7 @@ let package = Package(
 
         // MARK: Tests
         .testTarget(name: "WaitingTests", dependencies: ["Waiting", "TestWaiting"], swiftSettings: strict),
+        .testTarget(name: "EgressProxyTests", dependencies: ["EgressProxy"], swiftSettings: strict),
         .testTarget(
             name: "KafkaTests",
             dependencies: [
@@ -357,11 +368,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "HTTP2Tests", dependencies: ["HTTP2", "TestSupport", "TestWaiting"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTP2Tests", dependencies: ["HTTP2", "EgressProxy", "TestSupport", "TestWaiting"],
+            swiftSettings: strict),
         .testTarget(name: "BinaryProviderTests", dependencies: ["BinaryProvider", "APNSCore"], swiftSettings: strict),
         .testTarget(
             name: "APNSTests",
             dependencies: [
+                "EgressProxy",
                 "TestWaiting",
                 "APNSCore",
                 "APNSClient",
@@ -387,6 +401,7 @@ let package = Package(
         .testTarget(
             name: "ConfigurationTests",
             dependencies: [
+                "EgressProxy",
                 "Configuration",
                 "Routing",
                 "APNSCore",
@@ -430,6 +445,7 @@ let package = Package(
         .testTarget(
             name: "BridgeTests",
             dependencies: [
+                "EgressProxy",
                 "TestWaiting",
                 "Bridge",
                 "BridgeCore",
@@ -477,6 +493,7 @@ let package = Package(
         .testTarget(
             name: "DoctorTests",
             dependencies: [
+                "EgressProxy",
                 "DoctorChecks",
                 "Kafka",
                 "APNSCore",

@@ -14,6 +14,7 @@ packages=(
     nghttp2-client   # h2load: the reference HTTP/2 client for benchmarks
     nghttp2-server   # nghttpd: the reference HTTP/2 server for benchmarks
     openssl          # test certificates
+    tinyproxy        # a real HTTP CONNECT proxy for the egress proxy tests (docs/configuration.md, "apns.proxy")
     ca-certificates  # TLS to PyPI for the project's Python tools
     python3          # record schema checks, deployment linters
     python3-venv     # their virtual environment, .build-lint/venv (Debian 12 refuses system-wide pip: PEP 668)

@@ -1,3 +1,5 @@
+import EgressProxy
+
 /// Where an ``APNSClient`` connects and how it behaves.
 package struct APNSClientConfiguration: Sendable {
     /// An APNs server: host and port.
@@ -40,6 +42,8 @@ package struct APNSClientConfiguration: Sendable {
 
     /// The server.
     package var endpoint: Endpoint
+    /// The HTTP proxy whose `CONNECT` tunnel every connection goes through; `nil` connects directly.
+    package var proxy: EgressProxy?
     /// How the client authenticates.
     package var authentication: APNSAuthentication
     /// How many HTTP/2 connections the pool keeps open.
@@ -48,7 +52,7 @@ package struct APNSClientConfiguration: Sendable {
     package var maxConcurrentStreamsPerConnection: Int
     /// How long one attempt of a request may take, waiting for a stream included.
     package var requestTimeout: Duration
-    /// How long connecting (TCP, TLS, first SETTINGS) may take.
+    /// How long connecting (TCP, the proxy's answer, TLS, first SETTINGS) may take.
     package var connectTimeout: Duration
     /// How many times a request lost with its connection (which the server may have processed) is sent again.
     /// Requests the server refused unprocessed (above a GOAWAY's last stream) are always sent again.
@@ -68,6 +72,7 @@ package struct APNSClientConfiguration: Sendable {
     /// timeout, 3 resends, reconnect delays from 100 ms to 30 s.
     package init(
         endpoint: Endpoint,
+        proxy: EgressProxy? = nil,
         authentication: APNSAuthentication,
         connectionCount: Int = 2,
         maxConcurrentStreamsPerConnection: Int = 1000,
@@ -81,6 +86,7 @@ package struct APNSClientConfiguration: Sendable {
         validatesLocally: Bool = true
     ) {
         self.endpoint = endpoint
+        self.proxy = proxy
         self.authentication = authentication
         self.connectionCount = max(1, connectionCount)
         self.maxConcurrentStreamsPerConnection = maxConcurrentStreamsPerConnection

@@ -1,6 +1,8 @@
 import APNSCore
 import BinaryProvider
 import DequeModule
+import EgressProxy
+import HTTP2
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -13,6 +15,8 @@ package struct BinaryClientConfiguration: Sendable {
     package var host: String
     /// The gateway's port (2195 historically).
     package var port: Int
+    /// The HTTP proxy whose `CONNECT` tunnel connections go through; `nil` connects directly.
+    package var proxy: EgressProxy?
     /// The client certificate: the binary protocol has no token authentication.
     package var credentials: CertificateCredentials
     /// A PEM file of extra CA certificates to trust besides the system's (a test or in-house gateway's own CA),
@@ -32,8 +36,8 @@ package struct BinaryClientConfiguration: Sendable {
     /// How many closes without an error packet one notification may be in doubt through before it fails
     /// with `ConnectionLost`.
     package var maxResendsWithoutError = 3
-    /// The longest a connection attempt may take: TCP and the TLS handshake together (a gateway, proxy or
-    /// middlebox that accepts TCP and never answers TLS fails the attempt when it passes).
+    /// The longest a connection attempt may take: TCP, the proxy's answer to `CONNECT` and the TLS handshake
+    /// together (a gateway, proxy or middlebox that accepts TCP and never answers fails the attempt when it passes).
     package var connectTimeout: Duration = .seconds(10)
     /// The longest bytes handed to the connection may wait to be written into the socket: a gateway that stops
     /// reading fills the socket, and after this the connection is closed and what it left is in doubt.
@@ -292,17 +296,14 @@ package final class BinaryClient: @unchecked Sendable {
         let host = self.configuration.host
         let port = self.configuration.port
         let serverName = Self.isIPAddress(host) ? nil : host
-        let bootstrap = ClientBootstrap(group: self.eventLoop)
-            .connectTimeout(TimeAmount(self.configuration.connectTimeout))
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverName)
-                    try channel.pipeline.syncOperations.addHandler(tls)
-                    try channel.pipeline.syncOperations.addHandler(ErrorPacketReader(client: self))
-                }
-            }
-        bootstrap.connect(host: host, port: port).whenComplete { result in
+        EgressConnect.connect(
+            host: host, port: port, proxy: self.configuration.proxy, eventLoop: self.eventLoop,
+            timeout: self.configuration.connectTimeout
+        ) { channel in
+            let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverName)
+            try channel.pipeline.syncOperations.addHandler(tls)
+            try channel.pipeline.syncOperations.addHandler(ErrorPacketReader(client: self))
+        }.whenComplete { result in
             switch result {
             case .success(let channel):
                 guard !self.closed else {
@@ -329,6 +330,9 @@ package final class BinaryClient: @unchecked Sendable {
                         + "or middlebox that accepts TCP and does not answer TLS)"
                     channel.close(promise: nil)
                 }
+            case .failure(let error as EgressProxyError):
+                self.connecting = false
+                self.attemptFailed("cannot connect to the binary gateway \(error)", failWaiting: true)
             case .failure(let error):
                 self.connecting = false
                 self.attemptFailed("cannot connect to the binary gateway \(host):\(port): \(error)", failWaiting: true)

@@ -93,6 +93,7 @@ final class ConnectionPool: Sendable {
             configuration: HTTP2ClientConfiguration(
                 host: configuration.endpoint.host,
                 port: configuration.endpoint.port,
+                proxy: configuration.proxy,
                 tls: tls,
                 maxConcurrentStreams: configuration.maxConcurrentStreamsPerConnection,
                 requestTimeout: configuration.requestTimeout,

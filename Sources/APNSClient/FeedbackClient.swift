@@ -1,4 +1,6 @@
 import BinaryProvider
+import EgressProxy
+import HTTP2
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -10,6 +12,8 @@ package struct FeedbackClientConfiguration: Sendable {
     package var host: String
     /// The service's port (2196 historically).
     package var port: Int
+    /// The HTTP proxy whose `CONNECT` tunnel the poll's connection goes through; `nil` connects directly.
+    package var proxy: EgressProxy?
     /// The client certificate, the same as the gateway's.
     package var credentials: CertificateCredentials
     /// A PEM file of extra CA certificates to trust besides the system's (a test or in-house service's own CA).
@@ -116,9 +120,7 @@ package final class FeedbackClient: Sendable {
         let state = PollState(
             eventLoop: eventLoop, endpoint: self.endpoint, maxTuples: self.configuration.maxTuples,
             maxBytes: self.configuration.maxBytes)
-        state.start(
-            bootstrap: self.bootstrap(eventLoop: eventLoop, state: state), host: self.configuration.host,
-            port: self.configuration.port, timeout: self.configuration.timeout)
+        state.start(timeout: self.configuration.timeout) { self.connect(eventLoop: eventLoop, state: state) }
         do {
             return try await withTaskCancellationHandler {
                 try await state.promise.futureResult.get()
@@ -132,19 +134,18 @@ package final class FeedbackClient: Sendable {
         }
     }
 
-    private func bootstrap(eventLoop: any EventLoop, state: PollState) -> ClientBootstrap {
+    private func connect(eventLoop: any EventLoop, state: PollState) -> EventLoopFuture<any Channel> {
         let sslContext = self.sslContext
         let host = self.configuration.host
         let serverName = (try? SocketAddress(ipAddress: host, port: 0)) == nil ? host : nil
-        return ClientBootstrap(group: eventLoop)
-            .connectTimeout(.nanoseconds(self.configuration.timeout.nanosecondsSaturated))
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        try NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                    try channel.pipeline.syncOperations.addHandler(FeedbackReadHandler(state: state))
-                }
-            }
+        return EgressConnect.connect(
+            host: host, port: self.configuration.port, proxy: self.configuration.proxy, eventLoop: eventLoop,
+            timeout: self.configuration.timeout
+        ) { channel in
+            try channel.pipeline.syncOperations.addHandler(
+                try NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+            try channel.pipeline.syncOperations.addHandler(FeedbackReadHandler(state: state))
+        }
     }
 }
 
@@ -173,15 +174,15 @@ private final class PollState: @unchecked Sendable {
         self.maxBytes = max(0, maxBytes)
     }
 
-    /// Connects (the bootstrap's group is ``eventLoop``, so its callbacks run there) and arms the timeout.
-    func start(bootstrap: ClientBootstrap, host: String, port: Int, timeout: Duration) {
+    /// Arms the timeout and connects (`connect`'s future completes on ``eventLoop``, so its callbacks run there).
+    func start(timeout: Duration, connect: () -> EventLoopFuture<any Channel>) {
         let timer = self.eventLoop.scheduleTask(in: .nanoseconds(timeout.nanosecondsSaturated)) {
             self.finish(.timedOut)
         }
         self.eventLoop.execute {
             if self.finished { timer.cancel() } else { self.timer = timer }
         }
-        bootstrap.connect(host: host, port: port).whenComplete { result in
+        connect().whenComplete { result in
             switch result {
             case .success(let channel):
                 self.channel = channel

@@ -3,6 +3,7 @@ import APNSCore
 import BinaryProvider
 import BridgeCore
 import Configuration
+import EgressProxy
 import Logging
 import NIOCore
 import NIOPosix
@@ -83,6 +84,7 @@ package final class APNSSender: ManagedSender {
             let gateway = settings.binary.gateway ?? BinaryProtocolSettings.appleGateway(settings.environment)
             var binary = BinaryClientConfiguration(host: gateway.host, port: gateway.port, credentials: credentials)
             binary.additionalTrustRootsPEMFile = settings.caFile
+            binary.proxy = settings.proxy.proxy(forHost: gateway.host)
             binary.format = settings.binary.format
             binary.payloadLimit = settings.binary.payloadLimitBytes
             binary.quietWindow = settings.binary.quietWindow
@@ -119,6 +121,7 @@ package final class APNSSender: ManagedSender {
         let endpoint = settings.effectiveEndpoint
         return APNSClientConfiguration(
             endpoint: APNSClientConfiguration.Endpoint(host: endpoint.host, port: endpoint.port),
+            proxy: settings.proxy.proxy(forHost: endpoint.host),
             authentication: authentication,
             connectionCount: settings.connections,
             maxConcurrentStreamsPerConnection: settings.maxConcurrentStreams,

@@ -2,6 +2,7 @@ import APNSClient
 import BinaryProvider
 import BridgeCore
 import Configuration
+import EgressProxy
 import Logging
 import NIOCore
 import NIOPosix
@@ -80,6 +81,7 @@ package struct FeedbackPoller: Service {
             let endpoint = feedback.endpoint ?? FeedbackSettings.appleFeedback(settings.environment)
             var client = FeedbackClientConfiguration(host: endpoint.host, port: endpoint.port, credentials: credentials)
             client.additionalTrustRootsPEMFile = settings.caFile
+            client.proxy = settings.proxy.proxy(forHost: endpoint.host)
             client.timeout = feedback.timeout
             return FeedbackPoller(
                 app: app.name ?? "default",

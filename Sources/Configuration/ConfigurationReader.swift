@@ -1,3 +1,4 @@
+import EgressProxy
 import Foundation
 import SafeText
 import Yams
@@ -19,6 +20,13 @@ final class ConfigurationReader {
     /// the environment is where secrets live, so no problem shows a value that came from it, whatever the key
     /// (a route's `expiration: ${SECRET}` would otherwise quote the secret in its compile error).
     private(set) var substitutions: [(value: String, reference: String)] = []
+
+    /// The environment's proxy (`HTTPS_PROXY`, `NO_PROXY`) for the blocks without `proxy`, read once; and whether a
+    /// problem with it was reported already (once is enough, however many blocks use it).
+    private(set) lazy var environmentProxy = Result { () throws(EnvironmentProxyError) in
+        try EgressProxyPolicy.fromEnvironment(self.expansion.environment)
+    }
+    var reportedEnvironmentProxy = false
 
     init(file: String, environment: [String: String]) {
         self.file = file

@@ -13,7 +13,7 @@ enum ConfigurationSecrets {
     static let propertyWords = ["password", "secret", "key", "token", "credential", "jaas", "oauthbearer.config"]
 
     /// Keys outside the property sections whose values are secrets, by their last path component.
-    static let secretKeys: Set<String> = ["p12_password"]
+    static let secretKeys: Set<String> = ["p12_password", "proxy"]
 
     /// Whether the key at `path` (a key path such as `kafka.properties.sasl.password` or
     /// `apps.shop.auth.p12_password`) holds a secret.

@@ -17,7 +17,7 @@ struct SectionParser {
     ]
     static let apnsKeys = [
         "environment", "endpoint", "ca_file", "auth", "connections", "max_concurrent_streams", "request_timeout",
-        "retry", "protocol", "binary", "broadcast",
+        "retry", "protocol", "binary", "broadcast", "proxy", "proxy_file",
     ]
     static let broadcastKeys = ["management_endpoint"]
     static let binaryKeys = [
@@ -228,8 +228,9 @@ struct SectionParser {
             }
             broadcast = self.broadcast(value)
         }
+        let proxy = self.proxy(in: mapping)
         guard let environment, let auth, let connections, let streams, let timeout, let retry, let providerProtocol,
-            let binary, let broadcast
+            let binary, let broadcast, let proxy
         else {
             return nil
         }
@@ -240,6 +241,7 @@ struct SectionParser {
         settings.providerProtocol = providerProtocol
         settings.binary = binary
         settings.broadcast = broadcast
+        settings.proxy = proxy
         return settings
     }
 

@@ -1,4 +1,5 @@
 import BinaryProvider
+import EgressProxy
 import Routing
 
 /// A fully loaded and checked PushBridge configuration (docs/configuration.md). Every default is filled in.
@@ -191,6 +192,10 @@ package struct APNSSettings: Sendable, Hashable {
     package var binary = BinaryProtocolSettings()
     /// `broadcast`: where broadcast channels are managed (`pushbridge channels`).
     package var broadcast = BroadcastSettings()
+    /// `proxy` (or `proxy_file`), else the environment's `HTTPS_PROXY` with `NO_PROXY`: the HTTP proxy every
+    /// connection of this app goes through (device pushes, broadcasts, channel management, the binary gateway and
+    /// its feedback service); ``EgressProxyPolicy/proxy(forHost:)`` says which for a host.
+    package var proxy: EgressProxyPolicy = .direct
 
     /// `protocol`: which APNs provider protocol an app speaks.
     package enum ProviderProtocol: String, Sendable, Hashable, CaseIterable {

@@ -1,6 +1,7 @@
 import APNSClient
 import APNSCore
 import Configuration
+import EgressProxy
 import Foundation
 import HTTP2
 import NIOCore
@@ -25,7 +26,8 @@ extension Doctor {
             return checks
         }
         let endpoint = settings.effectiveEndpoint
-        let tcp = await self.checkTCP(endpoint, scope: scope)
+        let proxy = settings.proxy.proxy(forHost: endpoint.host)
+        let tcp = await self.checkTCP(endpoint, settings: settings, scope: scope)
         checks.append(tcp)
         guard tcp.status == .ok else {
             checks.append(DoctorCheck(.warn, "\(scope) tls", "not checked: no TCP connection", hint: "fix TCP first"))
@@ -41,7 +43,8 @@ extension Doctor {
             connection = try await HTTP2ClientConnection.connect(
                 configuration: HTTP2ClientConfiguration(
                     // No local cap, so the connection's limit is the server's SETTINGS_MAX_CONCURRENT_STREAMS.
-                    host: endpoint.host, port: endpoint.port, tls: tls, maxConcurrentStreams: Int(Int32.max),
+                    host: endpoint.host, port: endpoint.port, proxy: proxy, tls: tls,
+                    maxConcurrentStreams: Int(Int32.max),
                     requestTimeout: self.options.apnsTimeout, connectTimeout: self.options.apnsTimeout
                 ),
                 eventLoopGroup: self.eventLoopGroup
@@ -63,14 +66,29 @@ extension Doctor {
         return checks
     }
 
-    func checkTCP(_ endpoint: APNSSettings.Endpoint, scope: String) async -> DoctorCheck {
-        let bootstrap = ClientBootstrap(group: self.eventLoopGroup)
-            .connectTimeout(TimeAmount(self.options.apnsTimeout))  // NIO clamps; never traps
+    /// A TCP connection to `endpoint`, through the `CONNECT` tunnel of the app's proxy when it has one (the check
+    /// then names the proxy and what it answered).
+    func checkTCP(_ endpoint: APNSSettings.Endpoint, settings: APNSSettings, scope: String) async -> DoctorCheck {
+        let proxy = settings.proxy.proxy(forHost: endpoint.host)
         do {
-            let channel = try await bootstrap.connect(host: endpoint.host, port: endpoint.port).get()
+            let channel = try await EgressConnect.connect(
+                host: endpoint.host, port: endpoint.port, proxy: proxy,
+                eventLoop: self.eventLoopGroup.next(), timeout: self.options.apnsTimeout
+            ) { _ in }.get()
             let peer = channel.remoteAddress.map { "\($0)" } ?? "\(endpoint.host):\(endpoint.port)"
             try? await channel.close()
-            return DoctorCheck(.ok, "\(scope) tcp", "\(endpoint.host):\(endpoint.port) connects (\(peer))")
+            guard let proxy else {
+                return DoctorCheck(.ok, "\(scope) tcp", "\(endpoint.host):\(endpoint.port) connects (\(peer))")
+            }
+            return DoctorCheck(
+                .ok, "\(scope) tcp",
+                "\(endpoint.host):\(endpoint.port) connects through the proxy \(proxy)\(Self.origin(settings.proxy)) "
+                    + "(CONNECT answered 2xx)")
+        } catch let error as EgressProxyError {
+            return DoctorCheck(
+                .fail, "\(scope) tcp",
+                "cannot connect to \(endpoint.host):\(endpoint.port) \(error)\(Self.origin(settings.proxy))",
+                hint: Self.proxyHint(error, port: endpoint.port))
         } catch {
             return DoctorCheck(
                 .fail, "\(scope) tcp", "cannot connect to \(endpoint.host):\(endpoint.port): \(error)",
@@ -199,6 +217,33 @@ extension Doctor {
         case .badCertificate?: "the certificate is not an APNs certificate, or revoked: create a new one"
         case .badCertificateEnvironment?: "the certificate is for the other environment: fix environment"
         default: "see Apple's reason table in docs/operations.md"
+        }
+    }
+}
+
+// The egress proxy: where it comes from, and what to do when it refuses.
+extension Doctor {
+    /// ` (apns.proxy)`-like words saying where the proxy comes from: empty for the configuration's (its key is the
+    /// check's scope), ` (from HTTPS_PROXY)` for the environment's.
+    static func origin(_ policy: EgressProxyPolicy) -> String {
+        if case .environment(_, let variable, _) = policy { return " (from \(variable))" }
+        return ""
+    }
+
+    /// What to do about a proxy that failed the tunnel.
+    static func proxyHint(_ error: EgressProxyError, port: Int) -> String {
+        switch (error.code, error.status) {
+        case (.refused, 401?), (.refused, 407?):
+            "check the proxy's user and password (the proxy URL in proxy, proxy_file or HTTPS_PROXY; write @ as %40 "
+                + "and : as %3A inside them)"
+        case (.refused, 403?), (.refused, 405?):
+            "the proxy must allow CONNECT to port \(port) (squid: http_access and SSL_ports; tinyproxy: ConnectPort)"
+        case (.refused, 502?), (.refused, 503?), (.refused, 504?):
+            "the proxy cannot reach APNs: check the proxy's own egress and DNS"
+        case (.proxyUnreachable, _):
+            "check the proxy's host and port, and that this host may reach it; or set proxy: none to connect directly"
+        default:
+            "the proxy must be an HTTP proxy that accepts CONNECT (not a SOCKS proxy, nor an https:// one)"
         }
     }
 }

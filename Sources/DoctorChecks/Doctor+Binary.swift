@@ -2,6 +2,7 @@ import APNSClient
 import APNSCore
 import BinaryProvider
 import Configuration
+import EgressProxy
 import Foundation
 
 // A provider on the legacy binary protocol: its gateway and its feedback service.
@@ -12,7 +13,7 @@ extension Doctor {
     func checkFeedback(_ settings: APNSSettings, scope: String) async -> DoctorCheck {
         let name = "\(scope) feedback service"
         let endpoint = settings.binary.feedback.endpoint ?? FeedbackSettings.appleFeedback(settings.environment)
-        let tcp = await self.checkTCP(endpoint, scope: scope)
+        let tcp = await self.checkTCP(endpoint, settings: settings, scope: scope)
         guard tcp.status == .ok else {
             return DoctorCheck(
                 .fail, name, tcp.found,
@@ -30,7 +31,7 @@ extension Doctor {
     /// certificate work.
     func checkBinary(_ settings: APNSSettings, credentials: Credentials, scope: String) async -> [DoctorCheck] {
         let gateway = settings.binary.gateway ?? BinaryProtocolSettings.appleGateway(settings.environment)
-        let tcp = await self.checkTCP(gateway, scope: scope)
+        let tcp = await self.checkTCP(gateway, settings: settings, scope: scope)
         guard tcp.status == .ok else {
             return [
                 tcp,
@@ -52,6 +53,7 @@ extension Doctor {
         configuration.connectTimeout = self.options.apnsTimeout
         let name = "\(scope) binary gateway"
         configuration.additionalTrustRootsPEMFile = settings.caFile
+        configuration.proxy = settings.proxy.proxy(forHost: gateway.host)
         let client: BinaryClient
         do {
             client = try BinaryClient(configuration: configuration, eventLoopGroup: self.eventLoopGroup)

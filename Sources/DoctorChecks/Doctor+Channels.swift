@@ -1,6 +1,7 @@
 import APNSClient
 import APNSCore
 import Configuration
+import EgressProxy
 import Logging
 import Routing
 
@@ -40,7 +41,8 @@ extension Doctor {
         let client = ChannelManagementClient(
             configuration: APNSClientConfiguration(
                 endpoint: APNSClientConfiguration.Endpoint(host: endpoint.host, port: endpoint.port),
-                authentication: authentication, connectionCount: 1, requestTimeout: self.options.apnsTimeout,
+                proxy: settings.proxy.proxy(forHost: endpoint.host), authentication: authentication, connectionCount: 1,
+                requestTimeout: self.options.apnsTimeout,
                 connectTimeout: self.options.apnsTimeout, additionalTrustRootsPEMFile: settings.caFile),
             eventLoopGroup: self.eventLoopGroup, logger: logger)
         var checks: [DoctorCheck] = []

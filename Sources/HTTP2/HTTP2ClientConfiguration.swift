@@ -1,3 +1,4 @@
+import EgressProxy
 import NIOSSL
 
 /// TLS settings of a client connection: TLS 1.2+, ALPN `h2`, the server verified against the system roots plus
@@ -36,6 +37,9 @@ package struct HTTP2ClientConfiguration: Sendable {
     package var host: String
     /// The TCP port (APNs: 443 or 2197).
     package var port: Int
+    /// The HTTP proxy whose `CONNECT` tunnel the connection goes through; `nil` connects directly. TLS is verified
+    /// against ``host`` either way.
+    package var proxy: EgressProxy?
     /// TLS settings.
     package var tls: HTTP2ClientTLS
     /// Local cap on concurrent streams; the effective limit is the smaller of this and the server's
@@ -44,7 +48,8 @@ package struct HTTP2ClientConfiguration: Sendable {
     /// How long a request may wait for its response, queueing included. On expiry it fails with
     /// ``HTTP2Error/Code/timeout`` and its stream is reset with CANCEL.
     package var requestTimeout: Duration
-    /// How long TCP connect + TLS handshake + the server's first SETTINGS may take.
+    /// How long TCP connect (and the proxy's answer to `CONNECT`) + TLS handshake + the server's first SETTINGS may
+    /// take, together.
     package var connectTimeout: Duration
     /// After this long without any frame received, the connection sends a PING (default 60 s; Apple suggests
     /// one after an hour of inactivity at most, and NAT/firewalls drop idle flows far sooner).
@@ -71,6 +76,7 @@ package struct HTTP2ClientConfiguration: Sendable {
     package init(
         host: String,
         port: Int,
+        proxy: EgressProxy? = nil,
         tls: HTTP2ClientTLS = HTTP2ClientTLS(),
         maxConcurrentStreams: Int = 1000,
         requestTimeout: Duration = .seconds(30),
@@ -84,6 +90,7 @@ package struct HTTP2ClientConfiguration: Sendable {
     ) {
         self.host = host
         self.port = port
+        self.proxy = proxy
         self.tls = tls
         self.maxConcurrentStreams = maxConcurrentStreams
         self.requestTimeout = requestTimeout

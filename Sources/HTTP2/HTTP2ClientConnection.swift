@@ -1,5 +1,6 @@
 // A client connection: one TCP + TLS connection speaking HTTP/2 through one nghttp2 session.
 
+import EgressProxy
 import Logging
 import NIOCore
 import NIOPosix
@@ -17,8 +18,10 @@ package final class HTTP2ClientConnection: Sendable {
         self.shared = shared
     }
 
-    /// Opens a connection: a fresh DNS lookup, TCP, TLS 1.2+ with ALPN `h2`, the HTTP/2 preface, and the server's
-    /// first SETTINGS. Throws ``HTTP2Error`` with code `connectFailed`.
+    /// Opens a connection: a fresh DNS lookup, TCP (through the proxy's `CONNECT` tunnel when
+    /// ``HTTP2ClientConfiguration/proxy`` is set), TLS 1.2+ with ALPN `h2`, the HTTP/2 preface, and the server's first
+    /// SETTINGS, all within the connect timeout. Throws ``HTTP2Error`` with code `connectFailed` (its cause an
+    /// `EgressProxyError` when the proxy refused or failed).
     package static func connect(
         configuration: HTTP2ClientConfiguration,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
@@ -36,28 +39,32 @@ package final class HTTP2ClientConnection: Sendable {
         let shared = ClientShared(eventLoop: eventLoop, configuration: configuration, logger: logger)
         let serverName =
             configuration.tls.serverName ?? (Self.isIPAddress(configuration.host) ? nil : configuration.host)
-        let bootstrap = ClientBootstrap(group: eventLoop)
-            .connectTimeout(TimeAmount(clamping: configuration.connectTimeout))
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverName)
-                    try channel.pipeline.syncOperations.addHandler(tls)
-                    try channel.pipeline.syncOperations.addHandler(HTTP2ClientHandler(shared: shared))
-                }
-            }
+        // One deadline for everything: TCP, the proxy's answer, TLS and the server's first SETTINGS.
+        let deadline = NIODeadline.now() + TimeAmount(clamping: configuration.connectTimeout)
         let channel: any Channel
         do {
-            channel = try await bootstrap.connect(host: configuration.host, port: configuration.port).get()
+            channel = try await EgressConnect.connect(
+                host: configuration.host, port: configuration.port, proxy: configuration.proxy, eventLoop: eventLoop,
+                timeout: configuration.connectTimeout
+            ) { channel in
+                let tls = try NIOSSLClientHandler(context: sslContext, serverHostname: serverName)
+                try channel.pipeline.syncOperations.addHandler(tls)
+                try channel.pipeline.syncOperations.addHandler(HTTP2ClientHandler(shared: shared))
+            }.get()
         } catch {
-            let failure = HTTP2Error(
-                .connectFailed, "cannot connect to \(configuration.host):\(configuration.port)", cause: error
-            )
+            let failure =
+                if let error = error as? EgressProxyError {
+                    // Its text says everything (which proxy, which target, what it answered); no cause repeats it.
+                    HTTP2Error(.connectFailed, "cannot connect \(error)")
+                } else {
+                    HTTP2Error(
+                        .connectFailed, "cannot connect to \(configuration.host):\(configuration.port)", cause: error)
+                }
             shared.ready.fail(failure)
-            shared.closed.succeed(.connectionLost("\(error)"))
+            shared.closed.succeed(.connectionLost("\(failure)"))
             throw failure
         }
-        let timeout = eventLoop.scheduleTask(in: TimeAmount(clamping: configuration.connectTimeout)) {
+        let timeout = eventLoop.scheduleTask(deadline: deadline) {
             shared.ready.fail(HTTP2Error(.connectFailed, "no TLS handshake and SETTINGS within the connect timeout"))
             channel.close(promise: nil)
         }

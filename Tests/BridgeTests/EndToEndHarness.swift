@@ -69,6 +69,7 @@ struct EndToEnd: Sendable {
     ///     which).
     ///   - apps: the `apps:` entries as YAML (indented by two spaces); `nil` for none.
     ///   - outcomes: more `outcomes:` keys as YAML lines (`key: source_key`), after the topics.
+    ///   - proxy: `apns.proxy`; `nil` leaves the key out.
     func configuration(
         group: String = "pushbridge",
         maxInFlight: Int = 200,
@@ -83,7 +84,8 @@ struct EndToEnd: Sendable {
         producerProperties: [String: String] = [:],
         consumerProperties: [String: String] = [:],
         shutdown: String = "drain_timeout: 5s",
-        outcomes: [String] = []
+        outcomes: [String] = [],
+        proxy: String? = nil
     ) throws -> String {
         let routes =
             routes ?? """
@@ -120,7 +122,7 @@ struct EndToEnd: Sendable {
                 key_file: \(self.world.path(keyFile))
                 key_id: \(Self.keyID)
                 team_id: \(Self.teamID)
-              connections: \(connections)
+              connections: \(connections)\(proxy.map { "\n  proxy: \"\($0)\"" } ?? "")
               request_timeout: 5s
               retry:
                 max_attempts: \(maxAttempts)

@@ -3,6 +3,7 @@ import APNSCore
 import ArgumentParser
 import Bridge
 import Configuration
+import EgressProxy
 import Foundation
 import Logging
 import Routing
@@ -156,6 +157,7 @@ struct ChannelsCommand: AsyncParsableCommand {
         }
         let endpoint = settings.effectiveManagementEndpoint
         clientConfiguration.endpoint = APNSClientConfiguration.Endpoint(host: endpoint.host, port: endpoint.port)
+        clientConfiguration.proxy = settings.proxy.proxy(forHost: endpoint.host)
         clientConfiguration.requestTimeout = .seconds(options.timeout)
         clientConfiguration.connectTimeout = .seconds(min(options.timeout, 10))
         // The pool's reconnect warnings would repeat the one error line the command prints.

@@ -3,6 +3,7 @@ import APNSCore
 import ArgumentParser
 import BinaryProvider
 import Configuration
+import EgressProxy
 import Foundation
 import NIOSSL
 
@@ -61,6 +62,13 @@ struct SendCommand: AsyncParsableCommand {
 
     @Option(help: "A PEM file of extra CA certificates to trust (e.g. the simulator's certificate).")
     var caFile: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "An HTTP proxy to tunnel through with CONNECT: http://[user:password@]host:port, or none.",
+            discussion: "Default: the environment's https_proxy or HTTPS_PROXY, except for NO_PROXY's hosts and "
+                + "loopback ones. A password here shows in the process list; prefer HTTPS_PROXY."))
+    var proxy: String?
 
     @Option(help: "Token auth: the .p8 key; certificate auth with --cert-file PEM: the PEM private key.")
     var keyFile: String?
@@ -187,6 +195,7 @@ struct SendCommand: AsyncParsableCommand {
         configuration.format = format
         configuration.connectTimeout = .seconds(min(self.timeout, 10))
         configuration.additionalTrustRootsPEMFile = self.caFile
+        configuration.proxy = try self.egressProxy(forHost: gateway.host)
         let fault = BinaryFrame.validate(
             notification, format: format, payloadLimitBytes: configuration.payloadLimitBytes)
         try Self.refuseLocally(notification, fault?.reason, rules: "the binary protocol's rules")
@@ -289,6 +298,7 @@ struct SendCommand: AsyncParsableCommand {
         }
         return APNSClientConfiguration(
             endpoint: endpoint,
+            proxy: try self.egressProxy(forHost: endpoint.host),
             authentication: try self.makeAuthentication(),
             connectionCount: 1,
             requestTimeout: .seconds(self.timeout),
@@ -296,6 +306,24 @@ struct SendCommand: AsyncParsableCommand {
             maxResends: 1,
             additionalTrustRootsPEMFile: self.caFile
         )
+    }
+
+    /// `--proxy`, else the environment's (`HTTPS_PROXY`, `NO_PROXY`), for a connection to `host`. Neither message
+    /// quotes the URL: it may hold a password.
+    private func egressProxy(forHost host: String) throws -> EgressProxy? {
+        guard let text = self.proxy else {
+            do {
+                return try EgressProxyPolicy.fromEnvironment(ProcessInfo.processInfo.environment).proxy(forHost: host)
+            } catch {
+                throw UsageError(message: "\(error); fix it (\(ProxyURLError.form)), or give --proxy none")
+            }
+        }
+        if text.trimmingCharacters(in: .whitespaces).lowercased() == "none" { return nil }
+        do {
+            return try EgressProxy(url: text)
+        } catch {
+            throw UsageError(message: "--proxy: the proxy URL \(error.problem) (\(error.fix))")
+        }
     }
 
     private func makeAuthentication() throws -> APNSAuthentication {

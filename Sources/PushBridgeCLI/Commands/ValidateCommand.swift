@@ -1,5 +1,6 @@
 import ArgumentParser
 import Configuration
+import EgressProxy
 import Routing
 
 /// `pushbridge validate`: loads the configuration, its credential files and every route and template, and
@@ -47,7 +48,7 @@ struct ValidateCommand: AsyncParsableCommand {
         return lines.map { $0 + "\n" }.joined()
     }
 
-    /// Environment, endpoint and auth kind (never a secret).
+    /// Environment, endpoint, auth kind and proxy (never a secret: a proxy's credentials show as `****`).
     static func describe(_ settings: APNSSettings) -> String {
         let auth =
             switch settings.auth {
@@ -55,6 +56,12 @@ struct ValidateCommand: AsyncParsableCommand {
             case .pkcs12: "certificate auth (p12)"
             case .pem: "certificate auth (PEM)"
             }
-        return "\(settings.environment.rawValue) at \(settings.effectiveEndpoint), \(auth)"
+        let endpoint = settings.effectiveEndpoint
+        var text = "\(settings.environment.rawValue) at \(endpoint), \(auth)"
+        if let proxy = settings.proxy.proxy(forHost: endpoint.host) {
+            text += ", through the proxy \(proxy)"
+            if case .environment(_, let variable, _) = settings.proxy { text += " (from \(variable))" }
+        }
+        return text
     }
 }
