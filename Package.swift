@@ -66,7 +66,7 @@ let package = Package(
         ),
 
         // MARK: The egress proxy: proxy URLs, HTTPS_PROXY / NO_PROXY, and the CONNECT handshake as a value (no I/O)
-        .target(name: "EgressProxy", swiftSettings: strict),
+        .target(name: "EgressProxy", dependencies: ["SafeText"], swiftSettings: strict),
 
         // MARK: HTTP/2 over libnghttp2, driven by SwiftNIO: the only code that calls nghttp2_*; and how every APNs
         // connection is opened (directly, or through the egress proxy's CONNECT tunnel)

@@ -331,7 +331,7 @@ package final class APNSClient: Sendable {
     /// At most ``maximumReasonBytes`` UTF-8 bytes of `raw`, control characters (and the escape's own `\`)
     /// written as `\u{..}` so the result stays on one line and is distinct from any documented reason.
     static func boundedReason(_ raw: String) -> String {
-        SafeText.excerpt(raw, maxBytes: Self.maximumReasonBytes, escapingBackslash: true)
+        SafeText.excerpt(raw, maxBytes: Self.maximumReasonBytes, alsoEscaping: ["\\"])
     }
 
     /// `value` when it is 1 to ``maximumIDBytes`` visible ASCII characters, else `nil`.

@@ -1,3 +1,5 @@
+import SafeText
+
 /// The `CONNECT` handshake with an HTTP proxy, as a value without I/O: the request to write, then the proxy's answer
 /// read from pieces of any size, bounded in bytes whatever the proxy sends (RFC 9110 §9.3.6).
 ///
@@ -129,17 +131,10 @@ package struct ProxyConnectStateMachine: Sendable {
         var excerpt: String
     }
 
-    /// At most `limit` bytes as text: visible ASCII and spaces kept, anything else as `\xNN`.
+    /// At most `limit` bytes as text (SafeText's excerpt: control characters and `\` escaped, and `"` too when
+    /// `quoted`, which puts it in quotes).
     package static func printable(_ bytes: some Collection<UInt8>, limit: Int, quoted: Bool) -> String {
-        var text = ""
-        for byte in bytes.prefix(limit) {
-            if byte >= 0x20 && byte < 0x7F && !(quoted && byte == UInt8(ascii: "\"")) && byte != UInt8(ascii: "\\") {
-                text.unicodeScalars.append(Unicode.Scalar(byte))
-            } else {
-                text += "\\x" + (byte < 16 ? "0" : "") + String(byte, radix: 16)
-            }
-        }
-        if bytes.count > limit { text += "..." }
-        return quoted ? "\"\(text)\"" : text
+        guard quoted else { return SafeText.excerpt(bytes: bytes, maxBytes: limit, alsoEscaping: ["\\"]) }
+        return "\"" + SafeText.excerpt(bytes: bytes, maxBytes: limit, alsoEscaping: ["\\", "\""]) + "\""
     }
 }

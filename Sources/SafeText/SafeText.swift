@@ -23,14 +23,14 @@ package enum SafeText {
         return String(text[..<end]) + Self.ellipsis
     }
 
-    /// `text` with its control characters (C0, DEL and C1: Unicode's `Cc`) written as `\u{XX}`, and `\` too when
-    /// `escapingBackslash` (so that an escaped text cannot pass for one that was not), so a log line, a header or
-    /// an error shows them instead of acting on them.
-    package static func escapingControls(_ text: String, escapingBackslash: Bool = false) -> String {
-        guard text.unicodeScalars.contains(where: { Self.needsEscape($0, escapingBackslash) }) else { return text }
+    /// `text` with its control characters (C0, DEL and C1: Unicode's `Cc`) written as `\u{XX}`, and the scalars of
+    /// `extra` too (`\`, so that an escaped text cannot pass for one that was not; `"`, inside quotes), so a log
+    /// line, a header or an error shows them instead of acting on them.
+    package static func escapingControls(_ text: String, alsoEscaping extra: [Unicode.Scalar] = []) -> String {
+        guard text.unicodeScalars.contains(where: { Self.needsEscape($0, extra) }) else { return text }
         var escaped = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
-            if Self.needsEscape(scalar, escapingBackslash) {
+            if Self.needsEscape(scalar, extra) {
                 escaped.append(contentsOf: Self.escape(scalar).unicodeScalars)
             } else {
                 escaped.append(scalar)
@@ -39,16 +39,16 @@ package enum SafeText {
         return String(escaped)
     }
 
-    /// At most `maxBytes` bytes of `text` with its control characters escaped as ``escapingControls(_:escapingBackslash:)``
+    /// At most `maxBytes` bytes of `text` with its control characters escaped as ``escapingControls(_:alsoEscaping:)``
     /// does, cut with ``ellipsis`` as ``bounded(_:maxBytes:)`` does; an escape is never cut in two.
-    package static func excerpt(_ text: String, maxBytes: Int, escapingBackslash: Bool = false) -> String {
+    package static func excerpt(_ text: String, maxBytes: Int, alsoEscaping extra: [Unicode.Scalar] = []) -> String {
         var pieces: [(text: String, bytes: Int)] = []
         var total = 0
         for character in text {
             let piece =
-                character.unicodeScalars.contains(where: { Self.needsEscape($0, escapingBackslash) })
+                character.unicodeScalars.contains(where: { Self.needsEscape($0, extra) })
                 ? character.unicodeScalars.map {
-                    Self.needsEscape($0, escapingBackslash) ? Self.escape($0) : String($0)
+                    Self.needsEscape($0, extra) ? Self.escape($0) : String($0)
                 }
                 .joined()
                 : String(character)
@@ -69,18 +69,20 @@ package enum SafeText {
         return kept + Self.ellipsis
     }
 
-    /// ``excerpt(_:maxBytes:escapingBackslash:)`` of bytes read as UTF-8 (invalid sequences become U+FFFD). Only
+    /// ``excerpt(_:maxBytes:alsoEscaping:)`` of bytes read as UTF-8 (invalid sequences become U+FFFD). Only
     /// the bytes that can show are decoded, however many there are.
-    package static func excerpt(bytes: some Collection<UInt8>, maxBytes: Int) -> String {
+    package static func excerpt(
+        bytes: some Collection<UInt8>, maxBytes: Int, alsoEscaping extra: [Unicode.Scalar] = []
+    ) -> String {
         // Decoding never shrinks bytes (an invalid sequence of 1 to 3 bytes becomes U+FFFD, 3 bytes), so a longer
         // input decodes past the bound from this prefix on and is cut; the 4 spare bytes let the last character
         // that fits be whole.
         let prefix = bytes.prefix(min(max(0, maxBytes), Int.max - 4) + 4)
-        return Self.excerpt(String(decoding: prefix, as: UTF8.self), maxBytes: maxBytes)
+        return Self.excerpt(String(decoding: prefix, as: UTF8.self), maxBytes: maxBytes, alsoEscaping: extra)
     }
 
-    private static func needsEscape(_ scalar: Unicode.Scalar, _ escapingBackslash: Bool) -> Bool {
-        scalar.properties.generalCategory == .control || (escapingBackslash && scalar == "\\")
+    private static func needsEscape(_ scalar: Unicode.Scalar, _ extra: [Unicode.Scalar]) -> Bool {
+        scalar.properties.generalCategory == .control || (!extra.isEmpty && extra.contains(scalar))
     }
 
     private static func escape(_ scalar: Unicode.Scalar) -> String {

@@ -186,7 +186,7 @@ struct ProxyConnectStateMachineTests {
         #expect(action == .fail(.refused(status: 407, reasonPhrase: "Proxy Authentication Required")))
         var hostile = ProxyConnectStateMachine()
         let escaped = hostile.received(Array("HTTP/1.1 403 No\u{1B}[31m\r\n\r\n".utf8))
-        #expect(escaped == .fail(.refused(status: 403, reasonPhrase: "No\\x1b[31m")))
+        #expect(escaped == .fail(.refused(status: 403, reasonPhrase: "No\\u{1b}[31m")))
     }
 
     @Test("bytes that are not HTTP fail with a short printable excerpt")
@@ -197,7 +197,7 @@ struct ProxyConnectStateMachineTests {
             Issue.record("expected a malformed answer, got \(action)")
             return
         }
-        #expect(what == #"an answer that is not HTTP: "\x15\x03\x03\x00\x02\x02(""#)
+        #expect(what == #"an answer that is not HTTP: "\u{15}\u{3}\u{3}\u{0}\u{2}\u{2}(""#)
     }
 
     @Test("a status line longer than 1 KiB fails by its 1026th byte, however much more comes")

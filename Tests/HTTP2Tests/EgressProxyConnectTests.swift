@@ -51,7 +51,7 @@ struct EgressProxyConnectTests {
     @Test("bytes that are not HTTP fail with an excerpt")
     func garbage() async throws {
         try await self.expectFailure(
-            .garbage, saying: #"the proxy answered CONNECT with an answer that is not HTTP: "\x15"#)
+            .garbage, saying: #"the proxy answered CONNECT with an answer that is not HTTP: "\u{15}"#)
     }
 
     @Test("407: the proxy refused the credentials, with the status")

@@ -20,11 +20,11 @@ struct SafeTextTests {
         }
     }
 
-    @Test("escapingControls writes C0, DEL and C1 as \\u{..}, and a backslash only when asked")
+    @Test("escapingControls writes C0, DEL and C1 as \\u{..}, and other scalars only when asked")
     func escapes() {
         #expect(SafeText.escapingControls("a\nb\u{7F}c\u{85}d") == #"a\u{a}b\u{7f}c\u{85}d"#)
         #expect(SafeText.escapingControls(#"a\b"#) == #"a\b"#)
-        #expect(SafeText.escapingControls(#"a\b"#, escapingBackslash: true) == #"a\u{5c}b"#)
+        #expect(SafeText.escapingControls(#"a\b""#, alsoEscaping: ["\\", "\""]) == #"a\u{5c}b\u{22}"#)
         #expect(SafeText.escapingControls("plain é") == "plain é")
     }
 
