@@ -124,15 +124,8 @@ struct EndToEndReloadTests {
             try await world.produce([EndToEnd.alert([EndToEnd.token(2)])])
             _ = try await world.results { $0.outcomes.count >= 1 }
 
-            let routes = """
-                  - name: alerts
-                    input_topic: \(world.inputTopic)
-                    match: { kind: alert }
-                    device_tokens: "{{tokens}}"
-                    topic: com.example.app
-                    payload:
-                      aps:
-                        alert: "{{text}}"
+            // The running file with a second route on the same input topic, written before `outcomes:`.
+            let greetings = """
                   - name: greetings
                     input_topic: \(world.inputTopic)
                     match: { kind: greeting }
@@ -141,10 +134,12 @@ struct EndToEndReloadTests {
                     payload:
                       aps:
                         alert: "greeting: {{text}}"
+
                 """
-            _ = try world.configuration(
-                logLevel: "info", routes: routes, adminListen: "127.0.0.1:\(running.port)", name: "sighup-next"
-            ).replacingFile(running.configurationPath)
+            try world.configuration(logLevel: "info", adminListen: "127.0.0.1:\(running.port)", name: "sighup-next")
+                .replacingFile(
+                    running.configurationPath,
+                    edit: { $0.replacingOccurrences(of: "outcomes:", with: greetings + "outcomes:") })
             running.bridge.kill(signal: SIGHUP)
             try await running.waitForLog("Configuration reloaded")
             #expect(try running.logs().contains("reload.trigger=signal"))
