@@ -46,7 +46,8 @@ METRICS = {
     "pushbridge_apns_connections", "pushbridge_halted", "pushbridge_in_flight_bytes",
     "pushbridge_oldest_unfinished_seconds", "pushbridge_unpublished_records", "pushbridge_ordering_max_waiting",
     "pushbridge_feedback_tokens_total", "pushbridge_feedback_tokens_skipped_total",
-    "pushbridge_feedback_poll_failures_total",
+    "pushbridge_feedback_poll_failures_total", "pushbridge_config_reloads_total", "pushbridge_config_info",
+    "pushbridge_credential_expiry_seconds", "pushbridge_credential_loaded_seconds",
 }
 # Series a histogram adds to its name.
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

@@ -100,6 +100,16 @@ package final class APNSSimulatorServer: Sendable {
     /// The transport's counters (connections, streams, PINGs).
     package var transportStatistics: HTTP2ServerStatistics { self.server.statistics }
 
+    /// Trusts the provider key `key` from now on (``SimulatorEngine/trust(_:)``).
+    package func trust(_ key: SimulatorScenario.JWTKey) {
+        self.engine.trust(key)
+    }
+
+    /// Refuses every provider token the key `keyID` signed from now on (``SimulatorEngine/revoke(keyID:)``).
+    package func revoke(keyID: String) {
+        self.engine.revoke(keyID: keyID)
+    }
+
     /// Announces a new stream limit on every live connection and on later ones.
     package func setMaxConcurrentStreams(_ streams: Int) {
         self.server.setMaxConcurrentStreams(streams)

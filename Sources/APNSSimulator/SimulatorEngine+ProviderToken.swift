@@ -54,6 +54,11 @@ extension SimulatorEngine {
         guard let authorization else { return ErrorBody(reason: .missingProviderToken) }
         let token: VerifiedProviderTokens.Token
         if let verified = connection.verifiedTokens.token(for: authorization) {
+            guard self.trustedKey(verified.keyID) != nil else {
+                // Revoked since it was verified.
+                connection.verifiedTokens.remove(authorization)
+                return ErrorBody(reason: .invalidProviderToken)
+            }
             token = verified
             if let boundKey = connection.acceptedKeyID, boundKey != token.keyID {
                 return ErrorBody(reason: .unrelatedKeyIdInToken)
@@ -61,7 +66,7 @@ extension SimulatorEngine {
         } else {
             guard authorization.hasPrefix("bearer "),
                 let jwt = ProviderTokenJWT.parse(String(authorization.dropFirst(7))),
-                let key = self.keysByID[jwt.keyID]
+                let key = self.trustedKey(jwt.keyID)
             else { return ErrorBody(reason: .invalidProviderToken) }
             if let team = key.teamID, team != jwt.teamID { return ErrorBody(reason: .invalidProviderToken) }
             if let boundKey = connection.acceptedKeyID, boundKey != jwt.keyID {

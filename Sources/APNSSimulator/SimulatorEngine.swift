@@ -115,7 +115,9 @@ package final class SimulatorEngine: Sendable {
     /// The scenario in force.
     package let scenario: SimulatorScenario
     private let clock: any WallClock
-    let keysByID: [String: SimulatorScenario.JWTKey]
+    /// The provider keys it trusts, by key ID: the scenario's, changed by ``trust(_:)`` and ``revoke(keyID:)``. Read
+    /// under ``state``'s lock, never the other way round.
+    private let trustedKeys: Mutex<[String: SimulatorScenario.JWTKey]>
     let maximumTokenAgeSeconds: Double
     let minimumTokenUpdateIntervalSeconds: Double
     let state: Mutex<State>
@@ -124,7 +126,8 @@ package final class SimulatorEngine: Sendable {
     package init(scenario: SimulatorScenario, clock: any WallClock = SystemWallClock()) {
         self.scenario = scenario
         self.clock = clock
-        self.keysByID = Dictionary(scenario.jwtKeys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last })
+        self.trustedKeys = Mutex(
+            Dictionary(scenario.jwtKeys.map { ($0.keyID, $0) }, uniquingKeysWith: { _, last in last }))
         self.maximumTokenAgeSeconds = Self.seconds(scenario.maximumTokenAge)
         self.minimumTokenUpdateIntervalSeconds = Self.seconds(scenario.minimumTokenUpdateInterval)
         self.state = Mutex(
@@ -137,6 +140,22 @@ package final class SimulatorEngine: Sendable {
         self.jitterMilliseconds =
             UInt64(max(0, scenario.latencyJitter.components.seconds)) * 1000
             + UInt64(max(0, scenario.latencyJitter.components.attoseconds / 1_000_000_000_000_000))
+    }
+
+    /// The trusted provider key `keyID`, if any.
+    func trustedKey(_ keyID: String) -> SimulatorScenario.JWTKey? {
+        self.trustedKeys.withLock { $0[keyID] }
+    }
+
+    /// Trusts `key` from now on, as APNs does for a key created in the developer account.
+    package func trust(_ key: SimulatorScenario.JWTKey) {
+        self.trustedKeys.withLock { $0[key.keyID] = key }
+    }
+
+    /// Stops trusting the key `keyID`, as APNs does once a key is revoked: every request whose provider token it signed
+    /// is refused with `403 InvalidProviderToken` from now on, also on connections that used it before.
+    package func revoke(keyID: String) {
+        _ = self.trustedKeys.withLock { $0.removeValue(forKey: keyID) }
     }
 
     /// A snapshot of the counts so far.

@@ -69,10 +69,13 @@ package struct BridgeRuntime: Sendable {
     ///   - onShutdownOverrun: called when a shutdown is still running ``ShutdownSteps/margin`` past
     ///     `shutdown.drain_timeout` after it began, after one error line in the log; `pushbridge run` exits the
     ///     process there. Without it the overrun is only logged.
+    ///   - reload: how to reload the configuration on SIGHUP and file changes (``ConfigurationReloader``); `nil`:
+    ///     never.
     package func run(
         sender: any ManagedSender,
         embeddedCluster: KafkaMockCluster? = nil,
         signals: [UnixSignal] = [.sigterm, .sigint],
+        reload: ConfigurationReloader.Options? = nil,
         onStarted: @escaping @Sendable (Started, ServiceGroup) -> Void = { _, _ in },
         onShutdownOverrun: (@Sendable () -> Void)? = nil
     ) async throws {
@@ -108,6 +111,14 @@ package struct BridgeRuntime: Sendable {
             logger: self.logger.with(label: "pushbridge.kafka.consumer")
         )
         let apns = self.configuration.apns
+        // With reloads, new senders replace the one in force behind this one (docs/configuration.md, "Reloading").
+        let reloadableSender =
+            reload?.makeSender == nil
+            ? nil
+            : ReloadableSender(
+                sender, retireTimeout: self.configuration.shutdown.drainTimeout,
+                logger: self.logger.with(label: "pushbridge.reload"))
+        let sender: any ManagedSender = reloadableSender ?? sender
         let sink = KafkaRecordSink(producer: producer)
         let feedbackPollers = try FeedbackPoller.pollers(
             for: self.configuration, sink: sink, metrics: self.metrics,
@@ -160,6 +171,14 @@ package struct BridgeRuntime: Sendable {
             logger: self.logger.with(label: "pushbridge.admin")
         )
         let reporter = GaugeReporter(source: source, pipeline: pipeline, sender: sender, metrics: self.metrics)
+        let reloader = reload.map { options in
+            ConfigurationReloader(
+                options: options, configuration: self.configuration, pipeline: pipeline, sender: reloadableSender,
+                metrics: self.reloadMetrics(for: options), logger: self.logger.with(label: "pushbridge.reload"))
+        }
+        // After the pipeline, so it stops first: no reload begins once the pipeline drains.
+        let reloaderService: [ServiceGroupConfiguration.ServiceConfiguration] =
+            reloader.map { [.init(service: $0)] } ?? []
         let shutdownBegan = AsyncCondition<ContinuousClock.Instant?>(nil)
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
@@ -169,6 +188,7 @@ package struct BridgeRuntime: Sendable {
                 ] + feedbackPollers.map { .init(service: $0) } + [
                     .init(service: SenderService(sender: sender)),
                     .init(service: pipeline),
+                ] + reloaderService + [
                     .init(service: reporter),
                     .init(service: CommitService(source: source, interval: kafka.commitInterval)),
                     // Last, so the first to hear of the shutdown: it starts the watchdog's clock.
@@ -204,6 +224,19 @@ package struct BridgeRuntime: Sendable {
             throw Failure(reason: "the Kafka producer failed and cannot recover: \(error)")
         }
         self.logger.info("PushBridge stopped")
+    }
+
+    /// The reload metrics, with the configuration's hash and (when the senders are APNs') its credentials as loaded
+    /// at start.
+    private func reloadMetrics(for options: ConfigurationReloader.Options) -> ReloadMetrics {
+        let metrics = ReloadMetrics(factory: BridgeMetrics.prometheusFactory(registry: self.registry))
+        if let hash = options.reading.hash { metrics.configuration(hash: hash) }
+        if options.makeSender != nil {
+            metrics.credentialsLoaded(
+                ConfigurationReloader.credentials(of: self.configuration),
+                atEpochSeconds: ConfigurationReloader.epochSeconds())
+        }
+        return metrics
     }
 
     /// Waits for the shutdown to begin, then for ``ShutdownSteps/margin`` past `shutdown.drain_timeout`; if it gets

@@ -84,8 +84,11 @@ extension Pipeline {
     /// request joins `sends`, and the answer's thread publishes the outcome; a local fault is published at
     /// once. Anything else (a retry, a halt, a closed gate) goes on in ``deliver(_:machine:action:)`` in a task.
     /// A notification of an ordered route whose line is busy waits in it (see ``lines``) instead.
+    ///
+    /// `retry`: the retry policy of the live settings the event was mapped with (``Pipeline/reload(_:)``).
     func start(
-        _ delivery: Delivery, coalesces: Bool, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
+        _ delivery: Delivery, coalesces: Bool, retry: (maxAttempts: Int, backoff: Backoff),
+        in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
     ) {
         // Its event began before a revocation of its partition (it waited for room meanwhile): the next owner sends
         // it, in order, from the committed offset.
@@ -96,8 +99,8 @@ extension Pipeline {
             expirationEpochSeconds: delivery.routed.notification.expirationEpochSeconds,
             localFault: delivery.routed.localRejection
                 ?? self.validate(delivery.routed.notification, delivery.routed.payloadIsJSONObject, delivery.app),
-            maxAttempts: self.configuration.maxAttempts,
-            backoff: self.configuration.retryBackoff
+            maxAttempts: retry.maxAttempts,
+            backoff: retry.backoff
         )
         let action = machine.start(nowEpochMilliseconds: self.epochMilliseconds())
         if case .finish(let outcome) = action {

@@ -19,9 +19,11 @@ package struct PipelineConfiguration: Sendable {
     /// `outcomes.publish_stall_timeout`: a record Kafka has not acknowledged for this long makes `/readyz`
     /// fail.
     package var publishStallTimeout: Duration
-    /// `apns.retry.max_attempts`: sends per notification for retryable answers.
+    /// `apns.retry.max_attempts`: sends per notification for retryable answers (at start; a reload replaces it
+    /// through ``Pipeline/reload(_:)``).
     package var maxAttempts: Int
-    /// `apns.retry.initial_backoff` / `max_backoff`: waits between retryable attempts.
+    /// `apns.retry.initial_backoff` / `max_backoff`: waits between retryable attempts (at start, like
+    /// ``maxAttempts``).
     package var retryBackoff: Backoff
     /// Waits between probes while the line is halted.
     package var haltProbeBackoff: Backoff
@@ -98,7 +100,8 @@ package struct PipelineConfiguration: Sendable {
 /// turns finished events into the offset the source may commit.
 package final class Pipeline: Service, Sendable {
     let source: any EventSource
-    private let mapper: any EventMapper
+    /// The mapper and the retry policy: what a configuration reload replaces (``reload(_:)``).
+    let live: Mutex<LiveSettings>
     let sender: any NotificationSender
     let sink: any RecordSink
     let configuration: PipelineConfiguration
@@ -156,7 +159,9 @@ package final class Pipeline: Service, Sendable {
         epochMilliseconds: @escaping @Sendable () -> Int64 = Pipeline.systemEpochMilliseconds
     ) {
         self.source = source
-        self.mapper = mapper
+        self.live = Mutex(
+            LiveSettings(
+                mapper: mapper, maxAttempts: configuration.maxAttempts, retryBackoff: configuration.retryBackoff))
         self.sender = sender
         self.sink = sink
         self.configuration = configuration
@@ -299,7 +304,9 @@ package final class Pipeline: Service, Sendable {
     func take(
         _ event: SourceEvent, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
     ) async -> Taken {
-        let results = self.mapper.map(event)
+        // One read per event: a reload takes effect from the next event on.
+        let live = self.live.withLock { $0 }
+        let results = live.mapper.map(event)
         if let full = self.fullLine(of: results) { return .lineFull(full) }
         self.metrics.eventsConsumed(topic: event.source.topic)
         var pieces = 0
@@ -340,7 +347,8 @@ package final class Pipeline: Service, Sendable {
                         Delivery(
                             routed: routed, route: route, app: result.app, event: event, ticket: ticket, bytes: bytes,
                             extras: extras),
-                        coalesces: result.coalesces, in: &group, sends: &sends)
+                        coalesces: result.coalesces, retry: (live.maxAttempts, live.retryBackoff), in: &group,
+                        sends: &sends)
                     if sends.count >= Self.sendBatchSize { self.send(&sends) }
                 }
             case .deadLetter(let reason):

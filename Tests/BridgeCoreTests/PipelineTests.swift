@@ -954,3 +954,46 @@ extension Array where Element: Equatable {
         return result
     }
 }
+
+// MARK: Reloading (docs/configuration.md, "Reloading")
+
+extension PipelineTests {
+    /// ``TokensMapper`` with its route renamed: which mapper made an outcome shows in its `route`.
+    private struct RenamedRouteMapper: EventMapper {
+        let route: String
+        func map(_ event: SourceEvent) -> [RouteMapping] {
+            TokensMapper(expiration: nil).map(event).map {
+                RouteMapping(route: self.route, app: $0.app, outcome: $0.outcome)
+            }
+        }
+    }
+
+    @Test("a reload replaces the routes and the retry policy for the events taken after it, without a restart")
+    func reloadAppliesToLaterEvents() async throws {
+        let harness = Harness(
+            events: [TestEvent.json(offset: 0, #"{"tokens":["aa01"]}"#)],
+            configuration: PipelineConfiguration(
+                maxAttempts: 1, retryBackoff: Backoff(initial: .milliseconds(1), maximum: .milliseconds(2))),
+            mapper: RenamedRouteMapper(route: "before"),
+            sender: ScriptedSender { _ in
+                .answered(APNSResponse(status: 503, reason: .serviceUnavailable, invalidSinceEpochMilliseconds: nil))
+            })
+        let partition = PartitionID(topic: "in", partition: 0)
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.source.committed[partition] == 1 && harness.pipeline.inFlight == 0 }
+        harness.pipeline.reload(
+            Pipeline.LiveSettings(
+                mapper: RenamedRouteMapper(route: "after"), maxAttempts: 3,
+                retryBackoff: Backoff(initial: .milliseconds(1), maximum: .milliseconds(2))))
+        harness.source.deliver([TestEvent.json(offset: 1, #"{"tokens":["bb02"]}"#)])
+        try await waitUntil { harness.source.committed[partition] == 2 && harness.pipeline.inFlight == 0 }
+        harness.source.finish()
+        try await run.value
+        let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
+        let before = try #require(outcomes.first { $0["device_token"] as? String == "aa01" })
+        let after = try #require(outcomes.first { $0["device_token"] as? String == "bb02" })
+        #expect(before["route"] as? String == "before" && before["attempts"] as? Int == 1)
+        #expect(after["route"] as? String == "after" && after["attempts"] as? Int == 3)
+        #expect(outcomes.count == 2)
+    }
+}

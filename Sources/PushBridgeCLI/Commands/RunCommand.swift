@@ -14,7 +14,9 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             Consumes the configured input topics in the consumer group, sends the notifications to APNs and \
             publishes outcomes, invalid tokens and dead letters. With --log-sender nothing is sent: each \
-            notification is logged and reported delivered, to try routes without Apple credentials.
+            notification is logged and reported delivered, to try routes without Apple credentials. SIGHUP, or a \
+            change to the configuration file or a file it names, reloads the configuration without leaving the \
+            consumer group; a change that applies only at a restart is refused (docs/configuration.md).
             """
     )
 
@@ -24,6 +26,10 @@ struct RunCommand: AsyncParsableCommand {
     var logSender = false
 
     func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        // Read before the configuration is loaded, so that whatever changes after it reloads (docs/configuration.md,
+        // "Reloading").
+        let reading = ConfigurationReading.read(file: self.configurationFile.path, environment: environment)
         let loaded = try self.configurationFile.load(checksCredentialFiles: !self.logSender)
         let logger = LoggingBootstrap.bootstrap(loaded.configuration.logging)
         let registry = PrometheusCollectorRegistry()
@@ -39,10 +45,18 @@ struct RunCommand: AsyncParsableCommand {
                 throw ExitCode(1)
             }
         }
+        // A reload builds new senders the same way (none with --log-sender).
+        var makeSender: (@Sendable (BridgeConfiguration) throws -> any ManagedSender)?
+        if !self.logSender {
+            makeSender = { @Sendable configuration in try APNSSenderFactory.make(for: configuration, logger: logger) }
+        }
+        let reload = ConfigurationReloader.Options(
+            configurationFile: self.configurationFile.path, environment: environment, reading: reading,
+            makeSender: makeSender, checksCredentialFiles: !self.logSender)
         do {
             // A shutdown that overran its bound (docs/operations.md, "Shutdown") ends the process: what is unfinished
             // stays uncommitted, and the partitions' next owner processes it again.
-            try await runtime.run(sender: sender, onShutdownOverrun: { Foundation.exit(1) })
+            try await runtime.run(sender: sender, reload: reload, onShutdownOverrun: { Foundation.exit(1) })
         } catch {
             logger.critical("PushBridge failed", error: error)
             throw ExitCode(1)

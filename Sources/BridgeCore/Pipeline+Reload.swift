@@ -1,0 +1,35 @@
+import Synchronization
+
+// What a configuration reload changes in a running pipeline (docs/configuration.md, "Reloading"): the routes and the
+// retry policy. The sender is replaced behind the `NotificationSender` the pipeline was given (the bridge's
+// `ReloadableSender`), so the pipeline never sees it change.
+
+extension Pipeline {
+    /// The parts of the pipeline a reload replaces while it runs. The consume loop reads them once per event, under
+    /// one lock that only a reload ever holds for longer than that read.
+    package struct LiveSettings: Sendable {
+        /// Maps events to notifications: the routes and templates.
+        package var mapper: any EventMapper
+        /// `apns.retry.max_attempts`.
+        package var maxAttempts: Int
+        /// `apns.retry.initial_backoff` / `max_backoff`.
+        package var retryBackoff: Backoff
+
+        /// Creates live settings.
+        package init(mapper: any EventMapper, maxAttempts: Int, retryBackoff: Backoff) {
+            self.mapper = mapper
+            self.maxAttempts = maxAttempts
+            self.retryBackoff = retryBackoff
+        }
+    }
+
+    /// The live settings in force.
+    package var liveSettings: LiveSettings { self.live.withLock { $0 } }
+
+    /// Replaces the mapper and the retry policy. The next event taken is mapped with `settings`, and its
+    /// notifications retry by its policy; events already taken keep what they were mapped with, and a notification
+    /// on its way keeps the retry policy it started with, so nothing in flight is mapped or counted twice.
+    package func reload(_ settings: LiveSettings) {
+        self.live.withLock { $0 = settings }
+    }
+}

@@ -1,0 +1,235 @@
+import APNSSimulator
+import Crypto
+import Foundation
+import HTTP2
+import Synchronization
+import TestSupport
+import TestWaiting
+import Testing
+
+// Reloading the configuration of a running `pushbridge run` (docs/configuration.md, "Reloading"), as an operator does
+// it: files replaced the way Kubernetes replaces them (a new file renamed over the old), or SIGHUP.
+
+@Suite("End to end: reloading the configuration", .serialized)
+struct EndToEndReloadTests {
+    @Test(
+        "rotating the .p8 key while events flow: no halt, no outcome lost or repeated, no rebalance; APNs then accepts only the new key",
+        .timeLimit(.minutes(5)))
+    func keyRotationWhileEventsFlow() async throws {
+        var scenario = SimulatorScenario()
+        scenario.latency = .milliseconds(5)
+        try await withEndToEnd(scenario: scenario) { world in
+            let running = try await RunningBridge.start(world, name: "rotation")
+            let produced = ProducedCount()
+            // Events flow for the whole test: 10 every 100 ms, each to a device of its own.
+            let flow = Task {
+                while !produced.stopped {
+                    let numbers = produced.count..<(produced.count + 10)
+                    try await world.produce(numbers.map { EndToEnd.alert([EndToEnd.token($0)]) })
+                    produced.add(numbers.count)
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            defer { produced.stop() }
+            try await waitUntil { world.simulator.statistics.byStatus[200, default: 0] >= 50 }
+
+            // The rotation as docs/operations.md describes it: the new key is created at Apple (so APNs trusts both),
+            // its file is added beside the old one, then the configuration names it.
+            let connectionsBefore = world.simulator.transportStatistics.connectionsAccepted
+            let newKey = P256.Signing.PrivateKey()
+            world.simulator.trust(.init(keyID: "NEWKEY0002", teamID: EndToEnd.teamID, publicKey: newKey.publicKey))
+            try world.write(key: newKey, to: "AuthKey_NEWKEY0002.p8")
+            try world.configuration(
+                keyFile: "AuthKey_NEWKEY0002.p8", logLevel: "info", adminListen: "127.0.0.1:\(running.port)",
+                name: "rotation-next"
+            ).replacingFile(
+                running.configurationPath, edit: { $0.replacingOccurrences(of: EndToEnd.keyID, with: "NEWKEY0002") })
+            try await running.waitForLog("Configuration reloaded")
+            // The old sender is shut down once its last request was answered: from here on the old key is refused,
+            // and any request still signed with it would halt the line.
+            try await running.waitForLog("Previous APNs sender shut down after its last answer")
+            world.simulator.revoke(keyID: EndToEnd.keyID)
+            let atRevocation = produced.count
+            try await waitUntil { produced.count >= atRevocation + 100 }
+            produced.stop()
+            try await flow.value
+            let total = produced.count
+
+            let results = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= total }
+            #expect(try await running.reloads("applied") == 1)
+            // Before the stop, whose revocation is the member leaving the group.
+            let logs = try running.logs()
+            try running.stop()
+            #expect(results.outcomes.count == total, "outcomes lost or repeated")
+            #expect(Set(results.outcomes.map(\.notificationID)).count == total)
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            let statistics = world.simulator.statistics
+            #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
+            #expect(statistics.byStatus[403] == nil, "APNs refused a provider token: \(statistics.byStatus)")
+            #expect(!logs.contains("Line halted"))
+            // APNs ties a connection to the key ID it first saw: the new key went out on new connections.
+            #expect(world.simulator.transportStatistics.connectionsAccepted > connectionsBefore)
+            // One assignment at start, none after: the member never left the group (the generation did not change).
+            #expect(logs.count(of: "Partitions assigned") == running.assignmentsAtStart)
+            #expect(!logs.contains("Partitions revoked"))
+            #expect(logs.count(of: "Configuration reloaded") == 1)
+        }
+    }
+
+    @Test(
+        "a configuration that does not load, and one that changes the consumer group, are refused; the bridge keeps delivering",
+        .timeLimit(.minutes(5)))
+    func refusedConfigurationsKeepTheOldOne() async throws {
+        try await withEndToEnd { world in
+            let running = try await RunningBridge.start(world, name: "refusals")
+            try await world.produce((0..<20).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            _ = try await world.results { $0.outcomes.count >= 20 }
+
+            // A typo in a route: the file does not load.
+            _ = try world.configuration(logLevel: "info", adminListen: "127.0.0.1:\(running.port)", name: "broken")
+                .replacingFile(
+                    running.configurationPath, edit: { $0.replacingOccurrences(of: "payload:", with: "paylod:") })
+            try await running.waitForLog("Configuration not reloaded: it does not load")
+            #expect(try running.logs().contains("unknown key (did you mean payload?)"))
+            #expect(try await running.reloads("failed") == 1)
+            try await world.produce((20..<40).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            _ = try await world.results { $0.outcomes.count >= 40 }
+
+            // A valid file that moves the bridge to another consumer group: that applies only at a restart.
+            _ = try world.configuration(
+                group: "another-group", logLevel: "info", adminListen: "127.0.0.1:\(running.port)", name: "regroup"
+            ).replacingFile(running.configurationPath)
+            try await running.waitForLog("Configuration not reloaded: a key changed that applies only at a restart")
+            #expect(try running.logs().contains("config.keys=kafka.group_id"))
+            #expect(try await running.reloads("refused") == 1)
+            try await world.produce((40..<60).map { EndToEnd.alert([EndToEnd.token($0)]) })
+            let results = try await world.results { $0.outcomes.count >= 60 }
+
+            #expect(try await httpGet(port: running.port, path: "/readyz").0 == 200)
+            let logs = try running.stop()
+            #expect(results.outcomes.count == 60)
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            #expect(!logs.contains("Configuration reloaded"))
+            // Still the old group: it committed everything.
+            #expect(try await world.committed().values.reduce(0, +) == 60)
+        }
+    }
+
+    @Test("SIGHUP with a new route: the next events use it", .timeLimit(.minutes(5)))
+    func sighupAddsARoute() async throws {
+        try await withEndToEnd { world in
+            let running = try await RunningBridge.start(world, name: "sighup")
+            let greeting = #"{"kind":"greeting","text":"hi","tokens":["TOKEN"]}"#
+            try await world.produce([greeting.replacingOccurrences(of: "TOKEN", with: EndToEnd.token(1))])
+            try await world.produce([EndToEnd.alert([EndToEnd.token(2)])])
+            _ = try await world.results { $0.outcomes.count >= 1 }
+
+            // The running file with a second route on the same input topic, written before `outcomes:`.
+            let greetings = """
+                  - name: greetings
+                    input_topic: \(world.inputTopic)
+                    match: { kind: greeting }
+                    device_tokens: "{{tokens}}"
+                    topic: com.example.app
+                    payload:
+                      aps:
+                        alert: "greeting: {{text}}"
+
+                """
+            try world.configuration(logLevel: "info", adminListen: "127.0.0.1:\(running.port)", name: "sighup-next")
+                .replacingFile(
+                    running.configurationPath,
+                    edit: { $0.replacingOccurrences(of: "outcomes:", with: greetings + "outcomes:") })
+            running.bridge.kill(signal: SIGHUP)
+            try await running.waitForLog("Configuration reloaded")
+            #expect(try running.logs().contains("reload.trigger=signal"))
+
+            try await world.produce(
+                (3..<13).map { greeting.replacingOccurrences(of: "TOKEN", with: EndToEnd.token($0)) })
+            let results = try await world.results { $0.outcomes.count >= 11 }
+            let logs = try running.logs()
+            try running.stop()
+            let greeted = results.outcomes.filter { $0.json["route"] == "greetings" }
+            #expect(Set(greeted.map(\.token)) == Set((3..<13).map { EndToEnd.token($0) }))
+            #expect(
+                !results.outcomes.contains { $0.token == EndToEnd.token(1) }, "a greeting before the reload was sent")
+            #expect(logs.count(of: "Partitions assigned") == running.assignmentsAtStart)
+            #expect(world.simulator.statistics.byStatus[200] == 11)
+        }
+    }
+}
+
+/// `pushbridge run` as a child process with its configuration file, logs at info level and an admin port.
+private struct RunningBridge {
+    let bridge: BridgeProcess
+    let configurationPath: String
+    let log: URL
+    let port: Int
+    /// `Partitions assigned` lines once it consumed: the consumer's and the pipeline's, for the first assignment.
+    let assignmentsAtStart: Int
+
+    static func start(_ world: EndToEnd, name: String) async throws -> RunningBridge {
+        let port = try freeLoopbackPort()
+        let path = try world.configuration(logLevel: "info", adminListen: "127.0.0.1:\(port)", name: name)
+        let log = world.directory.appendingPathComponent("\(name).log")
+        let bridge = try BridgeProcess.start(configurationPath: path, log: log)
+        var running = RunningBridge(
+            bridge: bridge, configurationPath: path, log: log, port: port, assignmentsAtStart: 0)
+        try await running.waitForLog("Configuration reloads on SIGHUP")
+        // The consumer's line and the pipeline's for the one assignment of the group's first generation.
+        try await waitUntilAsync(timeout: .seconds(60)) {
+            ((try? running.logs()) ?? "").count(of: "Partitions assigned") >= 2
+        }
+        running = RunningBridge(
+            bridge: bridge, configurationPath: path, log: log, port: port,
+            assignmentsAtStart: try running.logs().count(of: "Partitions assigned"))
+        return running
+    }
+
+    func logs() throws -> String { try String(contentsOf: self.log, encoding: .utf8) }
+
+    func waitForLog(_ text: String) async throws {
+        try await waitUntilAsync(timeout: .seconds(60)) { ((try? self.logs()) ?? "").contains(text) }
+    }
+
+    /// `pushbridge_config_reloads_total{result}` on `/metrics`.
+    func reloads(_ result: String) async throws -> Int? {
+        let (_, metrics) = try await httpGet(port: self.port, path: "/metrics")
+        let prefix = "pushbridge_config_reloads_total{result=\"\(result)\"} "
+        return metrics.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap {
+            Int(Double($0.dropFirst(prefix.count)) ?? -1)
+        }
+    }
+
+    /// Stops it with SIGTERM (it must exit 0) and returns its logs.
+    @discardableResult
+    func stop() throws -> String {
+        self.bridge.kill(signal: SIGTERM)
+        self.bridge.process.waitUntilExit()
+        #expect(self.bridge.process.terminationStatus == 0)
+        return try self.logs()
+    }
+}
+
+/// How many events the producing task produced (Kafka acknowledged them), and whether it should stop.
+private final class ProducedCount: Sendable {
+    private let state = Mutex((count: 0, stopped: false))
+    func add(_ count: Int) { self.state.withLock { $0.count += count } }
+    var count: Int { self.state.withLock { $0.count } }
+    func stop() { self.state.withLock { $0.stopped = true } }
+    var stopped: Bool { self.state.withLock { $0.stopped } }
+}
+
+extension String {
+    /// Renames the file at this path (edited by `edit` first) over `path` in one step, as Kubernetes replaces a
+    /// mounted file: a reader sees the old file or the new one, never half of it. Returns `path`.
+    @discardableResult
+    fileprivate func replacingFile(_ path: String, edit: (String) -> String = { $0 }) throws -> String {
+        let text = edit(try String(contentsOfFile: self, encoding: .utf8))
+        try Data(text.utf8).write(to: URL(fileURLWithPath: self))
+        guard rename(self, path) == 0 else { throw TimedOut(what: "the rename of \(self)") }
+        return path
+    }
+
+    fileprivate func count(of text: String) -> Int { self.components(separatedBy: text).count - 1 }
+}
