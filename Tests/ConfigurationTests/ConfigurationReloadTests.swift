@@ -38,8 +38,8 @@ import Testing
             for (name, contents) in files {
                 let path = versionPath + "/" + name
                 try Data(contents.utf8).write(to: URL(fileURLWithPath: path))
-                var times = [timespec(tv_sec: 1_790_000_000, tv_nsec: 0), timespec(tv_sec: 1_790_000_000, tv_nsec: 0)]
-                #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+                try FileManager.default.setAttributes(
+                    [.modificationDate: Date(timeIntervalSince1970: 1_790_000_000)], ofItemAtPath: path)
             }
             try FileManager.default.createSymbolicLink(
                 atPath: self.directory + "/..data_tmp", withDestinationPath: version)
