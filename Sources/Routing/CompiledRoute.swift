@@ -57,6 +57,8 @@ final class CompiledRoute: Sendable {
     let orderingKey: OrderingKey?
     /// `coalesce: true` (only with ``orderingKey``).
     let coalesce: Bool
+    /// `lane:`; `nil`: the default lane.
+    let lane: String?
     let expiration: Expiration
     let collapseID: TextTemplate?
     let payload: Payload
@@ -160,6 +162,7 @@ final class CompiledRoute: Sendable {
         self.payload = Self.compilePayload(spec, diagnostics: &diagnostics)
         self.orderingKey = Self.compileOrderingKey(spec.orderingKey, diagnostics: &diagnostics)
         self.coalesce = spec.coalesce
+        self.lane = spec.lane
         if spec.coalesce, spec.orderingKey == nil {
             diagnostics.report(
                 .missingField, at: "coalesce",
@@ -405,9 +408,10 @@ final class CompiledRoute: Sendable {
         switch self.render(&scope, epochSeconds: epochSeconds) {
         case .success(let notifications):
             return RouteMapping(
-                route: self.name, app: self.app, outcome: .notifications(notifications), coalesces: self.coalesce)
+                route: self.name, app: self.app, outcome: .notifications(notifications), coalesces: self.coalesce,
+                lane: self.lane)
         case .failure(let reason):
-            return RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason))
+            return RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason), lane: self.lane)
         }
     }
 

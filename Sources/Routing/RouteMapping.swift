@@ -11,13 +11,16 @@ package struct RouteMapping: Sendable {
     /// Whether the route has `coalesce: true`: a newer notification of the same ordering key replaces one that
     /// still waits (its notifications then carry ``MappedNotification/orderingKey``).
     package var coalesces: Bool
+    /// The route's lane (`lane:`); `nil`: the default lane. A pipeline without lanes never reads it.
+    package var lane: String?
 
     /// Creates a mapping.
-    package init(route: String, app: String?, outcome: Outcome, coalesces: Bool = false) {
+    package init(route: String, app: String?, outcome: Outcome, coalesces: Bool = false, lane: String? = nil) {
         self.route = route
         self.app = app
         self.outcome = outcome
         self.coalesces = coalesces
+        self.lane = lane
     }
 
     /// Notifications, or why there are none.

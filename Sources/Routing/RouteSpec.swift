@@ -43,6 +43,9 @@ package struct RouteSpec: Sendable {
     /// Whether a newer notification of the same ordering key replaces one still waiting to be sent (the
     /// replaced one ends `superseded`). Requires ``orderingKey``.
     package var coalesce: Bool
+    /// The lane whose share of `kafka.max_in_flight` the route's notifications take (`lane:`, a name under the
+    /// configuration's `lanes:`); `nil`: the default lane.
+    package var lane: String?
 
     /// Creates a route specification.
     package init(
@@ -61,7 +64,8 @@ package struct RouteSpec: Sendable {
         payloadFrom: String? = nil,
         channelID: String? = nil,
         orderingKey: String? = nil,
-        coalesce: Bool = false
+        coalesce: Bool = false,
+        lane: String? = nil
     ) {
         self.channelID = channelID
         self.name = name
@@ -79,5 +83,6 @@ package struct RouteSpec: Sendable {
         self.payloadFrom = payloadFrom
         self.orderingKey = orderingKey
         self.coalesce = coalesce
+        self.lane = lane
     }
 }

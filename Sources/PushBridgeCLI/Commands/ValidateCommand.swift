@@ -39,12 +39,35 @@ struct ValidateCommand: AsyncParsableCommand {
             let names = routes.filter { $0.inputTopic == topic }.map(\.name)
             lines.append("  topic \(topic): \(names.joined(separator: ", "))")
         }
+        lines += Self.lanes(of: configuration)
         let outcomes = configuration.outcomes
         lines.append(
             "  writes: \(outcomes.outcomes), \(outcomes.invalidTokens), \(outcomes.deadLetters)"
         )
         lines.append("  admin: \(configuration.admin.host):\(configuration.admin.port)")
         return lines.map { $0 + "\n" }.joined()
+    }
+
+    /// One line per lane with its bounds and routes, and one per input topic whose routes are in several lanes;
+    /// nothing without `lanes:`.
+    static func lanes(of configuration: BridgeConfiguration) -> [String] {
+        guard !configuration.lanes.isEmpty else { return [] }
+        let routes = configuration.routes
+        var lines = LaneSettings.all(configuration.lanes, within: configuration.kafka).map { lane in
+            let names = routes.filter { ($0.lane ?? LaneSettings.defaultName) == lane.name }.map(\.name)
+            return "  lane \(lane.name): max_in_flight \(lane.maxInFlightNotifications), "
+                + LaneSettings.describe(bytes: lane.maxInFlightBytes)
+                + (lane.expedite ? ", expedited" : "")
+                + ": \(names.isEmpty ? "no route" : names.joined(separator: ", "))"
+        }
+        for topic in configuration.inputTopics {
+            let lanes = Set(routes.filter { $0.inputTopic == topic }.map { $0.lane ?? LaneSettings.defaultName })
+            guard lanes.count > 1 else { continue }
+            lines.append(
+                "  note: topic \(topic) has routes in lanes \(lanes.sorted().joined(separator: ", ")): each of its "
+                    + "events waits until every lane it needs has room")
+        }
+        return lines
     }
 
     /// Environment, endpoint and auth kind (never a secret).
