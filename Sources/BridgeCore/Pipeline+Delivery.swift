@@ -22,14 +22,24 @@ extension Pipeline {
         /// Whether it holds a place in `kafka.max_in_flight`'s count: not while it waits in its ordered line, where it
         /// holds only its bytes, so that a hot key's waiting notifications cannot take every place.
         let holdsPlace = Atomic<Bool>(true)
+        /// The lane whose room it holds too; `nil` without lanes.
+        let lane: Lane?
 
-        init(routed: MappedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int) {
-            self.routed = routed
+        init(
+            routed: MappedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int,
+            lane: Lane? = nil
+        ) {
+            if let lane, lane.expedite {
+                self.routed = routed.expedited()
+            } else {
+                self.routed = routed
+            }
             self.route = route
             self.app = app
             self.event = event
             self.ticket = ticket
             self.bytes = bytes
+            self.lane = lane
         }
 
         var notification: Notification { self.routed.notification }
@@ -83,7 +93,7 @@ extension Pipeline {
         // Its event began before a revocation of its partition (it waited for room meanwhile): the next owner sends
         // it, in order, from the committed offset.
         guard self.isCurrent(delivery.ticket) else {
-            return self.dropStale(delivery.ticket, bytes: delivery.bytes, places: 1)
+            return self.dropStale(delivery.ticket, bytes: delivery.bytes, places: 1, lane: delivery.lane)
         }
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: delivery.routed.notification.expirationEpochSeconds,
@@ -146,7 +156,7 @@ extension Pipeline {
             delivery.holdsPlace.store(true, ordering: .relaxed)  // never in the line: nobody else saw it
             return true
         case .wait(let replaced):
-            self.flow.release(bytes: 0, count: 1)
+            self.releaseRoom(bytes: 0, places: 1, lane: delivery.lane)
             for waiting in replaced {
                 let outcome = waiting.machine.superseded(
                     by: delivery.notification.apnsID, nowEpochMilliseconds: self.epochMilliseconds())
@@ -173,6 +183,7 @@ extension Pipeline {
         let delivery = waiting.delivery
         // In flight again: it takes its place in the count back.
         delivery.holdsPlace.store(true, ordering: .relaxed)
+        delivery.lane?.flow.retakePlace()
         self.flow.retakePlace()
         var machine = waiting.machine
         let action = machine.turnCame(nowEpochMilliseconds: self.epochMilliseconds())

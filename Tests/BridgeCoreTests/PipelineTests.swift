@@ -415,7 +415,7 @@ private enum TestEvent {
     }
 }
 
-private final class MemorySource: EventSource {
+final class MemorySource: EventSource {
     private struct State {
         var committed: [PartitionID: Int64] = [:]
         var paused: Set<PartitionID> = []
@@ -429,7 +429,10 @@ private final class MemorySource: EventSource {
     init(events: [SourceEvent]) { self.events = events }
 
     func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
-        await listener.partitionsAssigned([PartitionID(topic: "in", partition: 0)], generation: 1)
+        // in[0], and every other partition its events come from.
+        let partitions = Set(self.events.map(\.partition)).union([PartitionID(topic: "in", partition: 0)])
+        await listener.partitionsAssigned(
+            partitions.sorted { ($0.topic, $0.partition) < ($1.topic, $1.partition) }, generation: 1)
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: [SourceEvent].self)
         continuation.yield(self.events)
         self.state.withLock {
@@ -456,7 +459,7 @@ private final class MemorySource: EventSource {
     func isPaused(_ partition: PartitionID) -> Bool { self.state.withLock { $0.paused.contains(partition) } }
 }
 
-private final class MemorySink: RecordSink {
+final class MemorySink: RecordSink {
     private struct State {
         var records: [OutgoingRecord] = []
         var heldKey: [UInt8]?
@@ -549,7 +552,7 @@ private struct KafkaTestError: Error, CustomStringConvertible {
     var description: String { "Local: Message timed out (test)" }
 }
 
-private struct Harness {
+struct Harness {
     let source: MemorySource
     let sink = MemorySink()
     let pipeline: Pipeline
