@@ -5,6 +5,7 @@ import CoreMetrics
 import Kafka
 import Logging
 import Prometheus
+import Routing
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -294,14 +295,12 @@ package struct BridgeRuntime: Sendable {
 
     /// The pipeline's lanes: the default lane (what the named lanes leave of `kafka.max_in_flight` and
     /// `max_in_flight_bytes`) and the named ones; none without `lanes:`, so that the pipeline keeps its one line.
-    var laneBudgets: [LaneBudget] {
+    var laneBudgets: [LaneSpec] {
         let lanes = self.configuration.lanes
         guard !lanes.isEmpty else { return [] }
-        return LaneSettings.all(lanes, within: self.configuration.kafka).map { lane in
-            LaneBudget(
-                name: lane.name, maxInFlight: lane.maxInFlightNotifications, maxInFlightBytes: lane.maxInFlightBytes,
-                expedite: lane.expedite)
-        }
+        let kafka = self.configuration.kafka
+        return LaneSpec.all(
+            lanes, maxInFlight: kafka.maxInFlightNotifications, maxInFlightBytes: kafka.maxInFlightBytes)
     }
 
     /// Partitions of each input topic on the embedded cluster.

@@ -4,29 +4,6 @@ import DequeModule
 import Routing
 import Waiting
 
-/// One lane's bounds (docs/configuration.md, "Lanes"): its share of `kafka.max_in_flight` and
-/// `kafka.max_in_flight_bytes`, which the notifications and dead letters of its routes take instead of another
-/// lane's.
-package struct LaneBudget: Sendable, Hashable {
-    /// The name routes give as `lane:`; `default` for the lane of routes without one.
-    package var name: String
-    /// Pieces of work in flight at most.
-    package var maxInFlight: Int
-    /// The bytes they hold at most (one larger piece still goes through when the lane is empty).
-    package var maxInFlightBytes: Int
-    /// Whether its notifications go ahead of other lanes' requests waiting for a free HTTP/2 stream
-    /// (``APNSCore/Notification/expedited``).
-    package var expedite: Bool
-
-    /// Creates a lane's bounds.
-    package init(name: String, maxInFlight: Int, maxInFlightBytes: Int, expedite: Bool = false) {
-        self.name = name
-        self.maxInFlight = maxInFlight
-        self.maxInFlightBytes = maxInFlightBytes
-        self.expedite = expedite
-    }
-}
-
 /// A lane while the pipeline runs: its room, a ``FlowController`` of its own. The lane's controller pauses no
 /// partition itself (it is told of none): a partition whose next event finds no room in a lane is held back on
 /// its own (``Pipeline/holdBack(_:for:in:)``), and waits in the lane's turn for room.
@@ -35,7 +12,7 @@ final class Lane: Sendable {
     let expedite: Bool
     let flow: FlowController
 
-    init(_ budget: LaneBudget, source: any EventSource, metrics: BridgeMetrics) {
+    init(_ budget: LaneSpec, source: any EventSource, metrics: BridgeMetrics) {
         self.name = budget.name
         self.expedite = budget.expedite
         let gauges = metrics.inFlightGauges(lane: budget.name)
@@ -55,11 +32,11 @@ struct Lanes: Sendable {
     let fallback: Lane
 
     /// `nil` when `budgets` is empty: without lanes the pipeline keeps its one line and its code path.
-    init?(_ budgets: [LaneBudget], source: any EventSource, metrics: BridgeMetrics) {
+    init?(_ budgets: [LaneSpec], source: any EventSource, metrics: BridgeMetrics) {
         let all = budgets.map { Lane($0, source: source, metrics: metrics) }
         guard let first = all.first else { return nil }
         self.all = all
-        self.fallback = all.first { $0.name == LaneBudget.defaultName } ?? first
+        self.fallback = all.first { $0.name == LaneSpec.defaultName } ?? first
     }
 
     /// The lane of a route's `lane:` (`nil`: the default lane). A name no lane has (a mapper newer than the lanes)
@@ -96,6 +73,15 @@ extension Pipeline {
         case stopped
         /// The piece's lane has no room now, and the caller must not wait (the consume loop, with lanes).
         case full(Lane)
+
+        /// What ``Pipeline/start(_:waits:claim:in:sends:)`` returns when the piece has no room: `nil` when it has.
+        func stop(_ rest: PiecesToStart) -> Taken? {
+            switch self {
+            case .taken: nil
+            case .stopped: .stopped
+            case .full(let lane): .laneFull(lane, rest)
+            }
+        }
     }
 
     /// Takes room for a piece of `ticket`'s event holding `bytes` in `lane` (`nil`: no lanes) and in the pipeline's
@@ -156,7 +142,7 @@ extension Pipeline {
 
     /// The lanes' names, in the configuration's order; `["default"]` without lanes.
     package var laneNames: [String] {
-        self.lanes?.all.map(\.name) ?? [LaneBudget.defaultName]
+        self.lanes?.all.map(\.name) ?? [LaneSpec.defaultName]
     }
 
     /// How many partitions are held back waiting for room in each lane (`pushbridge_lane_held_back_partitions`).
@@ -174,7 +160,7 @@ extension Pipeline {
     /// `pushbridge_in_flight{lane}` gauges' tests and `/readyz`.
     package func inFlight(lane name: String) -> (count: Int, bytes: Int)? {
         guard let lanes = self.lanes else {
-            return name == LaneBudget.defaultName ? (self.flow.inFlight.count, self.flow.inFlight.bytes) : nil
+            return name == LaneSpec.defaultName ? (self.flow.inFlight.count, self.flow.inFlight.bytes) : nil
         }
         return lanes.all.first { $0.name == name }.map { ($0.flow.inFlight.count, $0.flow.inFlight.bytes) }
     }
@@ -189,7 +175,7 @@ extension Pipeline {
             let flow = found.flow.flow
             lane = (flow.stalled, flow.inFlight, flow.limits)
         } else {
-            guard name == LaneBudget.defaultName else { return nil }
+            guard name == LaneSpec.defaultName else { return nil }
             let flow = self.flow.flow
             lane = (flow.stalled, flow.inFlight, flow.limits)
         }
@@ -232,11 +218,6 @@ struct HoldClaim: Sendable {
             return true
         }
     }
-}
-
-extension LaneBudget {
-    /// The name of the lane of routes without `lane:`.
-    package static let defaultName = "default"
 }
 
 extension MappedNotification {

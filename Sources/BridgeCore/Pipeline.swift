@@ -47,7 +47,7 @@ package struct PipelineConfiguration: Sendable {
     package var deadLetterTopic: String
     /// `lanes:`: every lane's bounds, the default lane's (`default`, of routes without `lane:`) among them; empty
     /// without lanes, where the pipeline has one line bounded by ``maxInFlight`` and ``maxInFlightBytes`` (``Lanes``).
-    package var lanes: [LaneBudget]
+    package var lanes: [LaneSpec]
 
     /// Creates a configuration; the defaults are those of docs/configuration.md.
     package init(
@@ -66,7 +66,7 @@ package struct PipelineConfiguration: Sendable {
         outcomesTopic: String = "pushbridge.outcomes",
         invalidTokensTopic: String = "pushbridge.invalid-tokens",
         deadLetterTopic: String = "pushbridge.dead-letters",
-        lanes: [LaneBudget] = []
+        lanes: [LaneSpec] = []
     ) {
         self.maxInFlight = maxInFlight
         self.maxInFlightBytes = maxInFlightBytes
@@ -361,13 +361,9 @@ package final class Pipeline: Service, Sendable {
                     let routed = notifications[rest.next]
                     var share = rest.share
                     let bytes = share.next() + routed.notification.payload.count + Self.pieceOverheadBytes
-                    switch await self.room(
+                    let room = await self.room(
                         bytes: bytes, in: lane, waits: waits, ticket: ticket, claim: claim, sends: &sends)
-                    {
-                    case .taken: break
-                    case .stopped: return .stopped
-                    case .full(let lane): return .laneFull(lane, rest)
-                    }
+                    if let stop = room.stop(rest) { return stop }
                     rest.share = share
                     rest.next += 1
                     self.start(
@@ -381,13 +377,9 @@ package final class Pipeline: Service, Sendable {
                 // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
                 var share = rest.share
                 let bytes = share.next() + (event.value?.count ?? 0) + Self.pieceOverheadBytes
-                switch await self.room(
+                let room = await self.room(
                     bytes: bytes, in: lane, waits: waits, ticket: ticket, claim: claim, sends: &sends)
-                {
-                case .taken: break
-                case .stopped: return .stopped
-                case .full(let lane): return .laneFull(lane, rest)
-                }
+                if let stop = room.stop(rest) { return stop }
                 rest.share = share
                 group.addTask {
                     await self.deadLetter(

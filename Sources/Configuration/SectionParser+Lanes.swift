@@ -8,12 +8,12 @@ extension SectionParser {
     /// shares must leave room within `kafka`'s bounds (checked against the routes by
     /// ``checkDefaultLane(of:lanes:kafka:)``); `kafka` is `nil` when its section has problems of its own, and the
     /// defaults stand in for it.
-    func lanes(_ value: ConfigValue, kafka: KafkaSettings?) -> [LaneSettings]? {
+    func lanes(_ value: ConfigValue, kafka: KafkaSettings?) -> [LaneSpec]? {
         guard let mapping = value.mapping(known: nil) else {
             return nil
         }
         let totals = kafka ?? KafkaSettings(bootstrapServers: "")
-        var lanes: [LaneSettings] = []
+        var lanes: [LaneSpec] = []
         var valid = true
         for entry in mapping.entries {
             if let lane = self.lane(named: entry.key, entry.value, totals: totals) {
@@ -23,7 +23,7 @@ extension SectionParser {
             }
         }
         guard valid else { return nil }
-        let count = lanes.reduce(0) { $0 + $1.maxInFlightNotifications }
+        let count = lanes.reduce(0) { $0 + $1.maxInFlight }
         let bytes = lanes.reduce(0) { $0 + $1.maxInFlightBytes }
         if count > totals.maxInFlightNotifications {
             value.report(
@@ -37,8 +37,8 @@ extension SectionParser {
         if bytes > totals.maxInFlightBytes {
             value.report(
                 .invalidValue,
-                "the lanes' max_in_flight_bytes add up to \(LaneSettings.describe(bytes: bytes)), more than "
-                    + "kafka.max_in_flight_bytes (\(LaneSettings.describe(bytes: totals.maxInFlightBytes))): lanes share that bound, "
+                "the lanes' max_in_flight_bytes add up to \(LaneSpec.describe(bytes: bytes)), more than "
+                    + "kafka.max_in_flight_bytes (\(LaneSpec.describe(bytes: totals.maxInFlightBytes))): lanes share that bound, "
                     + "they do not add to it",
                 hint: "lower the lanes' max_in_flight_bytes (a lane without it gets its max_in_flight's share of "
                     + "kafka.max_in_flight_bytes), or raise kafka.max_in_flight_bytes")
@@ -49,8 +49,8 @@ extension SectionParser {
 
     /// One lane of `lanes:`. Its `max_in_flight_bytes` defaults to the share of `kafka.max_in_flight_bytes` its
     /// `max_in_flight` has of `kafka.max_in_flight`, and at least 1 MiB.
-    func lane(named name: String, _ value: ConfigValue, totals: KafkaSettings) -> LaneSettings? {
-        if name == LaneSettings.defaultName {
+    func lane(named name: String, _ value: ConfigValue, totals: KafkaSettings) -> LaneSpec? {
+        if name == LaneSpec.defaultName {
             value.report(
                 .invalidValue,
                 "\"default\" is the lane of routes without lane:, and its bounds are what the other lanes leave of "
@@ -83,7 +83,7 @@ extension SectionParser {
             let proportional = Double(totals.maxInFlightBytes) * Double(count) / Double(totals.maxInFlightNotifications)
             share = max(KafkaSettings.maxInFlightBytesRange.lowerBound, Int(proportional.rounded(.down)))
         }
-        return LaneSettings(name: name, maxInFlightNotifications: count, maxInFlightBytes: share, expedite: expedite)
+        return LaneSpec(name: name, maxInFlight: count, maxInFlightBytes: share, expedite: expedite)
     }
 
     /// Letters, digits, `.`, `_` and `-`, 1 to 64 of them.
@@ -97,7 +97,7 @@ extension SectionParser {
             return nil
         }
         // Empty (`${LANE:-}`) means not given, as for other optional keys.
-        if name.isEmpty || name == LaneSettings.defaultName { return .some(nil) }
+        if name.isEmpty || name == LaneSpec.defaultName { return .some(nil) }
         guard laneNames.contains(name) else {
             let known = laneNames.sorted()
             var hint =
@@ -115,9 +115,9 @@ extension SectionParser {
 
     /// Routes without `lane:` take room in the default lane, which gets what the named lanes leave of `kafka`'s
     /// bounds: it must keep at least one notification and 1 MiB.
-    func checkDefaultLane(of routes: [(index: Int, spec: RouteSpec)], lanes: [LaneSettings], kafka: KafkaSettings) {
+    func checkDefaultLane(of routes: [(index: Int, spec: RouteSpec)], lanes: [LaneSpec], kafka: KafkaSettings) {
         guard !lanes.isEmpty, let first = routes.first(where: { $0.spec.lane == nil }) else { return }
-        let count = kafka.maxInFlightNotifications - lanes.reduce(0) { $0 + $1.maxInFlightNotifications }
+        let count = kafka.maxInFlightNotifications - lanes.reduce(0) { $0 + $1.maxInFlight }
         let bytes = kafka.maxInFlightBytes - lanes.reduce(0) { $0 + $1.maxInFlightBytes }
         let minimumBytes = KafkaSettings.maxInFlightBytesRange.lowerBound
         guard count < 1 || bytes < minimumBytes else { return }

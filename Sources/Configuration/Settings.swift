@@ -20,7 +20,7 @@ package struct BridgeConfiguration: Sendable {
     /// Graceful shutdown.
     package var shutdown: ShutdownSettings
     /// The named lanes (`lanes:`), in file order; empty: every route is in the one default lane.
-    package var lanes: [LaneSettings]
+    package var lanes: [LaneSpec]
 
     /// Creates a configuration; sections left out take the defaults of docs/configuration.md.
     package init(
@@ -32,7 +32,7 @@ package struct BridgeConfiguration: Sendable {
         admin: AdminSettings = AdminSettings(),
         logging: LoggingSettings = LoggingSettings(),
         shutdown: ShutdownSettings = ShutdownSettings(),
-        lanes: [LaneSettings] = []
+        lanes: [LaneSpec] = []
     ) {
         self.kafka = kafka
         self.apns = apns

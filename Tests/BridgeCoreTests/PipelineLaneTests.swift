@@ -28,8 +28,8 @@ struct PipelineLaneTests {
 
     /// The lanes of the tests: the default lane (bulk) with 10, `urgent` with 5, expedited.
     static let lanes = [
-        LaneBudget(name: "default", maxInFlight: 10, maxInFlightBytes: 1 << 20),
-        LaneBudget(name: "urgent", maxInFlight: 5, maxInFlightBytes: 1 << 20, expedite: true),
+        LaneSpec(name: "default", maxInFlight: 10, maxInFlightBytes: 1 << 20),
+        LaneSpec(name: "urgent", maxInFlight: 5, maxInFlightBytes: 1 << 20, expedite: true),
     ]
 
     /// 50 bulk events, then 5 urgent ones: without lanes, the urgent ones are read only once the bulk ones have room.
@@ -89,9 +89,9 @@ struct PipelineLaneTests {
         let configuration = PipelineConfiguration(
             maxInFlight: 10,
             lanes: [
-                LaneBudget(name: "default", maxInFlight: 4, maxInFlightBytes: 1 << 20),
-                LaneBudget(name: "a", maxInFlight: 2, maxInFlightBytes: 1 << 20),
-                LaneBudget(name: "b", maxInFlight: 4, maxInFlightBytes: 1 << 20),
+                LaneSpec(name: "default", maxInFlight: 4, maxInFlightBytes: 1 << 20),
+                LaneSpec(name: "a", maxInFlight: 2, maxInFlightBytes: 1 << 20),
+                LaneSpec(name: "b", maxInFlight: 4, maxInFlightBytes: 1 << 20),
             ])
         let harness = Harness(
             events: events, configuration: configuration, mapper: LaneMapper { _ in ["a", "b"] }, sender: sender)
@@ -117,8 +117,8 @@ struct PipelineLaneTests {
         var configuration = PipelineConfiguration(
             maxInFlight: 10,
             lanes: [
-                LaneBudget(name: "default", maxInFlight: 9, maxInFlightBytes: 1 << 20),
-                LaneBudget(name: "a", maxInFlight: 1, maxInFlightBytes: 1 << 20),
+                LaneSpec(name: "default", maxInFlight: 9, maxInFlightBytes: 1 << 20),
+                LaneSpec(name: "a", maxInFlight: 1, maxInFlightBytes: 1 << 20),
             ])
         // Far longer than the test: a revocation that waited for room (or for the stuck send) would hang it.
         configuration.rebalanceDrainTimeout = .seconds(300)

@@ -50,12 +50,12 @@ import Testing
         #expect(lanes.map(\.name) == ["urgent", "bulk"])
         #expect(
             lanes[0]
-                == LaneSettings(
-                    name: "urgent", maxInFlightNotifications: 500, maxInFlightBytes: 8 << 20, expedite: true))
+                == LaneSpec(
+                    name: "urgent", maxInFlight: 500, maxInFlightBytes: 8 << 20, expedite: true))
         // A quarter of the count, so a quarter of the bytes.
-        #expect(lanes[1] == LaneSettings(name: "bulk", maxInFlightNotifications: 2500, maxInFlightBytes: 16 << 20))
-        let all = LaneSettings.all(lanes, within: loaded.configuration.kafka)
-        #expect(all.first == LaneSettings(name: "default", maxInFlightNotifications: 7000, maxInFlightBytes: 40 << 20))
+        #expect(lanes[1] == LaneSpec(name: "bulk", maxInFlight: 2500, maxInFlightBytes: 16 << 20))
+        let all = LaneSpec.all(lanes, maxInFlight: 10000, maxInFlightBytes: 64 << 20)
+        #expect(all.first == LaneSpec(name: "default", maxInFlight: 7000, maxInFlightBytes: 40 << 20))
         #expect(loaded.router.specs.map(\.lane) == ["urgent", "bulk"])
         // The mapping carries the lane, for the pipeline; an unreadable event takes its topic's first route's lane.
         let mappings = loaded.router.map(event: self.event(#"{"token":"aa","text":"hi"}"#))
@@ -125,7 +125,7 @@ import Testing
     func everyRouteInALane() throws {
         let loaded = try self.files.load(
             self.yaml(lanes: "  all: { max_in_flight: 10000, max_in_flight_bytes: 64MiB }\n", route: "    lane: all\n"))
-        #expect(loaded.configuration.lanes.map(\.maxInFlightNotifications) == [10000])
+        #expect(loaded.configuration.lanes.map(\.maxInFlight) == [10000])
     }
 
     @Test("validate lists each lane with its bounds and routes, and a topic whose routes are in several lanes")

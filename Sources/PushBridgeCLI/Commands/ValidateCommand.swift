@@ -53,15 +53,18 @@ struct ValidateCommand: AsyncParsableCommand {
     static func lanes(of configuration: BridgeConfiguration) -> [String] {
         guard !configuration.lanes.isEmpty else { return [] }
         let routes = configuration.routes
-        var lines = LaneSettings.all(configuration.lanes, within: configuration.kafka).map { lane in
-            let names = routes.filter { ($0.lane ?? LaneSettings.defaultName) == lane.name }.map(\.name)
-            return "  lane \(lane.name): max_in_flight \(lane.maxInFlightNotifications), "
-                + LaneSettings.describe(bytes: lane.maxInFlightBytes)
+        var lines = LaneSpec.all(
+            configuration.lanes, maxInFlight: configuration.kafka.maxInFlightNotifications,
+            maxInFlightBytes: configuration.kafka.maxInFlightBytes
+        ).map { lane in
+            let names = routes.filter { ($0.lane ?? LaneSpec.defaultName) == lane.name }.map(\.name)
+            return "  lane \(lane.name): max_in_flight \(lane.maxInFlight), "
+                + LaneSpec.describe(bytes: lane.maxInFlightBytes)
                 + (lane.expedite ? ", expedited" : "")
                 + ": \(names.isEmpty ? "no route" : names.joined(separator: ", "))"
         }
         for topic in configuration.inputTopics {
-            let lanes = Set(routes.filter { $0.inputTopic == topic }.map { $0.lane ?? LaneSettings.defaultName })
+            let lanes = Set(routes.filter { $0.inputTopic == topic }.map { $0.lane ?? LaneSpec.defaultName })
             guard lanes.count > 1 else { continue }
             lines.append(
                 "  note: topic \(topic) has routes in lanes \(lanes.sorted().joined(separator: ", ")): each of its "
