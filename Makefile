@@ -28,7 +28,7 @@ build: deps
 ##   beside the parallel suite on a loaded two-core host they took so much of it that in-process tests ran past
 ##   their 60 s waits;
 ## - the lanes test (EndToEndLaneTests): two bridge processes in turn, urgent latencies compared between them.
-ALONE_TESTS := brokerDownThenUpLosesNothing|sigtermDuringBrokerOutageEnds|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends|resumedPartitionIsFetchedAtOnce|EndToEndScalingTests|AsyncConditionScalingTests|EndToEndLaneTests|HTTP2ExpeditedTests
+ALONE_TESTS := brokerDownThenUpLosesNothing|sigtermDuringBrokerOutageEnds|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends|resumedPartitionIsFetchedAtOnce|EndToEndScalingTests|AsyncConditionScalingTests|EndToEndLaneTests
 
 test: deps python-tools
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)
