@@ -191,9 +191,7 @@ package final class APNSClient: Sendable {
         if let token {
             fields.append("authorization", self.bearer(token), indexing: .never)
         }
-        return HTTP2Request(
-            method: "POST", path: notification.path, fields: fields, body: notification.payload,
-            expedited: notification.expedited)
+        return HTTP2Request(method: "POST", path: notification.path, fields: fields, body: notification.payload)
     }
 
     /// A result decided before any request (`Result` needs an `Error`).

@@ -20,8 +20,6 @@ package struct BridgeConfiguration: Sendable {
     package var logging: LoggingSettings
     /// Graceful shutdown.
     package var shutdown: ShutdownSettings
-    /// The named lanes (`lanes:`), in file order; empty: every route is in the one default lane.
-    package var lanes: [LaneSpec]
 
     /// Creates a configuration; sections left out take the defaults of docs/configuration.md.
     package init(
@@ -32,8 +30,7 @@ package struct BridgeConfiguration: Sendable {
         outcomes: OutcomeTopics = OutcomeTopics(),
         admin: AdminSettings = AdminSettings(),
         logging: LoggingSettings = LoggingSettings(),
-        shutdown: ShutdownSettings = ShutdownSettings(),
-        lanes: [LaneSpec] = []
+        shutdown: ShutdownSettings = ShutdownSettings()
     ) {
         self.kafka = kafka
         self.apns = apns
@@ -43,7 +40,6 @@ package struct BridgeConfiguration: Sendable {
         self.admin = admin
         self.logging = logging
         self.shutdown = shutdown
-        self.lanes = lanes
     }
 
     /// The settings of `app` (`nil`: the default `apns` block); `nil` when no such app is defined.

@@ -47,9 +47,6 @@ package struct RouteSpec: Sendable {
     /// record of its notifications, and into its dead letter (docs/configuration.md, "Context on records"); in
     /// the order written. Empty: the route's records carry no context (and stay the schema versions they were).
     package var context: [(name: String, value: JSONValue)]
-    /// The lane whose share of `kafka.max_in_flight` the route's notifications take (`lane:`, a name under the
-    /// configuration's `lanes:`); `nil`: the default lane.
-    package var lane: String?
 
     /// Creates a route specification.
     package init(
@@ -69,8 +66,7 @@ package struct RouteSpec: Sendable {
         channelID: String? = nil,
         orderingKey: String? = nil,
         coalesce: Bool = false,
-        context: [(name: String, value: JSONValue)] = [],
-        lane: String? = nil
+        context: [(name: String, value: JSONValue)] = []
     ) {
         self.channelID = channelID
         self.name = name
@@ -89,6 +85,5 @@ package struct RouteSpec: Sendable {
         self.orderingKey = orderingKey
         self.coalesce = coalesce
         self.context = context
-        self.lane = lane
     }
 }
