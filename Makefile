@@ -26,8 +26,9 @@ build: deps
 ##   parallel suite starves the test's own tasks for up to a second at a time (docs/testing.md);
 ## - the group's scaling tests (EndToEndScalingTests): several bridge processes and latencies measured from outside;
 ##   beside the parallel suite on a loaded two-core host they took so much of it that in-process tests ran past
-##   their 60 s waits.
-ALONE_TESTS := brokerDownThenUpLosesNothing|sigtermDuringBrokerOutageEnds|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends|resumedPartitionIsFetchedAtOnce|EndToEndScalingTests|AsyncConditionScalingTests
+##   their 60 s waits;
+## - the lanes test (EndToEndLaneTests): two bridge processes in turn, urgent latencies compared between them.
+ALONE_TESTS := brokerDownThenUpLosesNothing|sigtermDuringBrokerOutageEnds|brokerDownAndUp|kafkaFailuresAreRetried|consumerCloseWithBrokerDownIsPrompt|producerCloseFailsInFlightSends|resumedPartitionIsFetchedAtOnce|EndToEndScalingTests|AsyncConditionScalingTests|EndToEndLaneTests
 
 test: deps python-tools
 	$(SWIFT) build --build-tests $(BUILD_FLAGS)

@@ -44,6 +44,7 @@ METRICS = {
     "pushbridge_apns_request_duration_seconds_bucket", "pushbridge_apns_request_duration_seconds_sum",
     "pushbridge_apns_request_duration_seconds_count", "pushbridge_in_flight", "pushbridge_consumer_lag",
     "pushbridge_apns_connections", "pushbridge_halted", "pushbridge_in_flight_bytes",
+    "pushbridge_lane_held_back_partitions",
     "pushbridge_oldest_unfinished_seconds", "pushbridge_unpublished_records", "pushbridge_ordering_max_waiting",
     "pushbridge_feedback_tokens_total", "pushbridge_feedback_tokens_skipped_total",
     "pushbridge_feedback_poll_failures_total", "pushbridge_config_reloads_total", "pushbridge_config_info",

@@ -191,7 +191,9 @@ package final class APNSClient: Sendable {
         if let token {
             fields.append("authorization", self.bearer(token), indexing: .never)
         }
-        return HTTP2Request(method: "POST", path: notification.path, fields: fields, body: notification.payload)
+        return HTTP2Request(
+            method: "POST", path: notification.path, fields: fields, body: notification.payload,
+            expedited: notification.expedited)
     }
 
     /// A result decided before any request (`Result` needs an `Error`).

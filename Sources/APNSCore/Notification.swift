@@ -32,6 +32,9 @@ package struct Notification: Sendable, Hashable {
     package private(set) var apnsID: String
     /// The payload: the UTF-8 bytes of one JSON object.
     package var payload: [UInt8]
+    /// Whether the request goes ahead of others waiting for a free HTTP/2 stream on its connection (a lane with
+    /// `expedite: true`, docs/configuration.md "Lanes"). Nothing of it is sent to APNs.
+    package var expedited = false
 
     /// Creates a notification; `priority` defaults to the push type's default. With `channelID` it is a broadcast
     /// to that channel (`deviceToken` is then ignored: pass `""`).

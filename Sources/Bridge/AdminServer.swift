@@ -7,7 +7,8 @@ import ServiceLifecycle
 import Synchronization
 
 /// The admin HTTP server (docs/operations.md): `GET /metrics` (Prometheus text), `GET /healthz` (the process is alive)
-/// and `GET /readyz` (200 when ready, 503 with a JSON reason otherwise).
+/// and `GET /readyz` (200 when ready, 503 with a JSON reason otherwise; `GET /readyz?lane=NAME` for one lane, 404 for
+/// a lane that does not exist).
 ///
 /// It is plain HTTP/1.1 on SwiftNIO: scrapers and kubelets speak nothing else, and three fixed routes need no
 /// framework.
@@ -51,6 +52,8 @@ package struct AdminServer: Service {
     package var metrics: @Sendable () -> [UInt8]
     /// Answers each readiness probe.
     package var readiness: @Sendable () -> Readiness
+    /// Answers each readiness probe of one lane (`/readyz?lane=NAME`); `nil` for a lane that does not exist.
+    package var laneReadiness: @Sendable (String) -> Readiness?
     /// Answers each liveness probe (`/healthz`): not alive only when the process cannot recover by itself
     /// (a fatal Kafka producer error), so Kubernetes restarts it.
     package var liveness: @Sendable () -> Readiness
@@ -66,6 +69,7 @@ package struct AdminServer: Service {
         port: Int,
         metrics: @escaping @Sendable () -> [UInt8],
         readiness: @escaping @Sendable () -> Readiness,
+        laneReadiness: @escaping @Sendable (String) -> Readiness? = { _ in nil },
         liveness: @escaping @Sendable () -> Readiness = { .ready },
         onBound: @escaping @Sendable (Int) -> Void = { _ in },
         limits: Limits = Limits(),
@@ -75,6 +79,7 @@ package struct AdminServer: Service {
         self.port = port
         self.metrics = metrics
         self.readiness = readiness
+        self.laneReadiness = laneReadiness
         self.liveness = liveness
         self.onBound = onBound
         self.limits = limits
@@ -85,6 +90,7 @@ package struct AdminServer: Service {
     package func run() async throws {
         let metrics = self.metrics
         let readiness = self.readiness
+        let laneReadiness = self.laneReadiness
         let liveness = self.liveness
         let limits = self.limits
         let logger = self.logger
@@ -108,8 +114,8 @@ package struct AdminServer: Service {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(
                         AdminHandler(
-                            metrics: metrics, readiness: readiness, liveness: liveness, connectionGuard: guardHandler
-                        )
+                            metrics: metrics, readiness: readiness, laneReadiness: laneReadiness, liveness: liveness,
+                            connectionGuard: guardHandler)
                     )
                 }
             }
@@ -133,16 +139,19 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private let metrics: @Sendable () -> [UInt8]
     private let readiness: @Sendable () -> Readiness
+    private let laneReadiness: @Sendable (String) -> Readiness?
     private let liveness: @Sendable () -> Readiness
     private let connectionGuard: AdminConnectionGuard
     private var head: HTTPRequestHead?
 
     init(
         metrics: @escaping @Sendable () -> [UInt8], readiness: @escaping @Sendable () -> Readiness,
-        liveness: @escaping @Sendable () -> Readiness, connectionGuard: AdminConnectionGuard
+        laneReadiness: @escaping @Sendable (String) -> Readiness?, liveness: @escaping @Sendable () -> Readiness,
+        connectionGuard: AdminConnectionGuard
     ) {
         self.metrics = metrics
         self.readiness = readiness
+        self.laneReadiness = laneReadiness
         self.liveness = liveness
         self.connectionGuard = connectionGuard
     }
@@ -179,10 +188,16 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
                 liveness.isReady
                 ? Array(#"{"status":"alive"}"#.utf8) : Self.statusBody("failed", reason: liveness.reason)
         case (.GET, "/readyz"), (.HEAD, "/readyz"):
-            let readiness = self.readiness()
-            status = readiness.isReady ? .ok : .serviceUnavailable
             contentType = "application/json"
-            body = Self.statusBody(readiness.isReady ? "ready" : "not_ready", reason: readiness.reason)
+            let lane = Self.queryValue(of: "lane", in: head.uri)
+            let readiness: Readiness? = if let lane { self.laneReadiness(lane) } else { self.readiness() }
+            if let readiness {
+                status = readiness.isReady ? .ok : .serviceUnavailable
+                body = Self.statusBody(readiness.isReady ? "ready" : "not_ready", reason: readiness.reason)
+            } else {
+                status = .notFound
+                body = Self.statusBody("unknown_lane", reason: "no lane named \(String((lane ?? "").prefix(64)))")
+            }
         case (_, "/metrics"), (_, "/healthz"), (_, "/readyz"):
             status = .methodNotAllowed
             contentType = "text/plain"
@@ -208,6 +223,17 @@ private final class AdminHandler: ChannelInboundHandler, RemovableChannelHandler
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
         }
+    }
+
+    /// The value of `name` in the URI's query (`?lane=bulk`), as written (lane names need no decoding); the first
+    /// one when given more than once.
+    static func queryValue(of name: String, in uri: String) -> String? {
+        guard let query = uri.split(separator: "?", maxSplits: 1).dropFirst().first else { return nil }
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.first == Substring(name) { return parts.count > 1 ? String(parts[1]) : "" }
+        }
+        return nil
     }
 
     private static func statusBody(_ status: String, reason: String?) -> [UInt8] {

@@ -5,6 +5,7 @@ import CoreMetrics
 import Kafka
 import Logging
 import Prometheus
+import Routing
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -143,7 +144,8 @@ package struct BridgeRuntime: Sendable {
                 invalidTokensTopic: self.configuration.outcomes.invalidTokens,
                 deadLetterTopic: self.configuration.outcomes.deadLetters,
                 outcomeKey: self.configuration.outcomes.key,
-                forwardHeaders: self.configuration.outcomes.forwardHeaders
+                forwardHeaders: self.configuration.outcomes.forwardHeaders,
+                lanes: self.laneBudgets
             ),
             metrics: self.metrics,
             logger: self.logger.with(label: "pushbridge.pipeline"),
@@ -158,6 +160,11 @@ package struct BridgeRuntime: Sendable {
             readiness: {
                 if let error = fatal.withLock({ $0 }) { return .notReady("kafka producer failed: \(error)") }
                 return pipeline.readiness
+            },
+            laneReadiness: { lane in
+                guard let readiness = pipeline.readiness(lane: lane) else { return nil }
+                if let error = fatal.withLock({ $0 }) { return .notReady("kafka producer failed: \(error)") }
+                return readiness
             },
             liveness: { fatal.withLock { $0 }.map { .notReady("kafka producer failed: \($0)") } ?? .ready },
             onBound: { port in
@@ -320,6 +327,16 @@ package struct BridgeRuntime: Sendable {
     package static let producerDefaults: [(names: [String], value: String)] = [
         (["linger.ms", "queue.buffering.max.ms"], "50"), (["reconnect.backoff.max.ms"], "2000"),
     ]
+
+    /// The pipeline's lanes: the default lane (what the named lanes leave of `kafka.max_in_flight` and
+    /// `max_in_flight_bytes`) and the named ones; none without `lanes:`, so that the pipeline keeps its one line.
+    var laneBudgets: [LaneSpec] {
+        let lanes = self.configuration.lanes
+        guard !lanes.isEmpty else { return [] }
+        let kafka = self.configuration.kafka
+        return LaneSpec.all(
+            lanes, maxInFlight: kafka.maxInFlightNotifications, maxInFlightBytes: kafka.maxInFlightBytes)
+    }
 
     /// Partitions of each input topic on the embedded cluster.
     package static let embeddedPartitionCount: Int32 = 4
@@ -490,6 +507,9 @@ struct GaugeReporter: Service {
             }
             self.metrics.unpublishedRecords.record(self.pipeline.unpublished.count)
             self.metrics.orderingMaxWaiting.record(self.pipeline.deepestOrderingLine)
+            for (lane, count) in self.pipeline.heldBackPartitionsByLane() {
+                self.metrics.heldBackPartitions(lane: lane, count: count)
+            }
             self.metrics.apnsConnections.record(self.sender.openConnections)
             try? await Task.sleep(for: self.interval)
         }

@@ -11,10 +11,11 @@ import Synchronization
 package final class BridgeMetrics: Sendable {
     private let factory: any MetricsFactory
 
-    /// `pushbridge_in_flight`: notifications between consumption and their acknowledged outcome.
+    /// `pushbridge_in_flight{lane="default"}`: notifications between consumption and their acknowledged outcome, of
+    /// the default lane (all of them without lanes; ``inFlightGauges(lane:)`` for the others).
     package let inFlight: Gauge
-    /// `pushbridge_in_flight_bytes`: the bytes they hold (events, payloads, records), against
-    /// `kafka.max_in_flight_bytes`.
+    /// `pushbridge_in_flight_bytes{lane="default"}`: the bytes they hold (events, payloads, records), against
+    /// `kafka.max_in_flight_bytes` (or the default lane's share of it).
     package let inFlightBytes: Gauge
     /// `pushbridge_unpublished_records`: records Kafka failed that are being published again.
     package let unpublishedRecords: Gauge
@@ -39,6 +40,8 @@ package final class BridgeMetrics: Sendable {
     private let feedbackPollFailures = Mutex<[String: Counter]>([:])
     private let lag = Mutex<[LagKey: Gauge]>([:])
     private let oldestUnfinished = Mutex<[LagKey: Gauge]>([:])
+    private let laneInFlight = Mutex<[String: (count: Gauge, bytes: Gauge)]>([:])
+    private let heldBack = Mutex<[String: Gauge]>([:])
 
     private struct NotificationKey: Hashable {
         var route: String
@@ -62,8 +65,9 @@ package final class BridgeMetrics: Sendable {
     /// Creates the metrics through `factory` (tests pass their own; production passes the bootstrapped one).
     package init(factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
-        self.inFlight = Gauge(label: "pushbridge_in_flight", factory: factory)
-        self.inFlightBytes = Gauge(label: "pushbridge_in_flight_bytes", factory: factory)
+        self.inFlight = Gauge(label: "pushbridge_in_flight", dimensions: [("lane", "default")], factory: factory)
+        self.inFlightBytes = Gauge(
+            label: "pushbridge_in_flight_bytes", dimensions: [("lane", "default")], factory: factory)
         self.unpublishedRecords = Gauge(label: "pushbridge_unpublished_records", factory: factory)
         self.apnsConnections = Gauge(label: "pushbridge_apns_connections", factory: factory)
         self.halted = Gauge(label: "pushbridge_halted", factory: factory)
@@ -79,6 +83,35 @@ package final class BridgeMetrics: Sendable {
         self.unpublishedRecords.record(0)
         self.apnsConnections.record(0)
         self.orderingMaxWaiting.record(0)
+    }
+
+    /// The `pushbridge_in_flight{lane}` and `pushbridge_in_flight_bytes{lane}` gauges of `lane`, made once per lane
+    /// (at 0); the default lane's are ``inFlight`` and ``inFlightBytes``.
+    package func inFlightGauges(lane: String) -> (count: Gauge, bytes: Gauge) {
+        if lane == "default" { return (self.inFlight, self.inFlightBytes) }
+        return self.laneInFlight.withLock { gauges in
+            if let existing = gauges[lane] { return existing }
+            let made = (
+                count: Gauge(label: "pushbridge_in_flight", dimensions: [("lane", lane)], factory: self.factory),
+                bytes: Gauge(label: "pushbridge_in_flight_bytes", dimensions: [("lane", lane)], factory: self.factory)
+            )
+            made.count.record(0)
+            made.bytes.record(0)
+            gauges[lane] = made
+            return made
+        }
+    }
+
+    /// Records how many partitions wait for room in `lane` (held back), every few seconds.
+    package func heldBackPartitions(lane: String, count: Int) {
+        let gauge = self.heldBack.withLock { gauges in
+            if let existing = gauges[lane] { return existing }
+            let made = Gauge(
+                label: "pushbridge_lane_held_back_partitions", dimensions: [("lane", lane)], factory: self.factory)
+            gauges[lane] = made
+            return made
+        }
+        gauge.record(count)
     }
 
     /// Counts `count` events consumed from `topic`.

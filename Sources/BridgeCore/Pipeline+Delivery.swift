@@ -25,18 +25,25 @@ extension Pipeline {
         /// Its route's context and the event's forwarded headers, shared by the event's notifications; `nil` when
         /// there are none (the usual case).
         let extras: RecordExtras?
+        /// The lane whose room it holds too; `nil` without lanes.
+        let lane: Lane?
 
         init(
             routed: MappedNotification, route: String, app: String?, event: SourceEvent, ticket: Ticket, bytes: Int,
-            extras: RecordExtras? = nil
+            extras: RecordExtras? = nil, lane: Lane? = nil
         ) {
-            self.routed = routed
+            if let lane, lane.expedite {
+                self.routed = routed.expedited()
+            } else {
+                self.routed = routed
+            }
             self.route = route
             self.app = app
             self.event = event
             self.ticket = ticket
             self.bytes = bytes
             self.extras = extras
+            self.lane = lane
         }
 
         var notification: Notification { self.routed.notification }
@@ -93,7 +100,7 @@ extension Pipeline {
         // Its event began before a revocation of its partition (it waited for room meanwhile): the next owner sends
         // it, in order, from the committed offset.
         guard self.isCurrent(delivery.ticket) else {
-            return self.dropStale(delivery.ticket, bytes: delivery.bytes, places: 1)
+            return self.dropStale(delivery.ticket, bytes: delivery.bytes, places: 1, lane: delivery.lane)
         }
         var machine = DeliveryStateMachine(
             expirationEpochSeconds: delivery.routed.notification.expirationEpochSeconds,
@@ -156,7 +163,7 @@ extension Pipeline {
             delivery.holdsPlace.store(true, ordering: .relaxed)  // never in the line: nobody else saw it
             return true
         case .wait(let replaced):
-            self.flow.release(bytes: 0, count: 1)
+            self.releaseRoom(bytes: 0, places: 1, lane: delivery.lane)
             for waiting in replaced {
                 let outcome = waiting.machine.superseded(
                     by: delivery.notification.apnsID, nowEpochMilliseconds: self.epochMilliseconds())
@@ -183,6 +190,7 @@ extension Pipeline {
         let delivery = waiting.delivery
         // In flight again: it takes its place in the count back.
         delivery.holdsPlace.store(true, ordering: .relaxed)
+        delivery.lane?.flow.retakePlace()
         self.flow.retakePlace()
         var machine = waiting.machine
         let action = machine.turnCame(nowEpochMilliseconds: self.epochMilliseconds())

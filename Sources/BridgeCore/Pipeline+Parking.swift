@@ -8,21 +8,33 @@ import Waiting
 // waiting notifications must not hold up the other keys. A waiting notification holds its bytes but no place in
 // `kafka.max_in_flight` (``Delivery/holdsPlace``), and a line holds at most ``PipelineConfiguration/maxWaitingPerKey``:
 // an event that would add to a full line holds back its own partition, and only it, until the line is down to half.
+// Lanes (issue 32) hold back the same way a partition whose next piece finds its lane full (``holdBack(_:for:in:)``).
 extension Pipeline {
-    /// The partitions held back behind a full ordered line.
+    /// The partitions held back behind a full ordered line or a full lane.
     struct Parking: Sendable {
-        /// Each held-back partition's events, oldest first, and the line its first one waits for.
+        /// Each held-back partition's events, oldest first, and what its first one waits for.
         var partitions: [PartitionID: HeldBack] = [:]
         /// Moves of watched lines so far: the held-back partitions' tasks wait for a change of it.
         var lineMoves: UInt64 = 0
         /// Set once the pipeline stops taking events: the held-back events stay untaken (so uncommitted).
         var stopping = false
+        /// The last hold's number: a hold's task touches only its own hold, not a later one of the same partition
+        /// (revoked, assigned again and held back again while the first task still waited for room).
+        var holds: UInt64 = 0
     }
 
     struct HeldBack: Sendable {
         var events: Deque<SourceEvent>
-        /// The full line the first event waits for.
-        var line: LineKey
+        /// The full line the first event waits for; `nil` while it waits for room in a lane.
+        var line: LineKey?
+        /// The lane the partition last waited for room in, if any (`pushbridge_lane_held_back_partitions`).
+        var lane: String? = nil
+        /// An event begun whose pieces wait for room in their lane: started before ``events``.
+        var rest: PiecesToStart? = nil
+        /// Its number (``Parking/holds``).
+        var id: UInt64 = 0
+        /// The event whose pieces the hold's task waits for room for: abandoned when the partition is revoked.
+        var starting: Ticket? = nil
     }
 
     /// The ordered line of one of `results`' notifications that holds ``PipelineConfiguration/maxWaitingPerKey``
@@ -51,27 +63,39 @@ extension Pipeline {
 
     /// Holds back `event`'s partition behind the full `line`: the partition is paused at the source on its own, the
     /// events of it that still come queue behind `event`, and a task in `group` takes them in order once the line
-    /// is down to half (``takeHeldBack(_:)``). The other partitions go on.
+    /// is down to half (``takeHeldBack(_:id:)``). The other partitions go on.
     func park(_ event: SourceEvent, behind line: LineKey, in group: inout DiscardingTaskGroup) {
-        let partition = event.partition
-        let first = self.parking.withLock { parking -> Bool in
-            if parking.partitions[partition] != nil {
-                parking.partitions[partition]?.events.append(event)
-                return false
-            }
-            parking.partitions[partition] = HeldBack(events: [event], line: line)
-            return true
-        }
-        guard first else { return }
-        self.parkedCount.add(1, ordering: .relaxed)
-        self.flow.park(partition)
+        let held = self.hold(HeldBack(events: [event], line: line), of: event.partition, in: &group)
+        guard held else { return }
         self.logger.notice(
             "Partition held back: an ordered key's line is full; the other partitions go on",
             metadata: [
-                "kafka.partition": "\(partition)", "pipeline.route": "\(line.route)",
+                "kafka.partition": "\(event.partition)", "pipeline.route": "\(line.route)",
                 "pipeline.max_waiting_per_key": "\(self.configuration.maxWaitingPerKey)",
             ])
-        group.addTask { await self.takeHeldBack(partition) }
+    }
+
+    /// Holds back `partition` with `held` as what it waits for, and starts the task that takes its events
+    /// (``takeHeldBack(_:id:)``); a partition held back already (the consume loop does not take events of one) gets
+    /// `held`'s events queued. Returns whether the partition was held back now.
+    @discardableResult
+    func hold(_ held: HeldBack, of partition: PartitionID, in group: inout DiscardingTaskGroup) -> Bool {
+        let id = self.parking.withLock { parking -> UInt64? in
+            if parking.partitions[partition] != nil {
+                parking.partitions[partition]?.events.append(contentsOf: held.events)
+                return nil
+            }
+            parking.holds &+= 1
+            var held = held
+            held.id = parking.holds
+            parking.partitions[partition] = held
+            return parking.holds
+        }
+        guard let id else { return false }
+        self.parkedCount.add(1, ordering: .relaxed)
+        self.flow.park(partition)
+        group.addTask { await self.takeHeldBack(partition, id: id) }
+        return true
     }
 
     /// A watched line moved (or lines were emptied): wakes the held-back partitions' tasks. Costs one load while
@@ -81,51 +105,66 @@ extension Pipeline {
         self.parking.withLock { $0.lineMoves &+= 1 }
     }
 
-    /// Takes a held-back partition's events in order, each once the line it waits for is down to half of
-    /// ``PipelineConfiguration/maxWaitingPerKey``; when none is left, the partition goes back to the consume loop
-    /// and is resumed. Ends early, leaving the rest untaken (uncommitted), when the partition is revoked or the
-    /// pipeline stops.
-    func takeHeldBack(_ partition: PartitionID) async {
+    /// Takes a held-back partition's events in order: each once the line it waits for is down to half of
+    /// ``PipelineConfiguration/maxWaitingPerKey``, or once its lane has room (waiting for it in the lane's turn);
+    /// when none is left, the partition goes back to the consume loop and is resumed. Ends early, leaving the rest
+    /// untaken (uncommitted), when the partition is revoked or the pipeline stops. `id`: the hold's number; a later
+    /// hold of the partition is not this task's.
+    func takeHeldBack(_ partition: PartitionID, id: UInt64) async {
         let resumeAt = self.configuration.maxWaitingPerKey / 2
         var sends: [SendRequest] = []
+        let claim = HoldClaim(parking: self.parking, partition: partition, id: id)
         await withDiscardingTaskGroup { group in
             holding: while true {
                 self.send(&sends)
                 let ready = await self.parking.wait { parking -> Bool? in
-                    guard !parking.stopping, let held = parking.partitions[partition] else { return false }
-                    return self.lines.withLock { $0.waitingCount(for: held.line) } <= resumeAt ? true : nil
+                    guard !parking.stopping, let held = parking.partitions[partition], held.id == id else {
+                        return false
+                    }
+                    // Room in a lane is waited for in the lane, in turn with the lane's other partitions (below).
+                    guard let line = held.line else { return true }
+                    return self.lines.withLock { $0.waitingCount(for: line) } <= resumeAt ? true : nil
                 }
                 guard case .satisfied(true) = ready else { break }
-                while let event = self.parking.withLock({ $0.partitions[partition]?.events.popFirst() }) {
-                    switch await self.take(event, in: &group, sends: &sends) {
+                if var rest = self.parking.withLock({ $0[held: partition, id: id]?.rest.take() }) {
+                    guard case .taken = await self.start(&rest, waits: true, claim: claim, in: &group, sends: &sends)
+                    else {
+                        break holding
+                    }
+                }
+                while let event = self.parking.withLock({ $0[held: partition, id: id]?.events.popFirst() }) {
+                    switch await self.take(event, claim: claim, in: &group, sends: &sends) {
                     case .taken:
                         continue
-                    case .stopped:
+                    case .stopped, .laneFull:  // never `laneFull`: this task waits for room
                         break holding
                     case .lineFull(let line):
                         self.parking.withLock { parking in
-                            parking.partitions[partition]?.events.prepend(event)
-                            parking.partitions[partition]?.line = line
+                            parking[held: partition, id: id]?.events.prepend(event)
+                            parking[held: partition, id: id]?.line = line
                         }
                         continue holding
                     }
                 }
                 // Released only when nothing came in meanwhile: the consume loop queues under the same lock.
-                let released = self.parking.withLock { parking -> Bool? in
-                    guard let held = parking.partitions[partition] else { return nil }  // revoked meanwhile
-                    guard held.events.isEmpty else { return false }
+                let released = self.parking.withLock { parking -> (done: Bool, lane: String?)? in
+                    guard let held = parking.partitions[partition], held.id == id else { return nil }  // revoked
+                    guard held.events.isEmpty else { return (false, nil) }
                     parking.partitions[partition] = nil
                     self.parkedCount.subtract(1, ordering: .relaxed)
-                    return true
+                    return (true, held.lane)
                 }
                 switch released {
                 case .none:
                     break holding
-                case .some(false):
+                case .some((false, _)):
                     continue holding
-                case .some(true):
+                case .some((true, let lane)):
                     self.flow.unpark(partition)
-                    self.logger.info("Held-back partition goes on", metadata: ["kafka.partition": "\(partition)"])
+                    // A lane's holds come and go with every fill of a lane in a backlog: not worth a line at info.
+                    self.logger.log(
+                        level: lane == nil ? .info : .debug, "Held-back partition goes on",
+                        metadata: ["kafka.partition": "\(partition)"])
                     break holding
                 }
             }
@@ -137,10 +176,31 @@ extension Pipeline {
     /// owner's from the committed offset.
     func forgetHeldBack(_ partitions: [PartitionID]) {
         guard self.parkedCount.load(ordering: .relaxed) > 0 else { return }
-        self.parking.withLock { parking in
-            for partition in partitions where parking.partitions.removeValue(forKey: partition) != nil {
+        // Events begun whose pieces wait for room in a lane: abandoned, so the revocation does not wait for room.
+        let begun = self.parking.withLock { parking -> [Ticket] in
+            var begun: [Ticket] = []
+            for partition in partitions {
+                guard let held = parking.partitions.removeValue(forKey: partition) else { continue }
                 self.parkedCount.subtract(1, ordering: .relaxed)
+                begun += [held.rest?.ticket, held.starting].compactMap { $0 }
             }
+            return begun
+        }
+        for ticket in begun { self.abandonUnstarted(ticket) }
+    }
+}
+
+extension Pipeline.Parking {
+    /// The hold `id` of `partition`, for reading and changing in place; `nil` when the partition is not held back
+    /// or by another hold.
+    subscript(held partition: PartitionID, id id: UInt64) -> Pipeline.HeldBack? {
+        get {
+            guard let held = self.partitions[partition], held.id == id else { return nil }
+            return held
+        }
+        set {
+            guard self.partitions[partition]?.id == id, let newValue else { return }
+            self.partitions[partition] = newValue
         }
     }
 }

@@ -156,13 +156,19 @@ extension Pipeline {
     /// A piece of an event whose partition was revoked (or is being revoked) before the piece started: it is not
     /// sent, since the partition's next owner sends it from the committed offset; the event stays uncommitted and
     /// the piece's room is returned.
-    func dropStale(_ ticket: Ticket, bytes: Int, places: Int) {
+    func dropStale(_ ticket: Ticket, bytes: Int, places: Int, lane: Lane?) {
+        self.abandonUnstarted(ticket)
+        self.releaseRoom(bytes: bytes, places: places, lane: lane)
+    }
+
+    /// The ticket's event will not finish here: a piece of it is dropped (or will never start, its partition being
+    /// revoked), so it stays uncommitted, and a revocation does not wait for it.
+    func abandonUnstarted(_ ticket: Ticket) {
         self.table.withLock { table in
             _ = table.withCurrentState(of: ticket.partition, generation: ticket.generation) { state in
                 state.progress.abandonPiece(offset: ticket.offset)
             }
         }
-        self.releaseRoom(bytes: bytes, places: places)
     }
 
     /// Drops the notifications of `revoking` (partition: generation) that wait in their ordered lines, not yet sent:
@@ -179,7 +185,8 @@ extension Pipeline {
         guard !dropped.isEmpty else { return }
         for waiting in dropped {
             // A waiting notification holds its bytes only (see ``Delivery/holdsPlace``).
-            self.dropStale(waiting.delivery.ticket, bytes: waiting.delivery.bytes, places: 0)
+            self.dropStale(
+                waiting.delivery.ticket, bytes: waiting.delivery.bytes, places: 0, lane: waiting.delivery.lane)
         }
         self.lineMoved()
         self.logger.info(

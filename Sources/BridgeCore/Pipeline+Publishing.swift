@@ -35,7 +35,8 @@ extension Pipeline {
         }
         self.metrics.notification(route: delivery.route, status: status, reason: reason)
         self.pieceFinished(delivery.ticket)
-        self.releaseRoom(bytes: delivery.bytes, places: delivery.holdsPlace.load(ordering: .relaxed) ? 1 : 0)
+        self.releaseRoom(
+            bytes: delivery.bytes, places: delivery.holdsPlace.load(ordering: .relaxed) ? 1 : 0, lane: delivery.lane)
     }
 
     /// A record handed over and failed, or one the sink could not take at once: from here on it goes through
@@ -59,23 +60,26 @@ extension Pipeline {
 
     /// What a single record (a dead letter) calls once acknowledged: `acknowledged`, then the piece's room is
     /// returned.
-    private func acknowledgement(bytes: Int, acknowledged: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+    private func acknowledgement(
+        bytes: Int, lane: Lane?, acknowledged: @escaping @Sendable () -> Void
+    ) -> @Sendable () -> Void {
         { [self] in
             acknowledged()
-            self.releaseRoom(bytes: bytes)
+            self.releaseRoom(bytes: bytes, lane: lane)
         }
     }
 
     /// Publishes one record that can be made smaller (a dead letter): when the sink answers that it is too
     /// large, `refit` makes it again within half the bytes, down to ``minimumRefitBytes``.
     func publish(
-        _ record: OutgoingRecord, bytes: Int, refit: @escaping @Sendable (_ maxBytes: Int) -> OutgoingRecord,
+        _ record: OutgoingRecord, bytes: Int, lane: Lane?,
+        refit: @escaping @Sendable (_ maxBytes: Int) -> OutgoingRecord,
         acknowledged: @escaping @Sendable () -> Void
     ) async {
         let budget = RefitBudget(maxBytes: self.configuration.maxRecordBytes, refit: refit)
         await self.publish(
             record, attempt: 0, refit: budget, failing: nil,
-            acknowledged: self.acknowledgement(bytes: bytes, acknowledged: acknowledged))
+            acknowledged: self.acknowledgement(bytes: bytes, lane: lane, acknowledged: acknowledged))
     }
 
     /// The smallest size a dead letter is cut down to when the broker keeps refusing it as too large.

@@ -51,6 +51,9 @@ package struct PipelineConfiguration: Sendable {
     package var outcomeKey: OutcomeKey
     /// `outcomes.forward_headers`: the source headers every record of an event carries.
     package var forwardHeaders: HeaderForwarding
+    /// `lanes:`: every lane's bounds, the default lane's (`default`, of routes without `lane:`) among them; empty
+    /// without lanes, where the pipeline has one line bounded by ``maxInFlight`` and ``maxInFlightBytes`` (``Lanes``).
+    package var lanes: [LaneSpec]
 
     /// Creates a configuration; the defaults are those of docs/configuration.md.
     package init(
@@ -70,7 +73,8 @@ package struct PipelineConfiguration: Sendable {
         invalidTokensTopic: String = "pushbridge.invalid-tokens",
         deadLetterTopic: String = "pushbridge.dead-letters",
         outcomeKey: OutcomeKey = .deviceToken,
-        forwardHeaders: HeaderForwarding = HeaderForwarding()
+        forwardHeaders: HeaderForwarding = HeaderForwarding(),
+        lanes: [LaneSpec] = []
     ) {
         self.maxInFlight = maxInFlight
         self.maxInFlightBytes = maxInFlightBytes
@@ -89,6 +93,7 @@ package struct PipelineConfiguration: Sendable {
         self.deadLetterTopic = deadLetterTopic
         self.outcomeKey = outcomeKey
         self.forwardHeaders = forwardHeaders
+        self.lanes = lanes
     }
 }
 
@@ -114,6 +119,9 @@ package final class Pipeline: Service, Sendable {
     /// The halt gate: closed while a systemic fault stops the line.
     package let gate: HaltGate
     let flow: FlowController
+    /// The lanes, when `lanes:` names any: each piece takes room in its route's lane too
+    /// (``room(bytes:in:waits:ticket:claim:sends:)``).
+    let lanes: Lanes?
     /// Records Kafka failed and that are being published again.
     package let unpublished = UnpublishedRecords()
     let table = AsyncCondition(PartitionTable())
@@ -170,11 +178,16 @@ package final class Pipeline: Service, Sendable {
         self.validate = validate
         self.recordHeaders = recordHeaders
         self.epochMilliseconds = epochMilliseconds
+        let lanes = Lanes(configuration.lanes, source: source, metrics: metrics)
+        self.lanes = lanes
+        // With lanes, the line only counts what they hold together; each lane's own controller records its gauges.
+        let oneLine = lanes == nil
         let flow = FlowController(
             source: source,
-            maxCount: configuration.maxInFlight,
-            maxBytes: configuration.maxInFlightBytes,
+            maxCount: oneLine ? configuration.maxInFlight : Lanes.unboundedCount,
+            maxBytes: oneLine ? configuration.maxInFlightBytes : Lanes.unboundedBytes,
             onChange: { levels in
+                guard oneLine else { return }
                 metrics.inFlight.record(levels.count)
                 metrics.inFlightBytes.record(levels.bytes)
             }
@@ -235,7 +248,7 @@ package final class Pipeline: Service, Sendable {
                         self.send(&sends)
                     }
                 } onGracefulShutdown: {
-                    self.flow.stopWaiting()
+                    self.stopWaitingForRoom()
                 }
             } catch is CancellationError {
                 // Hard cancellation: the drain below ends at once.
@@ -244,7 +257,7 @@ package final class Pipeline: Service, Sendable {
                 self.sourceFailure.withLock { $0 = "\(error)" }
                 self.logger.error("Event source failed", error: error)
             }
-            self.flow.stopWaiting()
+            self.stopWaitingForRoom()
             // Held-back partitions take nothing more: their events stay uncommitted.
             self.parking.withLock { $0.stopping = true }
             let drained = await self.flow.waitUntilEmpty(timeout: self.configuration.drainTimeout)
@@ -277,12 +290,17 @@ package final class Pipeline: Service, Sendable {
         _ event: SourceEvent, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
     ) async -> Bool {
         if self.parkedCount.load(ordering: .relaxed) > 0, self.queueIfHeldBack(event) { return true }
-        switch await self.take(event, in: &group, sends: &sends) {
+        // With lanes the consume loop never waits for room: a partition whose event finds its lane full waits alone.
+        switch await self.take(event, waits: self.lanes == nil, in: &group, sends: &sends) {
         case .taken: return true
         case .stopped: return false
         case .lineFull(let key):
             self.send(&sends)
             self.park(event, behind: key, in: &group)
+            return true
+        case .laneFull(let lane, let rest):
+            self.send(&sends)
+            self.holdBack(rest, for: lane, in: &group)
             return true
         }
     }
@@ -294,6 +312,9 @@ package final class Pipeline: Service, Sendable {
         case stopped
         /// Nothing was done: the event would add to this ordered line, which holds ``PipelineConfiguration/maxWaitingPerKey``.
         case lineFull(LineKey)
+        /// The event began, but the lane of its next piece has no room now, and the caller must not wait: these
+        /// pieces are not started yet (never when the caller waits).
+        case laneFull(Lane, PiecesToStart)
     }
 
     /// Maps `event` and starts its pieces, unless one of its ordered lines is full (then nothing is done).
@@ -301,8 +322,12 @@ package final class Pipeline: Service, Sendable {
     /// Notifications that can be sent at once are collected in `sends` and handed to the sender together, at
     /// most ``sendBatchSize`` at a time, at the end of each batch of events and before any wait for room: one
     /// hand-over to a connection wakes its event loop once for all of them.
+    ///
+    /// `waits`: whether a piece waits for room in its lane; when not, a full lane ends the call with the pieces
+    /// still to start (``Taken/laneFull(_:_:)``).
     func take(
-        _ event: SourceEvent, in group: inout DiscardingTaskGroup, sends: inout [SendRequest]
+        _ event: SourceEvent, waits: Bool = true, claim: HoldClaim? = nil, in group: inout DiscardingTaskGroup,
+        sends: inout [SendRequest]
     ) async -> Taken {
         // One read per event: a reload takes effect from the next event on.
         let live = self.live.withLock { $0 }
@@ -327,40 +352,63 @@ package final class Pipeline: Service, Sendable {
         }
         // The event's bytes are shared out among its pieces, so room for all of them is released once every
         // piece is acknowledged; each piece adds what it holds itself.
-        var share = PieceBytes(eventBytes: event.byteCount, pieces: pieces)
-        let forwarded = self.forwardedHeaders(of: event)
-        for result in results {
+        var rest = PiecesToStart(
+            event: event, ticket: ticket, results: results[...],
+            share: PieceBytes(eventBytes: event.byteCount, pieces: pieces),
+            forwarded: self.forwardedHeaders(of: event), maxAttempts: live.maxAttempts, retryBackoff: live.retryBackoff)
+        return await self.start(&rest, waits: waits, claim: claim, in: &group, sends: &sends)
+    }
+
+    /// Starts the pieces of a begun event that `rest` holds, each once it has room
+    /// (``room(bytes:in:waits:ticket:claim:sends:)``). Without `waits`, stops at the first piece whose lane is full
+    /// and returns the pieces left.
+    func start(
+        _ rest: inout PiecesToStart, waits: Bool, claim: HoldClaim? = nil, in group: inout DiscardingTaskGroup,
+        sends: inout [SendRequest]
+    ) async -> Taken {
+        let event = rest.event
+        let ticket = rest.ticket
+        while let result = rest.results.first {
             let route = result.route
-            let extras = RecordExtras.of(result, forwarded: forwarded, key: self.configuration.outcomeKey)
+            let lane = self.lanes?.lane(named: result.lane)
+            let extras = RecordExtras.of(result, forwarded: rest.forwarded, key: self.configuration.outcomeKey)
             switch result.outcome {
             case .notifications(let notifications):
                 let extraBytes = extras?.recordBytes ?? 0
-                for routed in notifications {
+                while rest.next < notifications.count {
+                    let routed = notifications[rest.next]
+                    var share = rest.share
                     let bytes =
                         share.next() + routed.notification.payload.count + Self.pieceOverheadBytes + extraBytes
-                    if self.flow.acquireNow(bytes: bytes) != true {
-                        // About to wait for room: what is collected must go out first, or nothing frees room.
-                        self.send(&sends)
-                        guard await self.flow.acquire(bytes: bytes) else { return .stopped }
-                    }
+                    let room = await self.room(
+                        bytes: bytes, in: lane, waits: waits, ticket: ticket, claim: claim, sends: &sends)
+                    if let stop = room.stop(rest) { return stop }
+                    rest.share = share
+                    rest.next += 1
                     self.start(
                         Delivery(
                             routed: routed, route: route, app: result.app, event: event, ticket: ticket, bytes: bytes,
-                            extras: extras),
-                        coalesces: result.coalesces, retry: (live.maxAttempts, live.retryBackoff), in: &group,
+                            extras: extras, lane: lane),
+                        coalesces: result.coalesces, retry: (rest.maxAttempts, rest.retryBackoff), in: &group,
                         sends: &sends)
                     if sends.count >= Self.sendBatchSize { self.send(&sends) }
                 }
             case .deadLetter(let reason):
                 // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
+                var share = rest.share
                 let bytes = share.next() + (event.value?.count ?? 0) + Self.pieceOverheadBytes
-                guard await self.flow.acquire(bytes: bytes) else { return .stopped }
+                let room = await self.room(
+                    bytes: bytes, in: lane, waits: waits, ticket: ticket, claim: claim, sends: &sends)
+                if let stop = room.stop(rest) { return stop }
+                rest.share = share
                 group.addTask {
                     await self.deadLetter(
                         reason: reason.description, route: route, event: event, ticket: ticket, bytes: bytes,
-                        extras: extras)
+                        extras: extras, lane: lane)
                 }
             }
+            rest.results.removeFirst()
+            rest.next = 0
         }
         return .taken
     }
@@ -380,7 +428,8 @@ package final class Pipeline: Service, Sendable {
     }
 
     private func deadLetter(
-        reason: String, route: String, event: SourceEvent, ticket: Ticket, bytes: Int, extras: RecordExtras?
+        reason: String, route: String, event: SourceEvent, ticket: Ticket, bytes: Int, extras: RecordExtras?,
+        lane: Lane?
     ) async {
         let letter = DeadLetter(
             error: reason, route: route, source: event.source, value: event.value, sourceHeaders: event.headers,
@@ -389,7 +438,7 @@ package final class Pipeline: Service, Sendable {
         let topic = self.configuration.deadLetterTopic
         let record = letter.record(topic: topic, maxBytes: self.configuration.maxRecordBytes)
         await self.publish(
-            record, bytes: bytes, refit: { letter.record(topic: topic, maxBytes: $0) }
+            record, bytes: bytes, lane: lane, refit: { letter.record(topic: topic, maxBytes: $0) }
         ) { [self] in
             self.metrics.deadLetter(route: route)
             self.pieceFinished(ticket)
@@ -408,8 +457,9 @@ package final class Pipeline: Service, Sendable {
     var isAbandoned: Bool { self.abandoned.load(ordering: .relaxed) }
 
     /// Returns a piece's room once its records are acknowledged: its bytes, and its place in the count unless it
-    /// gave that back while it waited in an ordered line (`places` 0).
-    func releaseRoom(bytes: Int, places: Int = 1) {
+    /// gave that back while it waited in an ordered line (`places` 0); in its lane too, with lanes.
+    func releaseRoom(bytes: Int, places: Int = 1, lane: Lane? = nil) {
+        lane?.flow.release(bytes: bytes, count: places)
         self.flow.release(bytes: bytes, count: places)
     }
 }

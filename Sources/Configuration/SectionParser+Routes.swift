@@ -6,12 +6,15 @@ extension SectionParser {
     static let routeKeys = [
         "name", "input_topic", "app", "match", "device_tokens", "topic", "push_type", "priority", "expiration",
         "ttl", "collapse_id", "payload", "payload_from", "channel_id", "ordering_key", "coalesce", "context",
+        "lane",
     ]
 
     /// The routes of `routes:` with, for each, its index in the YAML list. A route that is not even a mapping
     /// is left out (its problem is reported); every other route is returned, even with problems, so the
     /// route compiler can report its own findings too.
-    func routes(_ value: ConfigValue, appNames: Set<String>) -> [(index: Int, spec: RouteSpec)]? {
+    func routes(
+        _ value: ConfigValue, appNames: Set<String>, laneNames: Set<String> = []
+    ) -> [(index: Int, spec: RouteSpec)]? {
         guard let elements = value.sequence() else {
             return nil
         }
@@ -21,14 +24,14 @@ extension SectionParser {
         }
         var specs: [(index: Int, spec: RouteSpec)] = []
         for (index, element) in elements.enumerated() {
-            if let spec = self.route(element, appNames: appNames) {
+            if let spec = self.route(element, appNames: appNames, laneNames: laneNames) {
                 specs.append((index, spec))
             }
         }
         return specs
     }
 
-    func route(_ value: ConfigValue, appNames: Set<String>) -> RouteSpec? {
+    func route(_ value: ConfigValue, appNames: Set<String>, laneNames: Set<String> = []) -> RouteSpec? {
         guard let mapping = value.mapping(known: Self.routeKeys) else {
             return nil
         }
@@ -64,11 +67,12 @@ extension SectionParser {
         let orderingKey = mapping["ordering_key"]?.string()
         let coalesce = mapping["coalesce"]?.boolean() ?? false
         let context = mapping["context"].flatMap(self.context) ?? []
+        let lane = mapping["lane"].flatMap { self.laneReference($0, laneNames: laneNames) } ?? nil
         return RouteSpec(
             name: name, inputTopic: inputTopic, app: app, match: match, deviceTokens: deviceTokens, topic: topic,
             pushType: pushType, priority: priority, expiration: expiration, ttl: ttl, collapseID: collapseID,
             payload: payload, payloadFrom: payloadFrom, channelID: channelID,
-            orderingKey: orderingKey, coalesce: coalesce, context: context
+            orderingKey: orderingKey, coalesce: coalesce, context: context, lane: lane
         )
     }
 

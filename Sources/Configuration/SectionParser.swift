@@ -9,7 +9,9 @@ struct SectionParser {
     /// Whether credential files are read and checked.
     let checksFiles: Bool
 
-    static let topLevelKeys = ["kafka", "apns", "apps", "routes", "outcomes", "admin", "logging", "shutdown"]
+    static let topLevelKeys = [
+        "kafka", "apns", "apps", "routes", "outcomes", "admin", "logging", "shutdown", "lanes",
+    ]
     static let kafkaKeys = [
         "bootstrap_servers", "group_id", "client_id", "commit_interval", "max_in_flight", "max_in_flight_bytes",
         "max_waiting_per_key",
@@ -56,8 +58,11 @@ struct SectionParser {
         let apps = root["apps"].flatMap(self.apps) ?? [:]
         // Routes may name any app that is defined, even one with problems of its own (reported already).
         let appNames = Set(root["apps"]?.node.mapping?.keys.compactMap { $0.scalar?.string } ?? [])
+        let lanes = root["lanes"].map { self.lanes($0, kafka: kafka) } ?? []
+        // Routes may name any lane that is defined, even one with problems of its own (reported already).
+        let laneNames = Set(root["lanes"]?.node.mapping?.keys.compactMap { $0.scalar?.string } ?? [])
         let routes = root.required("routes", hint: "one or more routes").flatMap {
-            self.routes($0, appNames: appNames)
+            self.routes($0, appNames: appNames, laneNames: laneNames)
         }
         let outcomes = self.outcomes(root["outcomes"])
         let admin = self.admin(root["admin"])
@@ -71,12 +76,15 @@ struct SectionParser {
         if let routes, let apns {
             self.checkBroadcastApps(of: routes, apns: apns, apps: apps)
         }
-        guard let kafka, let apns, let router, let outcomes, let admin, let logging, let shutdown else {
+        if let routes, let lanes, let kafka {
+            self.checkDefaultLane(of: routes, lanes: lanes, kafka: kafka)
+        }
+        guard let kafka, let apns, let router, let outcomes, let admin, let logging, let shutdown, let lanes else {
             return nil
         }
         let configuration = BridgeConfiguration(
             kafka: kafka, apns: apns, apps: apps, routes: router.specs, outcomes: outcomes, admin: admin,
-            logging: logging, shutdown: shutdown
+            logging: logging, shutdown: shutdown, lanes: lanes
         )
         guard self.checkFeedbackTopics(of: configuration) else {
             return nil
@@ -567,11 +575,7 @@ struct SectionParser {
         guard let text = value.nonEmptyString()?.trimmingWhitespace() else {
             return nil
         }
-        let allowed = text.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-        }
-        guard allowed, text.utf8.count <= 249, text != ".", text != ".." else {
+        guard text.utf8.allSatisfy(Self.isNameByte), text.utf8.count <= 249, text != ".", text != ".." else {
             value.report(
                 .invalidValue, "\(value.describe(text)) is not a valid Kafka topic name",
                 hint: "use up to 249 letters, digits, '.', '_' and '-'"
@@ -579,6 +583,12 @@ struct SectionParser {
             return nil
         }
         return text
+    }
+
+    /// A letter, digit, `.`, `_` or `-`: what Kafka topic names and lane names are made of.
+    static func isNameByte(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+            || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
     }
 
     func admin(_ value: ConfigValue?) -> AdminSettings? {

@@ -20,6 +20,8 @@ package struct BridgeConfiguration: Sendable {
     package var logging: LoggingSettings
     /// Graceful shutdown.
     package var shutdown: ShutdownSettings
+    /// The named lanes (`lanes:`), in file order; empty: every route is in the one default lane.
+    package var lanes: [LaneSpec]
 
     /// Creates a configuration; sections left out take the defaults of docs/configuration.md.
     package init(
@@ -30,7 +32,8 @@ package struct BridgeConfiguration: Sendable {
         outcomes: OutcomeTopics = OutcomeTopics(),
         admin: AdminSettings = AdminSettings(),
         logging: LoggingSettings = LoggingSettings(),
-        shutdown: ShutdownSettings = ShutdownSettings()
+        shutdown: ShutdownSettings = ShutdownSettings(),
+        lanes: [LaneSpec] = []
     ) {
         self.kafka = kafka
         self.apns = apns
@@ -40,6 +43,7 @@ package struct BridgeConfiguration: Sendable {
         self.admin = admin
         self.logging = logging
         self.shutdown = shutdown
+        self.lanes = lanes
     }
 
     /// The settings of `app` (`nil`: the default `apns` block); `nil` when no such app is defined.

@@ -29,6 +29,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     private var session: NGHTTP2Session?
     private var context: ChannelHandlerContext?
     private var queue = CircularBuffer<PendingRequest>()
+    /// Queued requests marked ``HTTP2Request/expedited``: they open streams before any of ``queue``.
+    private var expedited = CircularBuffer<PendingRequest>()
     private var active: [Int32: PendingRequest] = [:]
     /// The request whose response fields came last (``activeStream(_:)``).
     private var lastStream: PendingRequest?
@@ -156,7 +158,11 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
             }
             pending.phase = .queued
             pending.deadline = deadline
-            self.queue.append(pending)
+            if pending.request.expedited {
+                self.expedited.append(pending)
+            } else {
+                self.queue.append(pending)
+            }
             self.deadlines.append(pending)
         }
         self.scheduleTimeoutTimer()
@@ -172,7 +178,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     private func submitQueued() {
         if self.state == .ready, let session = self.session {
             let limit = self.effectiveLimit
-            while self.active.count < limit, let pending = self.queue.popFirst() {
+            while self.active.count < limit, let pending = self.expedited.popFirst() ?? self.queue.popFirst() {
                 guard pending.phase == .queued else { continue }
                 self.submit(pending, session: session)
             }
@@ -238,7 +244,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     private func publishCounts() {
         self.shared.activeStreams.store(self.active.count, ordering: .relaxed)
-        self.shared.queuedRequests.store(self.queue.count, ordering: .relaxed)
+        self.shared.queuedRequests.store(self.expedited.count + self.queue.count, ordering: .relaxed)
         self.shared.maxConcurrentStreams.store(self.effectiveLimit, ordering: .relaxed)
     }
 
@@ -454,7 +460,11 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
                 pending.responseHeaderFields = 0
                 pending.responseHeaderListBytes = 0
                 pending.responseBody.removeAll()
-                self.queue.prepend(pending)
+                if pending.request.expedited {
+                    self.expedited.prepend(pending)
+                } else {
+                    self.queue.prepend(pending)
+                }
             } else {
                 pending.finish(.failure(HTTP2Error(.notProcessed, "the server refused the stream (REFUSED_STREAM)")))
             }
@@ -490,7 +500,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         for pending in waiting where pending.phase == .inbox {
             pending.finish(.failure(refusal))
         }
-        while let pending = self.queue.popFirst() {
+        while let pending = self.expedited.popFirst() ?? self.queue.popFirst() {
             pending.finish(.failure(refusal))
         }
         self.publishCounts()

@@ -14,6 +14,9 @@ package struct HTTP2Request: Sendable {
     package var fields: HTTP2HeaderBlock
     /// The request body; empty sends no DATA frame.
     package var body: [UInt8]
+    /// Whether the request opens its stream before the connection's other queued requests (those not expedited)
+    /// when the stream limit makes requests wait; among themselves expedited requests keep their order.
+    package var expedited: Bool
 
     /// A request. `pathIndexing` defaults to `.never`.
     package init(
@@ -23,7 +26,8 @@ package struct HTTP2Request: Sendable {
         authority: String? = nil,
         headers: [HTTP2Header] = [],
         fields: HTTP2HeaderBlock = HTTP2HeaderBlock(),
-        body: [UInt8] = []
+        body: [UInt8] = [],
+        expedited: Bool = false
     ) {
         self.method = method
         self.path = path
@@ -32,5 +36,6 @@ package struct HTTP2Request: Sendable {
         self.headers = headers
         self.fields = fields
         self.body = body
+        self.expedited = expedited
     }
 }

@@ -58,6 +58,8 @@ final class CompiledRoute: Sendable {
     let orderingKey: OrderingKey?
     /// `coalesce: true` (only with ``orderingKey``).
     let coalesce: Bool
+    /// `lane:`; `nil`: the default lane.
+    let lane: String?
     let expiration: Expiration
     let collapseID: TextTemplate?
     let payload: Payload
@@ -165,6 +167,7 @@ final class CompiledRoute: Sendable {
         self.orderingKey = Self.compileOrderingKey(spec.orderingKey, diagnostics: &diagnostics)
         self.coalesce = spec.coalesce
         self.context = ContextTemplate(compiling: spec.context, diagnostics: &diagnostics)
+        self.lane = spec.lane
         if spec.coalesce, spec.orderingKey == nil {
             diagnostics.report(
                 .missingField, at: "coalesce",
@@ -413,9 +416,10 @@ final class CompiledRoute: Sendable {
         switch self.render(&scope, epochSeconds: epochSeconds) {
         case .success(let notifications):
             mapping = RouteMapping(
-                route: self.name, app: self.app, outcome: .notifications(notifications), coalesces: self.coalesce)
+                route: self.name, app: self.app, outcome: .notifications(notifications), coalesces: self.coalesce,
+                lane: self.lane)
         case .failure(let reason):
-            mapping = RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason))
+            mapping = RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason), lane: self.lane)
         }
         if let context = self.context {
             mapping.context = context.render(&scope)

@@ -14,16 +14,20 @@ package struct RouteMapping: Sendable {
     /// The route's `context` rendered from the event, for its notifications' records and its dead letter; `nil`
     /// when the route has none (or no route was reached: the event is not JSON).
     package var context: RecordContext?
+    /// The route's lane (`lane:`); `nil`: the default lane. A pipeline without lanes never reads it.
+    package var lane: String?
 
     /// Creates a mapping.
     package init(
-        route: String, app: String?, outcome: Outcome, coalesces: Bool = false, context: RecordContext? = nil
+        route: String, app: String?, outcome: Outcome, coalesces: Bool = false, context: RecordContext? = nil,
+        lane: String? = nil
     ) {
         self.route = route
         self.app = app
         self.outcome = outcome
         self.coalesces = coalesces
         self.context = context
+        self.lane = lane
     }
 
     /// Notifications, or why there are none.

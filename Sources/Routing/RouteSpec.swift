@@ -47,6 +47,9 @@ package struct RouteSpec: Sendable {
     /// record of its notifications, and into its dead letter (docs/configuration.md, "Context on records"); in
     /// the order written. Empty: the route's records carry no context (and stay the schema versions they were).
     package var context: [(name: String, value: JSONValue)]
+    /// The lane whose share of `kafka.max_in_flight` the route's notifications take (`lane:`, a name under the
+    /// configuration's `lanes:`); `nil`: the default lane.
+    package var lane: String?
 
     /// Creates a route specification.
     package init(
@@ -66,7 +69,8 @@ package struct RouteSpec: Sendable {
         channelID: String? = nil,
         orderingKey: String? = nil,
         coalesce: Bool = false,
-        context: [(name: String, value: JSONValue)] = []
+        context: [(name: String, value: JSONValue)] = [],
+        lane: String? = nil
     ) {
         self.channelID = channelID
         self.name = name
@@ -85,5 +89,6 @@ package struct RouteSpec: Sendable {
         self.orderingKey = orderingKey
         self.coalesce = coalesce
         self.context = context
+        self.lane = lane
     }
 }

@@ -74,19 +74,20 @@ package struct Router: Sendable {
     ///
     /// An event whose value is not JSON (or is a tombstone) cannot be matched by any route: it becomes one dead
     /// letter with an empty route name (data contract: one dead letter per event, never one per route, so a
-    /// large unreadable event is not multiplied by the number of routes).
+    /// large unreadable event is not multiplied by the number of routes), in the lane of the topic's first route.
     package func map(event: SourceEvent) -> [RouteMapping] {
         guard let (indices, projection) = self.routesByTopic[event.source.topic] else { return [] }
         let document: JSONValue
         do {
             document = try Self.parseValue(of: event, projection: projection)
         } catch {
-            guard !indices.isEmpty else { return [] }
+            guard let first = indices.first else { return [] }
             return [
                 RouteMapping(
                     route: "", app: nil,
                     outcome: .deadLetter(
-                        DeadLetterReason(code: error.code, route: "", field: nil, message: error.message))
+                        DeadLetterReason(code: error.code, route: "", field: nil, message: error.message)),
+                    lane: self.routes[first].lane
                 )
             ]
         }

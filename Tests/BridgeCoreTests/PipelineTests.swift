@@ -429,7 +429,10 @@ final class MemorySource: EventSource {
     init(events: [SourceEvent]) { self.events = events }
 
     func start(listener: any RebalanceListener) async throws -> AsyncThrowingStream<[SourceEvent], any Error> {
-        await listener.partitionsAssigned([PartitionID(topic: "in", partition: 0)], generation: 1)
+        // in[0], and every other partition its events come from.
+        let partitions = Set(self.events.map(\.partition)).union([PartitionID(topic: "in", partition: 0)])
+        await listener.partitionsAssigned(
+            partitions.sorted { ($0.topic, $0.partition) < ($1.topic, $1.partition) }, generation: 1)
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: [SourceEvent].self)
         continuation.yield(self.events)
         self.state.withLock {

@@ -21,6 +21,7 @@ struct AdminServerTests {
     func withServer(
         registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         readiness: @escaping @Sendable () -> Readiness = { .ready },
+        laneReadiness: @escaping @Sendable (String) -> Readiness? = { _ in nil },
         limits: AdminServer.Limits = AdminServer.Limits(),
         _ body: @Sendable (Int) async throws -> Void
     ) async throws {
@@ -29,6 +30,7 @@ struct AdminServerTests {
             host: "127.0.0.1", port: 0,
             metrics: { registry.emitToBuffer() },
             readiness: readiness,
+            laneReadiness: laneReadiness,
             onBound: { continuation.yield($0) },
             limits: limits,
             logger: Logger(label: "test")
@@ -63,6 +65,9 @@ struct AdminServerTests {
         metrics.inFlightBytes.record(7168)
         metrics.unpublishedRecords.record(1)
         metrics.orderingMaxWaiting.record(12)
+        metrics.inFlightGauges(lane: "urgent").count.record(3)
+        metrics.inFlightGauges(lane: "urgent").bytes.record(3072)
+        metrics.heldBackPartitions(lane: "default", count: 2)
         metrics.oldestUnfinished(topic: "orders", partition: 2, age: .milliseconds(1500))
         metrics.notification(route: "shipped", status: .rejected, reason: "MadeUpByTheServer\u{1}")
         try await self.withServer(registry: registry, readiness: { .ready }) { port in
@@ -80,8 +85,11 @@ struct AdminServerTests {
                 #"pushbridge_apns_request_duration_seconds_bucket{le="0.001"} 0"#,
                 #"pushbridge_apns_request_duration_seconds_bucket{le="0.025"} 1"#,
                 #"pushbridge_apns_request_duration_seconds_bucket{le="10.0"} 1"#,
-                "pushbridge_in_flight 7",
-                "pushbridge_in_flight_bytes 7168",
+                #"pushbridge_in_flight{lane="default"} 7"#,
+                #"pushbridge_in_flight_bytes{lane="default"} 7168"#,
+                #"pushbridge_in_flight{lane="urgent"} 3"#,
+                #"pushbridge_in_flight_bytes{lane="urgent"} 3072"#,
+                #"pushbridge_lane_held_back_partitions{lane="default"} 2"#,
                 "pushbridge_unpublished_records 1",
                 #"pushbridge_oldest_unfinished_seconds{topic="orders",partition="2"} 1.5"#,
                 #"pushbridge_notifications_total{route="shipped",status="rejected",reason="Unknown"} 1"#,
@@ -109,6 +117,29 @@ struct AdminServerTests {
             #expect(healthStatus == 200)
             let (missingStatus, _) = try await self.get(port, "/nope")
             #expect(missingStatus == 404)
+        }
+    }
+
+    @Test("/readyz?lane=NAME answers the lane's readiness, 404 for a lane that does not exist")
+    func laneReadiness() async throws {
+        let lanes: @Sendable (String) -> Readiness? = { lane in
+            switch lane {
+            case "bulk":
+                .notReady("lane bulk: full (10 of 10 in flight, 1024 of 1024 bytes) and nothing of it finished for 1 s")
+            case "urgent": .ready
+            default: nil
+            }
+        }
+        try await self.withServer(readiness: { .ready }, laneReadiness: lanes) { port in
+            let (bulk, body) = try await self.get(port, "/readyz?lane=bulk")
+            #expect(bulk == 503)
+            #expect(body.contains(#""reason":"lane bulk: full (10 of 10 in flight"#), "\(body)")
+            #expect(try await self.get(port, "/readyz?lane=urgent").0 == 200)
+            #expect(try await self.get(port, "/readyz?other=1&lane=urgent").0 == 200)
+            let (unknown, unknownBody) = try await self.get(port, "/readyz?lane=nonesuch")
+            #expect(unknown == 404)
+            #expect(unknownBody.contains(#""status":"unknown_lane""#), "\(unknownBody)")
+            #expect(try await self.get(port, "/readyz").0 == 200, "without lane= the instance answers")
         }
     }
 

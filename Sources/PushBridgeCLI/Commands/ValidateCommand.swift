@@ -40,12 +40,38 @@ struct ValidateCommand: AsyncParsableCommand {
             let names = routes.filter { $0.inputTopic == topic }.map(\.name)
             lines.append("  topic \(topic): \(names.joined(separator: ", "))")
         }
+        lines += Self.lanes(of: configuration)
         let outcomes = configuration.outcomes
         lines.append(
             "  writes: \(outcomes.outcomes), \(outcomes.invalidTokens), \(outcomes.deadLetters)"
         )
         lines.append("  admin: \(configuration.admin.host):\(configuration.admin.port)")
         return lines.map { $0 + "\n" }.joined()
+    }
+
+    /// One line per lane with its bounds and routes, and one per input topic whose routes are in several lanes;
+    /// nothing without `lanes:`.
+    static func lanes(of configuration: BridgeConfiguration) -> [String] {
+        guard !configuration.lanes.isEmpty else { return [] }
+        let routes = configuration.routes
+        var lines = LaneSpec.all(
+            configuration.lanes, maxInFlight: configuration.kafka.maxInFlightNotifications,
+            maxInFlightBytes: configuration.kafka.maxInFlightBytes
+        ).map { lane in
+            let names = routes.filter { ($0.lane ?? LaneSpec.defaultName) == lane.name }.map(\.name)
+            return "  lane \(lane.name): max_in_flight \(lane.maxInFlight), "
+                + LaneSpec.describe(bytes: lane.maxInFlightBytes)
+                + (lane.expedite ? ", expedited" : "")
+                + ": \(names.isEmpty ? "no route" : names.joined(separator: ", "))"
+        }
+        for topic in configuration.inputTopics {
+            let lanes = Set(routes.filter { $0.inputTopic == topic }.map { $0.lane ?? LaneSpec.defaultName })
+            guard lanes.count > 1 else { continue }
+            lines.append(
+                "  note: topic \(topic) has routes in lanes \(lanes.sorted().joined(separator: ", ")): each of its "
+                    + "events waits until every lane it needs has room")
+        }
+        return lines
     }
 
     /// Environment, endpoint, auth kind and proxy (never a secret: a proxy's credentials show as `****`).

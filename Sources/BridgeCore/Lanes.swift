@@ -1,0 +1,235 @@
+import APNSCore
+import CoreMetrics
+import DequeModule
+import Routing
+import Waiting
+
+/// A lane while the pipeline runs: its room, a ``FlowController`` of its own. The lane's controller pauses no
+/// partition itself (it is told of none): a partition whose next event finds no room in a lane is held back on
+/// its own (``Pipeline/holdBack(_:for:in:)``), and waits in the lane's turn for room.
+final class Lane: Sendable {
+    let name: String
+    let expedite: Bool
+    let flow: FlowController
+
+    init(_ budget: LaneSpec, source: any EventSource, metrics: BridgeMetrics) {
+        self.name = budget.name
+        self.expedite = budget.expedite
+        let gauges = metrics.inFlightGauges(lane: budget.name)
+        self.flow = FlowController(
+            source: source, maxCount: budget.maxInFlight, maxBytes: budget.maxInFlightBytes,
+            onChange: { levels in
+                gauges.count.record(levels.count)
+                gauges.bytes.record(levels.bytes)
+            })
+    }
+}
+
+/// The lanes of a pipeline with `lanes:`.
+struct Lanes: Sendable {
+    let all: [Lane]
+    /// The lane of routes without `lane:`: the one named `default` (the first, when none is).
+    let fallback: Lane
+
+    /// `nil` when `budgets` is empty: without lanes the pipeline keeps its one line and its code path.
+    init?(_ budgets: [LaneSpec], source: any EventSource, metrics: BridgeMetrics) {
+        let all = budgets.map { Lane($0, source: source, metrics: metrics) }
+        guard let first = all.first else { return nil }
+        self.all = all
+        self.fallback = all.first { $0.name == LaneSpec.defaultName } ?? first
+    }
+
+    /// The lane of a route's `lane:` (`nil`: the default lane). A name no lane has (a mapper newer than the lanes)
+    /// falls back to the default lane.
+    func lane(named name: String?) -> Lane {
+        guard let name else { return self.fallback }
+        return self.all.first { $0.name == name } ?? self.fallback
+    }
+
+    /// Bounds the pipeline's own line does not reach with lanes: it only counts what the lanes hold together (for
+    /// the drain and `pipeline.in_flight`), and pauses for halts, stalls and shutdown; the lanes' shares add up to
+    /// at most `kafka.max_in_flight` and `kafka.max_in_flight_bytes`.
+    static let unboundedCount = 1 << 40
+    static let unboundedBytes = 1 << 60
+}
+
+extension Pipeline {
+    /// The pieces of a begun event not started yet: what waits for room in a lane while its partition is held back.
+    struct PiecesToStart: Sendable {
+        let event: SourceEvent
+        let ticket: Ticket
+        /// The mappings whose pieces are not all started, the first one's from ``next`` on.
+        var results: ArraySlice<RouteMapping>
+        /// The first notification of `results.first` not started yet.
+        var next = 0
+        /// The event's bytes still to share out among the pieces.
+        var share: PieceBytes
+        /// The event's headers its records carry (`outcomes.forward_headers`), read once per event.
+        var forwarded: HeaderForwarding.Selection?
+        /// The retry policy in force when the event was taken: its notifications keep it across a reload.
+        var maxAttempts: Int
+        var retryBackoff: Backoff
+    }
+
+    /// What taking room for one piece did.
+    enum Room {
+        case taken
+        /// Shutdown (or cancellation) ended a wait for room.
+        case stopped
+        /// The piece's lane has no room now, and the caller must not wait (the consume loop, with lanes).
+        case full(Lane)
+
+        /// What ``Pipeline/start(_:waits:claim:in:sends:)`` returns when the piece has no room: `nil` when it has.
+        func stop(_ rest: PiecesToStart) -> Taken? {
+            switch self {
+            case .taken: nil
+            case .stopped: .stopped
+            case .full(let lane): .laneFull(lane, rest)
+            }
+        }
+    }
+
+    /// Takes room for a piece of `ticket`'s event holding `bytes` in `lane` (`nil`: no lanes) and in the pipeline's
+    /// own line. Without lanes this is the line's own wait, as before lanes. With lanes, the consume loop (`waits`
+    /// false) never waits: a lane without room now answers ``Room/full(_:)``, and the event's partition is held back
+    /// instead. A held-back partition's task (`claim`) waits; if the partition is revoked meanwhile, the revocation
+    /// abandons the event (``forgetHeldBack(_:)``) rather than wait for room, and the room is given back here.
+    @inline(__always)
+    func room(
+        bytes: Int, in lane: Lane?, waits: Bool, ticket: Ticket, claim: HoldClaim?, sends: inout [SendRequest]
+    ) async -> Room {
+        guard let lane else {
+            if self.flow.acquireNow(bytes: bytes) != true {
+                // About to wait for room: what is collected must go out first, or nothing frees room.
+                self.send(&sends)
+                guard await self.flow.acquire(bytes: bytes) else { return .stopped }
+            }
+            return .taken
+        }
+        if lane.flow.acquireNow(bytes: bytes) != true {
+            guard waits else { return .full(lane) }
+            self.send(&sends)
+            if let claim, !claim.waiting(for: ticket, in: lane) {
+                // Revoked already, before the revocation could know of this event.
+                self.abandonUnstarted(ticket)
+                return .stopped
+            }
+            let acquired = await lane.flow.acquire(bytes: bytes)
+            let held = claim?.stillHeld() ?? true
+            guard acquired else { return .stopped }
+            guard held else {
+                lane.flow.release(bytes: bytes)
+                return .stopped
+            }
+        }
+        // Unbounded with lanes, so at once, unless shutdown began meanwhile.
+        guard self.flow.acquireNow(bytes: bytes) == true else {
+            lane.flow.release(bytes: bytes)
+            return .stopped
+        }
+        return .taken
+    }
+
+    /// Holds back `rest`'s partition until `lane` has room for its pieces: the partition is paused at the source on
+    /// its own, the events of it that still come queue behind, and a task in `group` starts the pieces once it has
+    /// room, then takes the queued events (``takeHeldBack(_:id:)``). The other partitions go on.
+    func holdBack(_ rest: PiecesToStart, for lane: Lane, in group: inout DiscardingTaskGroup) {
+        // Revoked between its beginning and here: nothing holds the partition back any more.
+        guard self.isCurrent(rest.ticket) else { return self.abandonUnstarted(rest.ticket) }
+        self.hold(HeldBack(events: [], line: nil, lane: lane.name, rest: rest), of: rest.event.partition, in: &group)
+    }
+
+    /// Ends every wait for room, the lanes' included, now and from now on: shutdown began.
+    func stopWaitingForRoom() {
+        self.flow.stopWaiting()
+        for lane in self.lanes?.all ?? [] { lane.flow.stopWaiting() }
+    }
+
+    /// The lanes' names, in the configuration's order; `["default"]` without lanes.
+    package var laneNames: [String] {
+        self.lanes?.all.map(\.name) ?? [LaneSpec.defaultName]
+    }
+
+    /// How many partitions are held back waiting for room in each lane (`pushbridge_lane_held_back_partitions`).
+    package func heldBackPartitionsByLane() -> [String: Int] {
+        var counts = [String: Int](uniqueKeysWithValues: self.laneNames.map { ($0, 0) })
+        self.parking.read { parking in
+            for held in parking.partitions.values where held.rest != nil || held.starting != nil {
+                if let lane = held.lane { counts[lane, default: 0] += 1 }
+            }
+        }
+        return counts
+    }
+
+    /// Each lane's work in flight now (the default lane's is the line's own without lanes), for the
+    /// `pushbridge_in_flight{lane}` gauges' tests and `/readyz`.
+    package func inFlight(lane name: String) -> (count: Int, bytes: Int)? {
+        guard let lanes = self.lanes else {
+            return name == LaneSpec.defaultName ? (self.flow.inFlight.count, self.flow.inFlight.bytes) : nil
+        }
+        return lanes.all.first { $0.name == name }.map { ($0.flow.inFlight.count, $0.flow.inFlight.bytes) }
+    }
+
+    /// What `/readyz?lane=NAME` says: the instance's readiness, and then whether the lane moves: not ready while
+    /// it is full and nothing of it was released for the stall time (one second). `nil` for a lane that does not
+    /// exist.
+    package func readiness(lane name: String) -> Readiness? {
+        let lane: (stalled: Bool, levels: FlowControl.Levels, limits: FlowControl.Levels)
+        if let lanes = self.lanes {
+            guard let found = lanes.all.first(where: { $0.name == name }) else { return nil }
+            let flow = found.flow.flow
+            lane = (flow.stalled, flow.inFlight, flow.limits)
+        } else {
+            guard name == LaneSpec.defaultName else { return nil }
+            let flow = self.flow.flow
+            lane = (flow.stalled, flow.inFlight, flow.limits)
+        }
+        let instance = self.readiness
+        guard instance.isReady else { return instance }
+        guard !lane.stalled else {
+            return .notReady(
+                "lane \(name): full (\(lane.levels.count) of \(lane.limits.count) in flight, \(lane.levels.bytes) of "
+                    + "\(lane.limits.bytes) bytes) and nothing of it finished for "
+                    + "\(self.flow.stallTimeout.components.seconds) s")
+        }
+        return .ready
+    }
+}
+
+/// A held-back partition's task, as it waits for room for an event it is starting: the hold notes the event while
+/// the wait lasts, so that a revocation of the partition abandons the event (it stays uncommitted, and its next owner
+/// processes it) instead of waiting for the lane to have room.
+struct HoldClaim: Sendable {
+    let parking: AsyncCondition<Pipeline.Parking>
+    let partition: PartitionID
+    /// The hold's number (``Pipeline/Parking/holds``).
+    let id: UInt64
+
+    /// Notes that the hold waits for room for `ticket`'s event; `false` when the hold is gone (revoked).
+    func waiting(for ticket: Pipeline.Ticket, in lane: Lane) -> Bool {
+        self.parking.withLock { parking in
+            guard parking.partitions[self.partition]?.id == self.id else { return false }
+            parking.partitions[self.partition]?.starting = ticket
+            parking.partitions[self.partition]?.lane = lane.name
+            return true
+        }
+    }
+
+    /// The wait ended: whether the hold is still there (the partition was not revoked meanwhile).
+    func stillHeld() -> Bool {
+        self.parking.withLock { parking in
+            guard parking.partitions[self.partition]?.id == self.id else { return false }
+            parking.partitions[self.partition]?.starting = nil
+            return true
+        }
+    }
+}
+
+extension MappedNotification {
+    /// The same notification, marked to go ahead of other lanes' requests waiting for an HTTP/2 stream.
+    func expedited() -> MappedNotification {
+        var copy = self
+        copy.notification.expedited = true
+        return copy
+    }
+}

@@ -1,0 +1,240 @@
+import APNSCore
+import Foundation
+import Logging
+import PipelineTestSupport
+import Routing
+import Synchronization
+import TestWaiting
+import Testing
+
+@testable import BridgeCore
+
+// Lanes (issue 32): each lane's share of the in-flight bounds, against the in-memory parts of PipelineTests.
+
+@Suite("Pipeline: lanes")
+struct PipelineLaneTests {
+    static let bulkPartition = PartitionID(topic: "in", partition: 0)
+    static let urgentPartition = PartitionID(topic: "in", partition: 1)
+
+    /// An event of `partition` with one notification per token.
+    static func event(_ partition: PartitionID, offset: Int64, tokens: [String]) -> SourceEvent {
+        let list = tokens.map { "\"\($0)\"" }.joined(separator: ",")
+        return SourceEvent(
+            source: SourceCoordinates(
+                topic: partition.topic, partition: partition.partition, offset: offset, key: nil),
+            value: Array(#"{"tokens":[\#(list)]}"#.utf8), headers: [], timestampMilliseconds: nil,
+            assignmentGeneration: 1)
+    }
+
+    /// The lanes of the tests: the default lane (bulk) with 10, `urgent` with 5, expedited.
+    static let lanes = [
+        LaneSpec(name: "default", maxInFlight: 10, maxInFlightBytes: 1 << 20),
+        LaneSpec(name: "urgent", maxInFlight: 5, maxInFlightBytes: 1 << 20, expedite: true),
+    ]
+
+    /// 50 bulk events, then 5 urgent ones: without lanes, the urgent ones are read only once the bulk ones have room.
+    static var backlogThenTrickle: [SourceEvent] {
+        (0..<50).map { Self.event(Self.bulkPartition, offset: Int64($0), tokens: ["b\($0)"]) }
+            + (0..<5).map { Self.event(Self.urgentPartition, offset: Int64($0), tokens: ["u\($0)"]) }
+    }
+
+    @Test(
+        "a full lane holds back only its own partitions: urgent events are delivered while the bulk lane is full and stuck",
+        arguments: [true, false])
+    func fullLaneHoldsBackOnlyItsPartitions(lanes: Bool) async throws {
+        let sender = GatedSender { $0.hasPrefix("b") }
+        let configuration = PipelineConfiguration(maxInFlight: 15, lanes: lanes ? Self.lanes : [])
+        let harness = Harness(
+            events: Self.backlogThenTrickle, configuration: configuration,
+            mapper: LaneMapper { $0.partition == Self.urgentPartition ? ["urgent"] : [nil] }, sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        guard lanes else {
+            // One line of 15: ten bulk notifications would not stop it, but fifteen do, and the urgent events wait.
+            try await waitUntil { harness.pipeline.inFlight == 15 }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(sender.sent.filter { $0.hasPrefix("u") }.isEmpty, "the urgent events did not wait: proves nothing")
+            sender.open()
+            try await waitUntil { harness.source.committed[Self.urgentPartition] == 5 }
+            harness.source.finish()
+            try await run.value
+            return
+        }
+        try await waitUntil { harness.source.committed[Self.urgentPartition] == 5 }
+        // The bulk lane is full and stuck, and only its partition waits.
+        #expect(harness.pipeline.inFlight(lane: "default")?.count == 10)
+        #expect(harness.source.isPaused(Self.bulkPartition), "the full lane's partition must be paused at the source")
+        #expect(!harness.source.isPaused(Self.urgentPartition))
+        #expect(harness.pipeline.heldBackPartitionsByLane() == ["default": 1, "urgent": 0])
+        #expect(harness.source.committed[Self.bulkPartition] == nil)
+        #expect(sender.expedited == Set((0..<5).map { "u\($0)" }), "only the urgent lane's requests are expedited")
+        sender.open()
+        try await waitUntil { harness.source.committed[Self.bulkPartition] == 50 && harness.pipeline.inFlight == 0 }
+        #expect(!harness.source.isPaused(Self.bulkPartition), "the partition is resumed once it caught up")
+        #expect(sender.sent.filter { $0.hasPrefix("b") } == (0..<50).map { "b\($0)" }, "bulk order")
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 55)
+        #expect(harness.pipeline.inFlight(lane: "urgent")?.count == 0)
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test(
+        "an event whose pieces span two lanes, or more than its lane holds, starts them as each lane has room; its partition keeps its order and commits"
+    )
+    func eventsSpanningLanes() async throws {
+        // Each event: 3 notifications in lane a (which holds 2) and 3 in lane b (which holds 4), on one partition.
+        let events = (0..<12).map { index in
+            Self.event(Self.bulkPartition, offset: Int64(index), tokens: (0..<3).map { "e\(index)-\($0)" })
+        }
+        let sender = GatedSender(latencyMilliseconds: 1) { _ in false }
+        let configuration = PipelineConfiguration(
+            maxInFlight: 10,
+            lanes: [
+                LaneSpec(name: "default", maxInFlight: 4, maxInFlightBytes: 1 << 20),
+                LaneSpec(name: "a", maxInFlight: 2, maxInFlightBytes: 1 << 20),
+                LaneSpec(name: "b", maxInFlight: 4, maxInFlightBytes: 1 << 20),
+            ])
+        let harness = Harness(
+            events: events, configuration: configuration, mapper: LaneMapper { _ in ["a", "b"] }, sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        // Not `runToEnd()`: in flight falls to 0 between a lane's releases and the held-back partition taking room.
+        try await waitUntil { harness.source.committed[Self.bulkPartition] == 12 && harness.pipeline.inFlight == 0 }
+        harness.source.finish()
+        try await run.value
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 72)
+        // Handed to the sender in input order: event by event, lane a's pieces, then lane b's, token by token.
+        let expected = (0..<12).flatMap { index in
+            ["a", "b"].flatMap { _ in (0..<3).map { "e\(index)-\($0)" } }
+        }
+        #expect(sender.sent == expected)
+        #expect(["default", "a", "b"].allSatisfy { harness.pipeline.inFlight(lane: $0)?.count == 0 })
+    }
+
+    @Test("a partition revoked while it waits for room in a lane is let go at once: its begun event stays uncommitted")
+    func revocationDoesNotWaitForRoom() async throws {
+        // Lane a holds 1: event 0's first notification takes it and is stuck; its second waits for room.
+        let events = (0..<3).map { Self.event(Self.bulkPartition, offset: Int64($0), tokens: ["x\($0)", "y\($0)"]) }
+        let sender = GatedSender { _ in true }
+        var configuration = PipelineConfiguration(
+            maxInFlight: 10,
+            lanes: [
+                LaneSpec(name: "default", maxInFlight: 9, maxInFlightBytes: 1 << 20),
+                LaneSpec(name: "a", maxInFlight: 1, maxInFlightBytes: 1 << 20),
+            ])
+        // Far longer than the test: a revocation that waited for room (or for the stuck send) would hang it.
+        configuration.rebalanceDrainTimeout = .seconds(300)
+        configuration.drainTimeout = .seconds(1)
+        let harness = Harness(
+            events: events, configuration: configuration, mapper: LaneMapper { _ in ["a"] }, sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.pipeline.heldBackPartitionsByLane()["a"] == 1 && sender.sent == ["x0"] }
+        let listener = try #require(harness.source.listener)
+        _ = try await withTimeout(.seconds(60), "the revocation") {
+            await listener.partitionsRevoked([Self.bulkPartition])
+        }
+        #expect(harness.pipeline.heldBackPartitionsByLane()["a"] == 0)
+        sender.open()
+        try await waitUntil { harness.pipeline.inFlight == 0 }
+        #expect(sender.sent == ["x0"], "nothing of the revoked partition was sent after its revocation")
+        #expect(harness.source.committed[Self.bulkPartition] == nil)
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test(
+        "/readyz per lane: a lane full and stuck for the stall time is not ready, the others are; unknown lanes are nil"
+    )
+    func readinessPerLane() async throws {
+        let sender = GatedSender { $0.hasPrefix("b") }
+        let harness = Harness(
+            events: Self.backlogThenTrickle, configuration: PipelineConfiguration(maxInFlight: 15, lanes: Self.lanes),
+            mapper: LaneMapper { $0.partition == Self.urgentPartition ? ["urgent"] : [nil] }, sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.pipeline.readiness(lane: "default")?.isReady == false }
+        let reason = harness.pipeline.readiness(lane: "default")?.reason ?? ""
+        #expect(reason.contains("lane default: full (10 of 10 in flight"), "\(reason)")
+        #expect(harness.pipeline.readiness(lane: "urgent") == .ready)
+        #expect(harness.pipeline.readiness == .ready, "a stuck lane does not make the instance unready")
+        #expect(harness.pipeline.readiness(lane: "nonesuch") == nil)
+        sender.open()
+        try await waitUntil { harness.pipeline.readiness(lane: "default") == .ready }
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test("without lanes the one line is the default lane: its readiness and levels, and no other lane")
+    func withoutLanes() async throws {
+        let harness = Harness(
+            events: [], configuration: PipelineConfiguration(), mapper: LaneMapper { _ in [nil] },
+            sender: GatedSender { _ in false })
+        #expect(harness.pipeline.laneNames == ["default"])
+        #expect(harness.pipeline.readiness(lane: "default") == .ready)
+        #expect(harness.pipeline.readiness(lane: "urgent") == nil)
+        #expect(harness.pipeline.inFlight(lane: "default")?.count == 0)
+        #expect(harness.pipeline.heldBackPartitionsByLane() == ["default": 0])
+    }
+}
+
+/// ``TokensMapper``'s notifications, once per lane that `lanes` gives the event (`nil`: the default lane), each as
+/// the route `r-LANE`.
+private struct LaneMapper: EventMapper {
+    let lanes: @Sendable (SourceEvent) -> [String?]
+
+    func map(_ event: SourceEvent) -> [RouteMapping] {
+        let mapped = TokensMapper(expiration: nil).map(event)
+        return self.lanes(event).flatMap { lane in
+            mapped.map { mapping in
+                var mapping = mapping
+                mapping.route = "r-\(lane ?? "default")"
+                mapping.lane = lane
+                return mapping
+            }
+        }
+    }
+}
+
+/// Records the order notifications are handed to it in (synchronously, as the pipeline hands them over) and which
+/// were expedited; answers 200, those `held` says only once ``open()`` was called.
+private final class GatedSender: NotificationSender {
+    private struct State {
+        var sent: [String] = []
+        var expedited: Set<String> = []
+        var open = false
+    }
+    private let state = Mutex(State())
+    private let held: @Sendable (String) -> Bool
+    private let latencyMilliseconds: Int
+
+    init(latencyMilliseconds: Int = 0, held: @escaping @Sendable (String) -> Bool) {
+        self.latencyMilliseconds = latencyMilliseconds
+        self.held = held
+    }
+
+    var sent: [String] { self.state.withLock { $0.sent } }
+    var expedited: Set<String> { self.state.withLock { $0.expedited } }
+    func open() { self.state.withLock { $0.open = true } }
+
+    private func record(_ notification: APNSCore.Notification) {
+        self.state.withLock { state in
+            state.sent.append(notification.deviceToken)
+            if notification.expedited { state.expedited.insert(notification.deviceToken) }
+        }
+    }
+
+    func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
+        if self.latencyMilliseconds > 0 { try? await Task.sleep(for: .milliseconds(self.latencyMilliseconds)) }
+        if self.held(notification.deviceToken) {
+            while !self.state.withLock({ $0.open }) { try? await Task.sleep(for: .milliseconds(2)) }
+        }
+        return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
+    }
+
+    func send(_ notification: APNSCore.Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
+    {
+        self.record(notification)
+        Task { completion(await self.send(notification, app: app)) }
+    }
+
+    func send(contentsOf batch: [SendRequest]) {
+        for request in batch { self.send(request.notification, app: request.app, completion: request.completion) }
+    }
+}
