@@ -133,7 +133,9 @@ struct EndToEndFaultTests {
                 let deadline = ContinuousClock.now + .seconds(60)
                 while world.simulator.statistics.requestsAnswered < count, ContinuousClock.now < deadline {
                     let (_, metrics) = try await httpGet(port: started.adminPort, path: "/metrics")
-                    if let line = metrics.split(separator: "\n").first(where: { $0.hasPrefix("pushbridge_in_flight ") }
+                    if let line = metrics.split(separator: "\n").first(where: {
+                        $0.hasPrefix(#"pushbridge_in_flight{lane="default"} "#)
+                    }
                     ),
                         let value = Double(line.split(separator: " ").last ?? "")
                     {
