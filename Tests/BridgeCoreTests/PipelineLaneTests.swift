@@ -79,10 +79,10 @@ struct PipelineLaneTests {
     }
 
     @Test(
-        "a full lane's held-back events past a quarter of its bytes pause their partition at the source until they are taken"
+        "a full lane's held-back events past half its bytes pause their partition at the source until they are taken"
     )
     func heldBackBytesPauseThePartition() async throws {
-        // 100 events of ~30 KB: 10 in flight, stuck; the lane's bound for queued events is 1 MiB (its minimum).
+        // 100 events of ~30 KB: 10 in flight, stuck; the lane's bound for queued events is 2 MiB (half its 4 MiB).
         let pad = String(repeating: "x", count: 30_000)
         let events = (0..<100).map { index in
             SourceEvent(
