@@ -83,6 +83,18 @@ struct BenchOptions {
     /// token succeeded). The report says how soon the bridge had N requests in flight. 0: off. Simulator only.
     var streamLimitRaise = 0
 
+    /// `--urgent-events N` (issue 32): N events of a second route, `order-urgent`, on a partition of their own,
+    /// produced at `--urgent-rate` while the backlog drains, and N more once it is done (the idle bridge's
+    /// latency); 0: none. The live phase is left out then.
+    var urgentEventCount = 0
+    /// `--urgent-rate N`: urgent events per second (default 50).
+    var urgentRatePerSecond = 50
+    /// `--lanes`: `order-urgent` in a lane of its own, `urgent` (`--urgent-max-in-flight`, default 500, and
+    /// `expedite: true`); the backlog in the default lane, with what is left of `max_in_flight`.
+    var lanes = false
+    /// `--urgent-max-in-flight N`: the urgent lane's `max_in_flight`.
+    var urgentMaxInFlight = 500
+
     /// Whether the route has `ordering_key`.
     var ordersRoute: Bool { self.orderingKeyCount > 0 && !self.unorderedRoute }
 
@@ -93,6 +105,7 @@ struct BenchOptions {
                            [--preload-property K=V]...
                            [--log-sender] [--ordering-keys N [--unordered]] [--device-tokens N]
                            [--rtt-ms N] [--server-streams N] [--stream-limit-raise N]
+                           [--urgent-events N [--urgent-rate N] [--lanes [--urgent-max-in-flight N]]]
         """
 
     private static func property(_ argument: String, _ value: String) throws(BenchError) -> (String, String) {
@@ -111,6 +124,10 @@ struct BenchOptions {
             }
             if argument == "--unordered" {
                 self.unorderedRoute = true
+                continue
+            }
+            if argument == "--lanes" {
+                self.lanes = true
                 continue
             }
             guard let value = iterator.next() else {
@@ -151,6 +168,9 @@ struct BenchOptions {
                     }
                     self.roundTripMilliseconds = number
                 case "--server-streams": self.serverStreamCount = max(1, number)
+                case "--urgent-events": self.urgentEventCount = number
+                case "--urgent-rate": self.urgentRatePerSecond = max(1, number)
+                case "--urgent-max-in-flight": self.urgentMaxInFlight = max(1, number)
                 case "--stream-limit-raise":
                     guard (1...100_000).contains(number) else {
                         throw BenchError("--stream-limit-raise is 1 to 100000, got \(value)")
@@ -158,6 +178,16 @@ struct BenchOptions {
                     self.streamLimitRaise = number
                 default: throw BenchError("unknown option \(argument)\n\(Self.usage)")
                 }
+            }
+        }
+        if self.lanes, self.urgentEventCount == 0 {
+            throw BenchError("--lanes needs --urgent-events N (the urgent lane's events)")
+        }
+        if self.urgentEventCount > 0 {
+            // The live phase's events would land on any partition, the urgent one too.
+            self.liveEventCount = 0
+            guard self.urgentMaxInFlight < self.maxInFlightCount else {
+                throw BenchError("--urgent-max-in-flight must leave the default lane room within --max-in-flight")
             }
         }
         if self.unorderedRoute, self.orderingKeyCount == 0 {

@@ -62,8 +62,11 @@ struct BridgeBench {
         let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "3"])
         defer { cluster.close() }
         let eventTotal = options.eventCount + options.liveEventCount
-        let inputPartitions = MockClusterSizing.partitionCount(
+        let backlogPartitions = MockClusterSizing.partitionCount(
             records: eventTotal, bytesEach: MockClusterSizing.eventRecordBytes)
+        // With urgent events, one more partition for them alone.
+        let trickle = options.urgentEventCount > 0 ? UrgentTrickle(options: options, partition: backlogPartitions) : nil
+        let inputPartitions = backlogPartitions + (trickle == nil ? 0 : 1)
         // With few device tokens (--ordering-keys), more partitions make it less likely that several tokens'
         // outcomes share one partition.
         let outcomePartitions =
@@ -100,9 +103,13 @@ struct BridgeBench {
         // The last events go through the live producer: its first send to each partition waits for librdkafka to
         // set the partition up (up to a second), which would otherwise land on the first live events.
         let warmUp = min(options.eventCount / 10, 64 * Int(inputPartitions))
-        try await Self.preload(0..<(options.eventCount - warmUp), events: events, producer: preloader)
+        // With urgent events the backlog goes round robin over its own partitions, leaving theirs empty.
+        let spread = trickle.map { $0.partition }
+        try await Self.preload(
+            0..<(options.eventCount - warmUp), events: events, producer: preloader, partitions: spread)
         await preloader.close()
-        try await Self.preload((options.eventCount - warmUp)..<options.eventCount, events: events, producer: producer)
+        try await Self.preload(
+            (options.eventCount - warmUp)..<options.eventCount, events: events, producer: producer, partitions: spread)
         print("  pre-loaded in \(Self.seconds(ContinuousClock.now - preloadStarted)) s")
 
         // The APNs server, in its own process.
@@ -124,11 +131,11 @@ struct BridgeBench {
         let configurationPath = (directory as NSString).appendingPathComponent("bench.yaml")
         try Self.configuration(
             options: options, bootstrapServers: cluster.bootstrapServers, serverPort: apnsPort,
-            caFile: certificate.certificatePath, keyFile: keyPath
+            caFile: certificate.certificatePath, keyFile: keyPath, trickle: trickle
         ).write(toFile: configurationPath, atomically: true, encoding: .utf8)
 
         // Read the outcomes back while the bridge runs.
-        let tally = OutcomeTally(recordsCompletions: options.streamLimitRaise > 0)
+        let tally = OutcomeTally(recordsCompletions: options.streamLimitRaise > 0, urgentPartition: trickle?.partition)
         var readerConfiguration = KafkaConsumerConfiguration(
             bootstrapServers: cluster.bootstrapServers, groupID: "bench-reader-\(UUID())"
         )
@@ -164,7 +171,9 @@ struct BridgeBench {
         var serverCPUAtFirstOutcome: Double?
         let backlogDeadline = ContinuousClock.now + .seconds(60) + .milliseconds(options.eventCount)
         var lastProgress = ContinuousClock.now
-        while tally.count < options.eventCount {
+        var urgentDuringBacklog: Task<Void, any Error>?
+        // The urgent events of the backlog phase count among its outcomes.
+        while tally.count < options.eventCount + options.urgentEventCount {
             if let status = bridge.exitStatusIfExited() {
                 throw BenchError("the bridge exited early with status \(status); see \(bridgeLog)")
             }
@@ -176,6 +185,12 @@ struct BridgeBench {
                 cpuAtFirstOutcome = bridge.cpuSecondsSoFar()
                 threadsAtFirstOutcome = ProcessCPU.threads(pid: bridge.pid)
                 serverCPUAtFirstOutcome = server.cpuSeconds
+                if let trickle {
+                    urgentDuringBacklog = Task {
+                        try await trickle.produce(
+                            0..<options.urgentEventCount, events: events, producer: producer, tally: tally)
+                    }
+                }
             }
             if ContinuousClock.now - lastProgress > .seconds(5) {
                 lastProgress = ContinuousClock.now
@@ -200,6 +215,18 @@ struct BridgeBench {
         let firstRead = tally.firstReadAt ?? bridgeStarted
         let window = backlogRead - firstRead
         let backlogCPU = cpuAtBacklogDone - (cpuAtFirstOutcome ?? 0)
+        try await urgentDuringBacklog?.value
+
+        // Idle phase of the urgent events: as many again, on the bridge with the backlog done.
+        if let trickle {
+            try await trickle.produce(
+                options.urgentEventCount..<(2 * options.urgentEventCount), events: events, producer: producer,
+                tally: tally)
+            let idleDeadline = ContinuousClock.now + .seconds(30)
+            while tally.count < options.eventCount + 2 * options.urgentEventCount, ContinuousClock.now < idleDeadline {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
 
         // Live phase: events at a steady rate, for the latency from the event's produce to its outcome.
         if options.liveEventCount > 0 {
@@ -290,6 +317,9 @@ struct BridgeBench {
                 "h2load (1 connection) at \(Self.format(h2load.rate / (bound / Double(options.connectionCount)) * 100, 1))% "
             report += "of its own\n"
         }
+        if let trickle {
+            report += trickle.report(tally)
+        }
         if options.streamLimitRaise > 0 {
             report += StreamRamp(
                 completions: tally.completions, raisedLimit: options.streamLimitRaise * options.connectionCount,
@@ -301,7 +331,7 @@ struct BridgeBench {
         }
         print(report)
         server.stop()
-        if tally.count < options.eventCount || exitStatus != 0 {
+        if tally.count < options.eventCount + 2 * options.urgentEventCount || exitStatus != 0 {
             throw BenchError("the run was incomplete or the bridge exited with status \(exitStatus)")
         }
     }
@@ -387,14 +417,19 @@ struct BridgeBench {
         return nil
     }
 
-    static func preload(_ indices: Range<Int>, events: EventFactory, producer: KafkaProducer) async throws {
+    /// Produces events `indices`: by their keys' partitions, or round robin over the first `partitions`.
+    static func preload(
+        _ indices: Range<Int>, events: EventFactory, producer: KafkaProducer, partitions: Int32? = nil
+    ) async throws {
         let chunk = 20_000
         for start in stride(from: indices.lowerBound, to: indices.upperBound, by: chunk) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in start..<min(indices.upperBound, start + chunk) {
                     let event = events.event(index)
+                    let partition = partitions.map { Int32(index % Int($0)) }
                     group.addTask {
-                        _ = try await producer.send(topic: Self.inputTopic, key: event.key, value: event.value)
+                        _ = try await producer.send(
+                            topic: Self.inputTopic, key: event.key, value: event.value, partition: partition)
                     }
                 }
                 try await group.waitForAll()
@@ -433,7 +468,8 @@ struct BridgeBench {
     }
 
     static func configuration(
-        options: BenchOptions, bootstrapServers: String, serverPort: Int, caFile: String, keyFile: String
+        options: BenchOptions, bootstrapServers: String, serverPort: Int, caFile: String, keyFile: String,
+        trickle: UrgentTrickle? = nil
     ) -> String {
         """
         # Written by BridgeBench: the example route `order-shipped` (config/pushbridge.yaml) against \(options.server.rawValue), token auth.
@@ -463,7 +499,7 @@ struct BridgeBench {
             max_backoff: 2s
         routes:
         \(EventFactory.route(inputTopic: Self.inputTopic, indent: 2, orderingKey: options.ordersRoute ? "{{activity.id}}" : nil))
-        outcomes:
+        \(trickle.map { $0.configuration().route + "\n" } ?? "")outcomes:
           topic: \(Self.outcomesTopic)
           invalid_tokens_topic: bench.invalid-tokens
           dead_letter_topic: bench.dead-letters
@@ -474,7 +510,7 @@ struct BridgeBench {
           format: text
         shutdown:
           drain_timeout: 30s
-
+        \(trickle?.configuration().lanes ?? "")
         """
     }
 

@@ -3,8 +3,8 @@ import Foundation
 import Synchronization
 
 /// What the outcome topic held so far: counts by status, when the first and last outcome were read, and the
-/// event-to-outcome latencies of the live phase's events; with `recordsCompletions`, every outcome's
-/// `completed_at` (for ``StreamRamp``).
+/// event-to-outcome latencies of the live phase's events and of the urgent events (``UrgentTrickle``); with
+/// `recordsCompletions`, every outcome's `completed_at` (for ``StreamRamp``).
 final class OutcomeTally: Sendable {
     private struct State {
         var count = 0
@@ -15,17 +15,28 @@ final class OutcomeTally: Sendable {
         var liveLatenciesMilliseconds: [Double] = []
         var liveCount = 0
         var completions: [Int64] = []
+        /// The urgent events' latencies by their offset.
+        var urgentLatenciesMilliseconds: [Int64: Double] = [:]
     }
 
     private let recordsCompletions: Bool
 
-    init(recordsCompletions: Bool = false) {
-        self.recordsCompletions = recordsCompletions
-    }
-
     private let state = Mutex(State())
     /// Produce time (epoch ms) of each live event, by "partition/offset".
     private let liveProducedAt = Mutex([Int64: Int64]())
+    /// Produce time (epoch ms) of each urgent event, by offset in the urgent partition.
+    private let urgentProducedAt = Mutex([Int64: Int64]())
+    /// The urgent events' partition, when there are any.
+    let urgentPartition: Int32?
+
+    init(recordsCompletions: Bool = false, urgentPartition: Int32?) {
+        self.recordsCompletions = recordsCompletions
+        self.urgentPartition = urgentPartition
+    }
+
+    func recordUrgentEvent(offset: Int64, producedAtEpochMilliseconds: Int64) {
+        self.urgentProducedAt.withLock { $0[offset] = producedAtEpochMilliseconds }
+    }
 
     static func liveKey(partition: Int32, offset: Int64) -> Int64 {
         Int64(partition) << 40 | offset
@@ -44,6 +55,7 @@ final class OutcomeTally: Sendable {
         var delivered = 0
         var others: [String] = []
         var completions: [Int64] = []
+        var urgent: [(offset: Int64, completedAt: Int64)] = []
         for value in values {
             let fields = OutcomeFields(value)
             if self.recordsCompletions, let completedAt = fields.completedAtEpochMilliseconds {
@@ -55,7 +67,15 @@ final class OutcomeTally: Sendable {
                 others.append(String(decoding: value, as: UTF8.self))
             }
             if fields.offset >= 0, let completedAt = fields.completedAtEpochMilliseconds {
-                live.append((Self.liveKey(partition: fields.partition, offset: fields.offset), completedAt))
+                if fields.partition == self.urgentPartition {
+                    urgent.append((fields.offset, completedAt))
+                } else {
+                    live.append((Self.liveKey(partition: fields.partition, offset: fields.offset), completedAt))
+                }
+            }
+        }
+        let urgentLatencies: [(Int64, Double)] = self.urgentProducedAt.withLock { producedAt in
+            urgent.compactMap { entry in producedAt[entry.offset].map { (entry.offset, Double(entry.completedAt - $0)) }
             }
         }
         let latencies: [Double] = self.liveProducedAt.withLock { producedAt in
@@ -70,6 +90,7 @@ final class OutcomeTally: Sendable {
             state.liveLatenciesMilliseconds += latencies
             state.liveCount += latencies.count
             state.completions += completions
+            for (offset, latency) in urgentLatencies { state.urgentLatenciesMilliseconds[offset] = latency }
         }
     }
 
@@ -81,4 +102,5 @@ final class OutcomeTally: Sendable {
     var liveCount: Int { self.state.withLock { $0.liveCount } }
     var liveLatenciesMilliseconds: [Double] { self.state.withLock { $0.liveLatenciesMilliseconds } }
     var completions: [Int64] { self.state.withLock { $0.completions } }
+    var urgentLatenciesMilliseconds: [Int64: Double] { self.state.withLock { $0.urgentLatenciesMilliseconds } }
 }

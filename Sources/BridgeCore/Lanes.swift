@@ -2,6 +2,7 @@ import APNSCore
 import CoreMetrics
 import DequeModule
 import Routing
+import Synchronization
 import Waiting
 
 /// A lane while the pipeline runs: its room, a ``FlowController`` of its own. The lane's controller pauses no
@@ -11,10 +12,18 @@ final class Lane: Sendable {
     let name: String
     let expedite: Bool
     let flow: FlowController
+    /// The most the events queued in the lane's holds may hold before each hold pauses its partition at the
+    /// source: half its `max_in_flight_bytes` (at least 1 MiB), beside what the consumer had fetched. Each pause makes
+    /// librdkafka drop the partition's prefetch and fetch it again on resume: a quarter cost 1 µs of CPU per
+    /// notification more in the broker threads of a 200 000-event backlog (docs/benchmarks.md, "Lanes").
+    let heldBackBoundBytes: Int
+    /// What the events queued in the lane's holds hold now (changed under the parking's lock).
+    let heldBytes = Atomic<Int>(0)
 
     init(_ budget: LaneSpec, source: any EventSource, metrics: BridgeMetrics) {
         self.name = budget.name
         self.expedite = budget.expedite
+        self.heldBackBoundBytes = max(1 << 20, budget.maxInFlightBytes / 2)
         let gauges = metrics.inFlightGauges(lane: budget.name)
         self.flow = FlowController(
             source: source, maxCount: budget.maxInFlight, maxBytes: budget.maxInFlightBytes,
@@ -46,11 +55,14 @@ struct Lanes: Sendable {
         return self.all.first { $0.name == name } ?? self.fallback
     }
 
-    /// Bounds the pipeline's own line does not reach with lanes: it only counts what the lanes hold together (for
-    /// the drain and `pipeline.in_flight`), and pauses for halts, stalls and shutdown; the lanes' shares add up to
-    /// at most `kafka.max_in_flight` and `kafka.max_in_flight_bytes`.
-    static let unboundedCount = 1 << 40
-    static let unboundedBytes = 1 << 60
+    /// What the lanes hold together.
+    var inFlight: (count: Int, bytes: Int) {
+        self.all.reduce(into: (count: 0, bytes: 0)) { total, lane in
+            let levels = lane.flow.inFlight
+            total.count += levels.count
+            total.bytes += levels.bytes
+        }
+    }
 }
 
 extension Pipeline {
@@ -89,8 +101,8 @@ extension Pipeline {
         }
     }
 
-    /// Takes room for a piece of `ticket`'s event holding `bytes` in `lane` (`nil`: no lanes) and in the pipeline's
-    /// own line. Without lanes this is the line's own wait, as before lanes. With lanes, the consume loop (`waits`
+    /// Takes room for a piece of `ticket`'s event holding `bytes` in `lane`, or without lanes (`nil`) in the
+    /// pipeline's own line, whose wait this is as before lanes. With lanes, the consume loop (`waits`
     /// false) never waits: a lane without room now answers ``Room/full(_:)``, and the event's partition is held back
     /// instead. A held-back partition's task (`claim`) waits; if the partition is revoked meanwhile, the revocation
     /// abandons the event (``forgetHeldBack(_:)``) rather than wait for room, and the room is given back here.
@@ -122,11 +134,6 @@ extension Pipeline {
                 return .stopped
             }
         }
-        // Unbounded with lanes, so at once, unless shutdown began meanwhile.
-        guard self.flow.acquireNow(bytes: bytes) == true else {
-            lane.flow.release(bytes: bytes)
-            return .stopped
-        }
         return .taken
     }
 
@@ -136,7 +143,18 @@ extension Pipeline {
     func holdBack(_ rest: PiecesToStart, for lane: Lane, in group: inout DiscardingTaskGroup) {
         // Revoked between its beginning and here: nothing holds the partition back any more.
         guard self.isCurrent(rest.ticket) else { return self.abandonUnstarted(rest.ticket) }
-        self.hold(HeldBack(events: [], line: nil, lane: lane.name, rest: rest), of: rest.event.partition, in: &group)
+        self.hold(HeldBack(events: [], line: nil, lane: lane, rest: rest), of: rest.event.partition, in: &group)
+    }
+
+    /// Waits until nothing is in flight, in the lanes or the line, or `timeout` passes; `true` when drained. Once
+    /// shutdown began nothing takes room again, so a lane found empty stays empty.
+    func waitUntilEmpty(timeout: Duration) async -> Bool {
+        guard let lanes = self.lanes else { return await self.flow.waitUntilEmpty(timeout: timeout) }
+        let deadline = ContinuousClock.now + timeout
+        for lane in lanes.all {
+            guard await lane.flow.waitUntilEmpty(timeout: deadline - .now) else { return false }
+        }
+        return true
     }
 
     /// Ends every wait for room, the lanes' included, now and from now on: shutdown began.
@@ -155,7 +173,7 @@ extension Pipeline {
         var counts = [String: Int](uniqueKeysWithValues: self.laneNames.map { ($0, 0) })
         self.parking.read { parking in
             for held in parking.partitions.values where held.rest != nil || held.starting != nil {
-                if let lane = held.lane { counts[lane, default: 0] += 1 }
+                if let lane = held.lane { counts[lane.name, default: 0] += 1 }
             }
         }
         return counts
@@ -210,7 +228,7 @@ struct HoldClaim: Sendable {
         self.parking.withLock { parking in
             guard parking.partitions[self.partition]?.id == self.id else { return false }
             parking.partitions[self.partition]?.starting = ticket
-            parking.partitions[self.partition]?.lane = lane.name
+            parking.partitions[self.partition]?.wait(in: lane)
             return true
         }
     }

@@ -190,8 +190,7 @@ extension Pipeline {
         let delivery = waiting.delivery
         // In flight again: it takes its place in the count back.
         delivery.holdsPlace.store(true, ordering: .relaxed)
-        delivery.lane?.flow.retakePlace()
-        self.flow.retakePlace()
+        (delivery.lane?.flow ?? self.flow).retakePlace()
         var machine = waiting.machine
         let action = machine.turnCame(nowEpochMilliseconds: self.epochMilliseconds())
         if case .finish(let outcome) = action {

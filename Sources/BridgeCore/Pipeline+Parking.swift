@@ -27,14 +27,21 @@ extension Pipeline {
         var events: Deque<SourceEvent>
         /// The full line the first event waits for; `nil` while it waits for room in a lane.
         var line: LineKey?
-        /// The lane the partition last waited for room in, if any (`pushbridge_lane_held_back_partitions`).
-        var lane: String? = nil
+        /// The lane the partition last waited for room in, if any (`pushbridge_lane_held_back_partitions`); its
+        /// ``Lane/heldBytes`` count ``bytes``.
+        var lane: Lane? = nil
         /// An event begun whose pieces wait for room in their lane: started before ``events``.
         var rest: PiecesToStart? = nil
         /// Its number (``Parking/holds``).
         var id: UInt64 = 0
         /// The event whose pieces the hold's task waits for room for: abandoned when the partition is revoked.
         var starting: Ticket? = nil
+        /// Whether the partition is paused at the source. A line's hold pauses it at once; a lane's only once the
+        /// events queued in the lane's holds pass ``Lane/heldBackBoundBytes``: a full lane that moves takes them
+        /// soon, and pausing at every fill would make librdkafka drop its prefetch and fetch it again each time.
+        var paused = true
+        /// The bytes of ``events`` (``bytes(of:)``), counted in ``lane``'s ``Lane/heldBytes`` too.
+        var bytes = 0
     }
 
     /// The ordered line of one of `results`' notifications that holds ``PipelineConfiguration/maxWaitingPerKey``
@@ -52,13 +59,24 @@ extension Pipeline {
         return self.lines.withLock { lines in keys.first { lines.waitingCount(for: $0) >= limit } }
     }
 
-    /// Queues `event` behind its partition's held-back events, if it has any; returns whether it did.
+    /// Queues `event` behind its partition's held-back events, if it has any; returns whether it did. A lane's hold
+    /// whose lane has queued more than its bound pauses its partition now.
     func queueIfHeldBack(_ event: SourceEvent) -> Bool {
-        self.parking.withLock { parking in
-            guard parking.partitions[event.partition] != nil else { return false }
-            parking.partitions[event.partition]?.events.append(event)
-            return true
+        let partition = event.partition
+        // One lookup of the partition: this runs for every event of a held-back partition.
+        let pause = self.parking.withLock { parking in
+            parking.withHeld(partition) { held -> Bool in
+                held.append(event)
+                guard !held.paused, let lane = held.lane,
+                    lane.heldBytes.load(ordering: .relaxed) > lane.heldBackBoundBytes
+                else { return false }
+                held.paused = true
+                return true
+            }
         }
+        guard let pause else { return false }
+        if pause { self.flow.park(partition) }
+        return true
     }
 
     /// Holds back `event`'s partition behind the full `line`: the partition is paused at the source on its own, the
@@ -82,18 +100,22 @@ extension Pipeline {
     func hold(_ held: HeldBack, of partition: PartitionID, in group: inout DiscardingTaskGroup) -> Bool {
         let id = self.parking.withLock { parking -> UInt64? in
             if parking.partitions[partition] != nil {
-                parking.partitions[partition]?.events.append(contentsOf: held.events)
+                parking.withHeld(partition) { for event in held.events { $0.append(event) } }
                 return nil
             }
             parking.holds &+= 1
-            var held = held
-            held.id = parking.holds
-            parking.partitions[partition] = held
+            var fresh = held
+            fresh.id = parking.holds
+            fresh.paused = held.line != nil
+            fresh.events = []
+            fresh.bytes = 0
+            for event in held.events { fresh.append(event) }
+            parking.partitions[partition] = fresh
             return parking.holds
         }
         guard let id else { return false }
         self.parkedCount.add(1, ordering: .relaxed)
-        self.flow.park(partition)
+        if held.line != nil { self.flow.park(partition) }
         group.addTask { await self.takeHeldBack(partition, id: id) }
         return true
     }
@@ -126,33 +148,39 @@ extension Pipeline {
                     return self.lines.withLock { $0.waitingCount(for: line) } <= resumeAt ? true : nil
                 }
                 guard case .satisfied(true) = ready else { break }
-                if var rest = self.parking.withLock({ $0[held: partition, id: id]?.rest.take() }) {
+                if var rest = self.parking.withLock({ $0.withHeld(partition, id: id) { $0.rest.take() } ?? nil }) {
                     guard case .taken = await self.start(&rest, waits: true, claim: claim, in: &group, sends: &sends)
                     else {
                         break holding
                     }
                 }
-                while let event = self.parking.withLock({ $0[held: partition, id: id]?.events.popFirst() }) {
+                while let event = self.parking.withLock({ $0.withHeld(partition, id: id) { $0.popFirst() } ?? nil }) {
                     switch await self.take(event, claim: claim, in: &group, sends: &sends) {
                     case .taken:
                         continue
                     case .stopped, .laneFull:  // never `laneFull`: this task waits for room
                         break holding
                     case .lineFull(let line):
-                        self.parking.withLock { parking in
-                            parking[held: partition, id: id]?.events.prepend(event)
-                            parking[held: partition, id: id]?.line = line
+                        // Behind a line now: paused, as any hold of a line.
+                        let pause = self.parking.withLock { parking in
+                            parking.withHeld(partition, id: id) { held -> Bool in
+                                held.prepend(event)
+                                held.line = line
+                                defer { held.paused = true }
+                                return !held.paused
+                            } ?? false
                         }
+                        if pause { self.flow.park(partition) }
                         continue holding
                     }
                 }
                 // Released only when nothing came in meanwhile: the consume loop queues under the same lock.
                 let released = self.parking.withLock { parking -> (done: Bool, lane: String?)? in
-                    guard let held = parking.partitions[partition], held.id == id else { return nil }  // revoked
-                    guard held.events.isEmpty else { return (false, nil) }
-                    parking.partitions[partition] = nil
+                    guard let empty = parking.withHeld(partition, id: id, { $0.events.isEmpty }) else { return nil }
+                    guard empty else { return (false, nil) }  // more came in meanwhile
+                    let held = parking.remove(partition)
                     self.parkedCount.subtract(1, ordering: .relaxed)
-                    return (true, held.lane)
+                    return (true, held?.lane?.name)
                 }
                 switch released {
                 case .none:
@@ -160,7 +188,7 @@ extension Pipeline {
                 case .some((false, _)):
                     continue holding
                 case .some((true, let lane)):
-                    self.flow.unpark(partition)
+                    self.flow.unpark(partition)  // nothing to resume when it was not paused
                     // A lane's holds come and go with every fill of a lane in a backlog: not worth a line at info.
                     self.logger.log(
                         level: lane == nil ? .info : .debug, "Held-back partition goes on",
@@ -180,7 +208,7 @@ extension Pipeline {
         let begun = self.parking.withLock { parking -> [Ticket] in
             var begun: [Ticket] = []
             for partition in partitions {
-                guard let held = parking.partitions.removeValue(forKey: partition) else { continue }
+                guard let held = parking.remove(partition) else { continue }
                 self.parkedCount.subtract(1, ordering: .relaxed)
                 begun += [held.rest?.ticket, held.starting].compactMap { $0 }
             }
@@ -191,16 +219,59 @@ extension Pipeline {
 }
 
 extension Pipeline.Parking {
-    /// The hold `id` of `partition`, for reading and changing in place; `nil` when the partition is not held back
-    /// or by another hold.
-    subscript(held partition: PartitionID, id id: UInt64) -> Pipeline.HeldBack? {
-        get {
-            guard let held = self.partitions[partition], held.id == id else { return nil }
-            return held
-        }
-        set {
-            guard self.partitions[partition]?.id == id, let newValue else { return }
-            self.partitions[partition] = newValue
-        }
+    /// Runs `body` on `partition`'s hold in place (one lookup, and the queue never copied); `nil` without running it
+    /// when the partition is not held back, or (with `id`) by another hold.
+    mutating func withHeld<Result>(
+        _ partition: PartitionID, id: UInt64? = nil, _ body: (inout Pipeline.HeldBack) -> Result
+    ) -> Result? {
+        guard let index = self.partitions.index(forKey: partition) else { return nil }
+        if let id, self.partitions.values[index].id != id { return nil }
+        return body(&self.partitions.values[index])
+    }
+
+    /// Ends `partition`'s hold; returns it.
+    mutating func remove(_ partition: PartitionID) -> Pipeline.HeldBack? {
+        guard let held = self.partitions.removeValue(forKey: partition) else { return nil }
+        held.lane?.heldBytes.subtract(held.bytes, ordering: .relaxed)
+        return held
+    }
+}
+
+extension Pipeline.HeldBack {
+    /// What a queued event holds for ``Lane/heldBytes``: its bytes and its place in the queue.
+    static func bytes(of event: SourceEvent) -> Int {
+        event.byteCount + 256
+    }
+
+    /// Queues `event` last.
+    mutating func append(_ event: SourceEvent) {
+        self.events.append(event)
+        self.count(Self.bytes(of: event))
+    }
+
+    /// Queues `event` first (taken back after it found its line full).
+    mutating func prepend(_ event: SourceEvent) {
+        self.events.prepend(event)
+        self.count(Self.bytes(of: event))
+    }
+
+    /// The first queued event, if any.
+    mutating func popFirst() -> SourceEvent? {
+        guard let event = self.events.popFirst() else { return nil }
+        self.count(-Self.bytes(of: event))
+        return event
+    }
+
+    /// The hold now waits for room in `lane`: its queued bytes count in that lane's.
+    mutating func wait(in lane: Lane) {
+        guard self.lane !== lane else { return }
+        self.lane?.heldBytes.subtract(self.bytes, ordering: .relaxed)
+        lane.heldBytes.add(self.bytes, ordering: .relaxed)
+        self.lane = lane
+    }
+
+    private mutating func count(_ bytes: Int) {
+        self.bytes += bytes
+        self.lane?.heldBytes.add(bytes, ordering: .relaxed)
     }
 }

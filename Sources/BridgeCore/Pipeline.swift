@@ -119,7 +119,7 @@ package final class Pipeline: Service, Sendable {
     /// The halt gate: closed while a systemic fault stops the line.
     package let gate: HaltGate
     let flow: FlowController
-    /// The lanes, when `lanes:` names any: each piece takes room in its route's lane too
+    /// The lanes, when `lanes:` names any: each piece takes room in its route's lane instead of ``flow``
     /// (``room(bytes:in:waits:ticket:claim:sends:)``).
     let lanes: Lanes?
     /// Records Kafka failed and that are being published again.
@@ -178,16 +178,13 @@ package final class Pipeline: Service, Sendable {
         self.validate = validate
         self.recordHeaders = recordHeaders
         self.epochMilliseconds = epochMilliseconds
-        let lanes = Lanes(configuration.lanes, source: source, metrics: metrics)
-        self.lanes = lanes
-        // With lanes, the line only counts what they hold together; each lane's own controller records its gauges.
-        let oneLine = lanes == nil
+        // With lanes, the pieces take room in their lanes only; the line then pauses for halts and shutdown alone.
+        self.lanes = Lanes(configuration.lanes, source: source, metrics: metrics)
         let flow = FlowController(
             source: source,
-            maxCount: oneLine ? configuration.maxInFlight : Lanes.unboundedCount,
-            maxBytes: oneLine ? configuration.maxInFlightBytes : Lanes.unboundedBytes,
+            maxCount: configuration.maxInFlight,
+            maxBytes: configuration.maxInFlightBytes,
             onChange: { levels in
-                guard oneLine else { return }
                 metrics.inFlight.record(levels.count)
                 metrics.inFlightBytes.record(levels.bytes)
             }
@@ -223,10 +220,10 @@ package final class Pipeline: Service, Sendable {
     }
 
     /// Notifications and dead letters in flight now.
-    package var inFlight: Int { self.flow.inFlight.count }
+    package var inFlight: Int { self.lanes?.inFlight.count ?? self.flow.inFlight.count }
 
     /// The bytes those hold.
-    package var inFlightBytes: Int { self.flow.inFlight.bytes }
+    package var inFlightBytes: Int { self.lanes?.inFlight.bytes ?? self.flow.inFlight.bytes }
 
     /// Consumes until graceful shutdown (or cancellation), then stops fetching, drains in-flight work for
     /// at most the drain timeout, flushes the sink (at most the flush timeout) and closes the source, which commits what finished.
@@ -260,7 +257,7 @@ package final class Pipeline: Service, Sendable {
             self.stopWaitingForRoom()
             // Held-back partitions take nothing more: their events stay uncommitted.
             self.parking.withLock { $0.stopping = true }
-            let drained = await self.flow.waitUntilEmpty(timeout: self.configuration.drainTimeout)
+            let drained = await self.waitUntilEmpty(timeout: self.configuration.drainTimeout)
             if !drained {
                 self.logger.warning(
                     "Drain timeout: abandoning in-flight work, which stays uncommitted",
@@ -457,9 +454,8 @@ package final class Pipeline: Service, Sendable {
     var isAbandoned: Bool { self.abandoned.load(ordering: .relaxed) }
 
     /// Returns a piece's room once its records are acknowledged: its bytes, and its place in the count unless it
-    /// gave that back while it waited in an ordered line (`places` 0); in its lane too, with lanes.
+    /// gave that back while it waited in an ordered line (`places` 0); in its lane, with lanes.
     func releaseRoom(bytes: Int, places: Int = 1, lane: Lane? = nil) {
-        lane?.flow.release(bytes: bytes, count: places)
-        self.flow.release(bytes: bytes, count: places)
+        (lane?.flow ?? self.flow).release(bytes: bytes, count: places)
     }
 }

@@ -62,7 +62,8 @@ struct PipelineLaneTests {
         try await waitUntil { harness.source.committed[Self.urgentPartition] == 5 }
         // The bulk lane is full and stuck, and only its partition waits.
         #expect(harness.pipeline.inFlight(lane: "default")?.count == 10)
-        #expect(harness.source.isPaused(Self.bulkPartition), "the full lane's partition must be paused at the source")
+        // Its 40 events queued are far below the lane's bound: the partition is held back but not paused.
+        #expect(!harness.source.isPaused(Self.bulkPartition))
         #expect(!harness.source.isPaused(Self.urgentPartition))
         #expect(harness.pipeline.heldBackPartitionsByLane() == ["default": 1, "urgent": 0])
         #expect(harness.source.committed[Self.bulkPartition] == nil)
@@ -73,6 +74,38 @@ struct PipelineLaneTests {
         #expect(sender.sent.filter { $0.hasPrefix("b") } == (0..<50).map { "b\($0)" }, "bulk order")
         #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 55)
         #expect(harness.pipeline.inFlight(lane: "urgent")?.count == 0)
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test(
+        "a full lane's held-back events past half its bytes pause their partition at the source until they are taken"
+    )
+    func heldBackBytesPauseThePartition() async throws {
+        // 100 events of ~30 KB: 10 in flight, stuck; the lane's bound for queued events is 2 MiB (half its 4 MiB).
+        let pad = String(repeating: "x", count: 30_000)
+        let events = (0..<100).map { index in
+            SourceEvent(
+                source: SourceCoordinates(topic: "in", partition: 0, offset: Int64(index), key: nil),
+                value: Array(#"{"tokens":["b\#(index)"],"pad":"\#(pad)"}"#.utf8), headers: [],
+                timestampMilliseconds: nil, assignmentGeneration: 1)
+        }
+        let sender = GatedSender { $0.hasPrefix("b") }
+        let configuration = PipelineConfiguration(
+            maxInFlight: 20,
+            lanes: [
+                LaneSpec(name: "default", maxInFlight: 10, maxInFlightBytes: 4 << 20),
+                LaneSpec(name: "urgent", maxInFlight: 10, maxInFlightBytes: 1 << 20),
+            ])
+        let harness = Harness(
+            events: events, configuration: configuration, mapper: LaneMapper { _ in [nil] }, sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil { harness.source.isPaused(Self.bulkPartition) }
+        #expect(harness.pipeline.inFlight(lane: "default")?.count == 10)
+        sender.open()
+        try await waitUntil { harness.source.committed[Self.bulkPartition] == 100 && harness.pipeline.inFlight == 0 }
+        #expect(!harness.source.isPaused(Self.bulkPartition), "resumed once its queued events were taken")
+        #expect(sender.sent == (0..<100).map { "b\($0)" })
         harness.source.finish()
         try await run.value
     }

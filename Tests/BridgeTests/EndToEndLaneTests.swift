@@ -41,7 +41,7 @@ struct EndToEndLaneTests {
         let with = try await Self.run(lanes: true)
         let ms = { (seconds: Double) in Int(seconds * 1000) }
         // The backlog alone takes 8 s, and without lanes the urgent events waited 7-8 s behind it (p99); with lanes
-        // 0.4-0.8 s on a loaded 2-core host (debug build, the simulator's 100 ms included). The bound leaves room for
+        // 0.2-0.8 s on a loaded 2-core host (debug build, the simulator's 100 ms included). The bound leaves room for
         // a host several times slower, and still tells "went past the backlog" from "waited behind it".
         #expect(with.p99 < 3, "urgent p99 with lanes \(ms(with.p99)) ms (without: \(ms(without.p99)) ms)")
         // Without lanes the urgent events must have waited: else the test proves nothing.
