@@ -32,7 +32,7 @@ package final class KafkaMockCluster: Sendable {
     }
 
     deinit {
-        self.client.destroy()
+        self.destroy()
     }
 
     /// Creates `topic` with `partitionCount` partitions. Creating an existing topic fails.
@@ -67,7 +67,12 @@ package final class KafkaMockCluster: Sendable {
     /// Stops the brokers and frees the cluster. Clients still connected see their connections drop.
     /// Also done when the cluster is released.
     package func close() {
-        self.client.destroy()
+        self.destroy()
+    }
+
+    /// The cluster's thread ends on a call too (terminate), which ``MockClusterWaker`` keeps from waiting a second.
+    private func destroy() {
+        MockClusterWaker.shared.whileWaiting(on: self.bootstrapServers) { self.client.destroy() }
     }
 
     private func call(_ what: String, _ body: (OpaquePointer) -> rd_kafka_resp_err_t) throws {
@@ -75,7 +80,7 @@ package final class KafkaMockCluster: Sendable {
             guard let cluster = self.client.mockCluster else {
                 return
             }
-            let error = body(cluster)
+            let error = MockClusterWaker.shared.whileWaiting(on: self.bootstrapServers) { body(cluster) }
             if error != RD_KAFKA_RESP_ERR_NO_ERROR {
                 throw KafkaError(error, context: what)
             }
