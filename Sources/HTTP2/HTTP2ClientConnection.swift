@@ -64,13 +64,21 @@ package final class HTTP2ClientConnection: Sendable {
             shared.closed.succeed(.connectionLost("\(failure)"))
             throw failure
         }
+        // Settled on the event loop as setup ends, not once the awaiting task runs again: on a busy host the task can
+        // resume after the deadline, and the timer then closed a connection that was up and handed out. Both
+        // closures run on the event loop; the flag covers a timer already taken to run in the same loop tick.
+        let settled = SetupSettled()
         let timeout = eventLoop.scheduleTask(deadline: deadline) {
+            guard !settled.flag.load(ordering: .relaxed) else { return }
             shared.ready.fail(HTTP2Error(.connectFailed, "no TLS handshake and SETTINGS within the connect timeout"))
             channel.close(promise: nil)
         }
+        shared.ready.futureResult.whenComplete { _ in
+            settled.flag.store(true, ordering: .relaxed)
+            timeout.cancel()
+        }
         do {
             try await shared.ready.futureResult.get()
-            timeout.cancel()
         } catch {
             timeout.cancel()
             channel.close(promise: nil)
@@ -381,4 +389,9 @@ final class ClientShared: Sendable {
             return requests
         }
     }
+}
+
+/// Whether a connection's setup ended (``HTTP2ClientConnection/connect(configuration:eventLoopGroup:logger:)``).
+private final class SetupSettled: Sendable {
+    let flag = Atomic<Bool>(false)
 }
