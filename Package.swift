@@ -471,6 +471,7 @@ let package = Package(
                 "BridgeCore",
                 "Configuration",
                 "Kafka",
+                "TestSupport",
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict

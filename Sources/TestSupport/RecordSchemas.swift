@@ -23,25 +23,14 @@ package enum RecordSchemas {
     }
 
     /// Validates `records` (each a JSON document) against their schemas.
-    package static func validate(_ records: [(Schema, [UInt8])]) throws -> Report {
-        let process = Process()
+    package static func validate(_ records: [(Schema, [UInt8])]) async throws -> Report {
         // The project's virtual environment (scripts/lint-deploy.sh, which `make test` runs first) has jsonschema;
         // the system Python need not.
         let venvPython = RepositoryPaths.root.appendingPathComponent(".build-lint/venv/bin/python")
         let script = RepositoryPaths.root.appendingPathComponent("scripts/validate-records.py").path
-        if FileManager.default.isExecutableFile(atPath: venvPython.path) {
-            process.executableURL = venvPython
-            process.arguments = [script]
-        } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script]
-        }
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let (executable, arguments) =
+            FileManager.default.isExecutableFile(atPath: venvPython.path)
+            ? (venvPython, [script]) : (URL(fileURLWithPath: "/usr/bin/env"), ["python3", script])
         var text = Data()
         for (schema, json) in records {
             text.append(contentsOf: Array(schema.rawValue.utf8))
@@ -49,12 +38,9 @@ package enum RecordSchemas {
             text.append(contentsOf: json.filter { $0 != UInt8(ascii: "\n") })
             text.append(UInt8(ascii: "\n"))
         }
-        input.fileHandleForWriting.write(text)
-        try input.fileHandleForWriting.close()
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let problems = String(decoding: printed, as: UTF8.self).split(separator: "\n").map(String.init)
-        return Report(problems: problems, exitStatus: process.terminationStatus)
+        let result = try await Subprocess.run(executable, arguments, input: text)
+        let problems = String(decoding: result.output, as: UTF8.self).split(separator: "\n").map(String.init)
+        return Report(problems: problems, exitStatus: result.status)
     }
 }
 

@@ -133,18 +133,16 @@ package struct TestTLS: Sendable {
 
     /// The client certificate and key as a PKCS#12 bundle (`client.p12`, made by `openssl pkcs12 -export`)
     /// protected by `password`; returns its path.
-    package func exportClientP12(password: String) throws -> String {
+    package func exportClientP12(password: String) async throws -> String {
         let output = self.directory.appendingPathComponent("client.p12").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "openssl", "pkcs12", "-export", "-in", self.clientCertificatePath, "-inkey", self.clientKeyPath,
-            "-out", output, "-passout", "pass:\(password)",
-        ]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ExportFailed(status: process.terminationStatus)
+        let result = try await Subprocess.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [
+                "openssl", "pkcs12", "-export", "-in", self.clientCertificatePath, "-inkey", self.clientKeyPath,
+                "-out", output, "-passout", "pass:\(password)",
+            ])
+        guard result.status == 0 else {
+            throw ExportFailed(status: result.status)
         }
         return output
     }

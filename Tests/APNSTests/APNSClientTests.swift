@@ -258,7 +258,7 @@ struct CertificateAuthenticationTests {
     func p12Certificate() async throws {
         let tls = try TestTLS.generate()
         defer { tls.remove() }
-        let p12 = try Self.exportP12(tls, password: "s3cret-pass")
+        let p12 = try await Self.exportP12(tls, password: "s3cret-pass")
         let credentials = try CertificateCredentials.load(p12Path: p12, password: "s3cret-pass")
         #expect(try await Self.send(trusting: tls, credentials: credentials).status == 200)
     }
@@ -288,10 +288,10 @@ struct CertificateAuthenticationTests {
     }
 
     @Test("a wrong .p12 password is a clear error naming the file and not the password")
-    func wrongP12Password() throws {
+    func wrongP12Password() async throws {
         let tls = try TestTLS.generate()
         defer { tls.remove() }
-        let p12 = try Self.exportP12(tls, password: "right-password")
+        let p12 = try await Self.exportP12(tls, password: "right-password")
         let error = #expect(throws: CredentialError.self) {
             try CertificateCredentials.load(p12Path: p12, password: "wrong-password")
         }
@@ -302,8 +302,8 @@ struct CertificateAuthenticationTests {
         #expect(error?.description.contains("right-password") == false)
     }
 
-    static func exportP12(_ tls: TestTLS, password: String) throws -> String {
-        try tls.exportClientP12(password: password)
+    static func exportP12(_ tls: TestTLS, password: String) async throws -> String {
+        try await tls.exportClientP12(password: password)
     }
 }
 

@@ -232,6 +232,8 @@ private final class GatedSender: NotificationSender {
         var sent: [String] = []
         var expedited: Set<String> = []
         var open = false
+        /// Held sends waiting for ``open()``.
+        var waiting: [CheckedContinuation<Void, Never>] = []
     }
     private let state = Mutex(State())
     private let held: @Sendable (String) -> Bool
@@ -244,7 +246,14 @@ private final class GatedSender: NotificationSender {
 
     var sent: [String] { self.state.withLock { $0.sent } }
     var expedited: Set<String> { self.state.withLock { $0.expedited } }
-    func open() { self.state.withLock { $0.open = true } }
+    func open() {
+        let waiting = self.state.withLock { state in
+            state.open = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
 
     private func record(_ notification: APNSCore.Notification) {
         self.state.withLock { state in
@@ -255,8 +264,17 @@ private final class GatedSender: NotificationSender {
 
     func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
         if self.latencyMilliseconds > 0 { try? await Task.sleep(for: .milliseconds(self.latencyMilliseconds)) }
+        // Suspended until opened, not polling: a dozen held sends polling every few milliseconds in each of these
+        // tests took the cooperative threads from the other suites running beside them.
         if self.held(notification.deviceToken) {
-            while !self.state.withLock({ $0.open }) { try? await Task.sleep(for: .milliseconds(2)) }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = self.state.withLock { state in
+                    if state.open { return true }
+                    state.waiting.append(continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
         }
         return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
     }

@@ -136,7 +136,7 @@ struct EndToEndBroadcastTests {
                 #expect(error.hasPrefix("route scores: channel_id: "), "\(error)")
             }
 
-            let report = try RecordSchemas.validate(
+            let report = try await RecordSchemas.validate(
                 broadcasts.map { (.outcomeV2, $0.raw) } + device.map { (.outcome, $0.raw) })
             #expect(report.problems == [])
             #expect(try await world.committed() == perPartition)

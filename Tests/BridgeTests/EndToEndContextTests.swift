@@ -172,7 +172,7 @@ struct EndToEndContextTests {
                 #expect(header("other") == Array("not forwarded".utf8))
             }
 
-            let report = try RecordSchemas.validate(
+            let report = try await RecordSchemas.validate(
                 results.outcomes.map { (.outcomeV3, $0.raw) } + results.invalidTokenValues.map { (.invalidTokenV3, $0) }
                     + results.deadLetters.map { (.deadLetterHeadersV2, Self.headerObject($0.headers)) })
             #expect(report.problems.isEmpty, "schema problems: \(report.problems)")

@@ -83,7 +83,7 @@ struct EndToEndFeedbackTests {
             }
             let own = v2.first { Results.strings($0.value)["device_token"] == onlyFeedback.deviceToken }
             #expect(own.map { Results.strings($0.value)["invalid_since"] } == "2023-11-14T22:13:20.000Z")
-            let report = try RecordSchemas.validate(
+            let report = try await RecordSchemas.validate(
                 v1.map { (.invalidToken, $0.value ?? []) } + v2.map { (.invalidTokenV2, $0.value ?? []) })
             #expect(report.problems == [])
 

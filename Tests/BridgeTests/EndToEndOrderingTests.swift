@@ -205,7 +205,7 @@ struct EndToEndOrderingTests {
             #expect(
                 metrics.contains(
                     #"pushbridge_notifications_total{route="live",status="superseded",reason=""} \#(superseded)"#))
-            let report = try RecordSchemas.validate(
+            let report = try await RecordSchemas.validate(
                 results.outcomes.map { ($0.status == "superseded" ? .outcomeV2 : .outcome, $0.raw) })
             #expect(report.problems == [])
             #expect(try await world.committed() == perPartition)

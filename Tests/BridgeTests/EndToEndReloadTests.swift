@@ -59,7 +59,7 @@ struct EndToEndReloadTests {
             #expect(try await running.reloads("applied") == 1)
             // Before the stop, whose revocation is the member leaving the group.
             let logs = try running.logs()
-            try running.stop()
+            try await running.stop()
             #expect(results.outcomes.count == total, "outcomes lost or repeated")
             #expect(Set(results.outcomes.map(\.notificationID)).count == total)
             #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
@@ -106,7 +106,7 @@ struct EndToEndReloadTests {
             let results = try await world.results { $0.outcomes.count >= 60 }
 
             #expect(try await httpGet(port: running.port, path: "/readyz").0 == 200)
-            let logs = try running.stop()
+            let logs = try await running.stop()
             #expect(results.outcomes.count == 60)
             #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
             #expect(!logs.contains("Configuration reloaded"))
@@ -148,7 +148,7 @@ struct EndToEndReloadTests {
                 (3..<13).map { greeting.replacingOccurrences(of: "TOKEN", with: EndToEnd.token($0)) })
             let results = try await world.results { $0.outcomes.count >= 11 }
             let logs = try running.logs()
-            try running.stop()
+            try await running.stop()
             let greeted = results.outcomes.filter { $0.json["route"] == "greetings" }
             #expect(Set(greeted.map(\.token)) == Set((3..<13).map { EndToEnd.token($0) }))
             #expect(
@@ -203,10 +203,9 @@ private struct RunningBridge {
 
     /// Stops it with SIGTERM (it must exit 0) and returns its logs.
     @discardableResult
-    func stop() throws -> String {
+    func stop() async throws -> String {
         self.bridge.kill(signal: SIGTERM)
-        self.bridge.process.waitUntilExit()
-        #expect(self.bridge.process.terminationStatus == 0)
+        #expect(await self.bridge.waitForExit() == 0)
         return try self.logs()
     }
 }

@@ -32,7 +32,7 @@ struct EndToEndTests {
             }
 
             let results = try await world.results(until: accounting.isComplete)
-            try accounting.check(results, world: world)
+            try await accounting.check(results, world: world)
             let committed = try await world.committed()
             #expect(committed == perPartition)
         }
@@ -141,7 +141,7 @@ struct AccountingScenario: Sendable {
 
     /// Checks the records (exactly once each: nothing crashed, so nothing was processed twice), their schemas,
     /// and the requests the simulator saw.
-    func check(_ results: Results, world: EndToEnd) throws {
+    func check(_ results: Results, world: EndToEnd) async throws {
         #expect(results.outcomes.count == self.notificationCount)
         #expect(results.notificationIDs.count == self.notificationCount)
         var statuses: [String: Int] = [:]
@@ -161,7 +161,7 @@ struct AccountingScenario: Sendable {
         #expect(results.outcomes.filter { $0.status == "delivered" }.allSatisfy { $0.json["http_status"] == "200" })
         #expect(world.simulator.statistics.requestsReceived == self.expectedRequests)
 
-        let report = try RecordSchemas.validate(
+        let report = try await RecordSchemas.validate(
             results.outcomes.map { (.outcome, $0.raw) } + results.invalidTokenValues.map { (.invalidToken, $0) }
         )
         #expect(report.problems.isEmpty, "schema problems: \(report.problems)")

@@ -79,7 +79,7 @@ struct FeedbackPollerTests {
             #expect(
                 message.headers.map { "\($0.name)=\(String(decoding: $0.value ?? [], as: UTF8.self))" }
                     == ["pushbridge-protocol=binary"])
-            let report = try RecordSchemas.validate(results.invalidTokenValues.map { (.invalidTokenV2, $0) })
+            let report = try await RecordSchemas.validate(results.invalidTokenValues.map { (.invalidTokenV2, $0) })
             #expect(report.problems == [])
 
             let metrics = registry.emitToBuffer()

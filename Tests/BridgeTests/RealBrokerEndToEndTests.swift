@@ -32,7 +32,7 @@ struct RealBrokerEndToEndTests {
             let results = try await world.results(timeout: .seconds(120), until: accounting.isComplete)
             first.kill(signal: SIGTERM)
             #expect(await first.waitForExit() == 0, "\(world.log("first.log"))")
-            try accounting.check(results, world: world)
+            try await accounting.check(results, world: world)
             #expect(try await world.committed(group: group) == perPartition)
 
             // More events, then a second run: it starts from the committed offsets, so only the new events are

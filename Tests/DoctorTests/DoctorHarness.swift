@@ -121,8 +121,8 @@ struct DoctorSetup: Sendable {
     }
 
     /// The `auth:` block for the test CA's client certificate as a `.p12` bundle opened with `password`.
-    func p12Auth(exportedWith exportPassword: String, password: String) throws -> String {
-        let path = try self.tls.exportClientP12(password: exportPassword)
+    func p12Auth(exportedWith exportPassword: String, password: String) async throws -> String {
+        let path = try await self.tls.exportClientP12(password: exportPassword)
         return """
             auth:
                 type: certificate

@@ -139,7 +139,7 @@ struct DoctorTests {
 
     @Test func p12ClientCertificateIsAcceptedOverMutualTLS() async throws {
         try await withDoctorSetup(acceptsClientCertificates: true) { setup in
-            let auth = try setup.p12Auth(exportedWith: "p12-pass", password: "p12-pass")
+            let auth = try await setup.p12Auth(exportedWith: "p12-pass", password: "p12-pass")
             let checks = try await setup.doctor(try setup.configuration(auth: auth))
             #expect(checks.named("apns credentials")?.status == .ok)
             // TestTLS certificates are valid for 29 days, inside the 30-day warning.
@@ -155,7 +155,7 @@ struct DoctorTests {
 
     @Test func p12WithTheWrongPasswordFails() async throws {
         try await withDoctorSetup { setup in
-            let auth = try setup.p12Auth(exportedWith: "p12-pass", password: "not-the-pass")
+            let auth = try await setup.p12Auth(exportedWith: "p12-pass", password: "not-the-pass")
             let checks = try await setup.doctor(try setup.configuration(auth: auth))
             let credentials = try #require(checks.named("apns credentials"))
             #expect(credentials.status == .fail)

@@ -1,4 +1,4 @@
-import Foundation
+import TestSupport
 import Testing
 
 /// `pushbridge` runs on jemalloc, not glibc's malloc (docs/operations.md, "Memory"; the CPU it saves is in
@@ -6,25 +6,11 @@ import Testing
 /// glibc ignores the variable, so a build that lost the library fails here.
 @Suite("pushbridge is linked with jemalloc", .timeLimit(.minutes(1)))
 struct AllocatorTests {
-    static let executable = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent(".build/debug/pushbridge").path
-
     @Test("MALLOC_CONF=stats_print:true makes the executable print jemalloc's statistics")
-    func executableUsesJemalloc() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.executable)
-        process.arguments = ["--help"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["MALLOC_CONF"] = "stats_print:true"
-        process.environment = environment
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        #expect(text.contains("jemalloc statistics"), "stderr began: \(text.prefix(200))")
+    func executableUsesJemalloc() async throws {
+        let result = try await PushBridgeExecutable.run(["--help"], environment: ["MALLOC_CONF": "stats_print:true"])
+        #expect(result.status == 0)
+        #expect(
+            result.standardError.contains("jemalloc statistics"), "stderr began: \(result.standardError.prefix(200))")
     }
 }
