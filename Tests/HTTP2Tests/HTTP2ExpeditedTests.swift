@@ -19,11 +19,14 @@ import Testing
                 responder.respond(HTTP2ServerResponse(status: 200))
             }
         }
+        // No request may time out while the test waits on a loaded host: the one stream stays held meanwhile.
         let connection = try await HTTP2ClientConnection.connect(
-            configuration: try clientConfiguration(server, maxConcurrentStreams: 1))
+            configuration: try clientConfiguration(server, maxConcurrentStreams: 1, requestTimeout: .seconds(600)))
+        let failures = Mutex<[String]>([])
         let done = Mutex(0)
         let all = AsyncStream<Void>.makeStream()
-        let complete: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void = { _ in
+        let complete: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void = { result in
+            if case .failure(let error) = result { failures.withLock { $0.append("\(error)") } }
             if done.withLock({ count in
                 count += 1
                 return count
@@ -39,10 +42,16 @@ import Testing
                 HTTP2ClientConnection.Submission(
                     request: HTTP2Request(path: path, expedited: path.hasPrefix("/e")), completion: complete)
             })
-        try await waitUntil { connection.state.queuedRequests == 5 }
+        guard try await eventually(timeout: .seconds(60), { connection.state.queuedRequests == 5 }) else {
+            let state = connection.state
+            let seen = (failures: failures.withLock { $0 }, arrivals: arrivals.withLock { $0 })
+            Issue.record("the five did not queue: \(state), failures \(seen.failures), arrivals \(seen.arrivals)")
+            return
+        }
         first.withLock { $0 }?.respond(HTTP2ServerResponse(status: 200))
         for await _ in all.stream {}
         #expect(arrivals.withLock { $0 } == ["/first", "/e0", "/e1", "/n0", "/n1", "/n2"])
+        #expect(failures.withLock { $0 }.isEmpty)
         await connection.close()
         await server.shutdown()
     }
