@@ -43,6 +43,9 @@ package struct ConfigurationChange: Sendable, Hashable {
         compare("kafka.max_in_flight") { $0.kafka.maxInFlightNotifications }
         compare("kafka.max_waiting_per_key") { $0.kafka.maxWaitingPerKey }
         compare("kafka.max_in_flight_bytes") { $0.kafka.maxInFlightBytes }
+        // Each lane is a flow controller of the pipeline, made at start with its shares (a route may move to another
+        // lane live: it names the lane it joins).
+        compare("lanes") { $0.lanes }
         // Names only: a property's value may be a secret (sasl.password).
         for (section, properties) in [
             ("properties", \KafkaSettings.properties), ("consumer_properties", \KafkaSettings.consumerProperties),

@@ -248,6 +248,26 @@ import Testing
             change.restartOnly.map(\.key) == ["kafka.bootstrap_servers", "kafka.group_id", "kafka.max_in_flight"])
     }
 
+    @Test("lanes are restart-only; a route moving to another lane applies live")
+    func lanes() throws {
+        let withLanes = { (share: Int, lane: String) in
+            { (yaml: String) in
+                yaml.replacingOccurrences(
+                    of: "routes:\n",
+                    with: "lanes:\n  urgent: { max_in_flight: \(share) }\n  bulk: { max_in_flight: 10 }\nroutes:\n"
+                )
+                .replacingOccurrences(
+                    of: "    input_topic: greetings\n", with: "    input_topic: greetings\n    lane: \(lane)\n")
+            }
+        }
+        let old = try self.files.load(withLanes(5, "urgent")(minimalYAML), checksFiles: false).configuration
+        let resized = try self.files.load(withLanes(6, "urgent")(minimalYAML), checksFiles: false).configuration
+        #expect(ConfigurationChange(from: old, to: resized).restartOnly.map(\.key) == ["lanes"])
+        let moved = try self.files.load(withLanes(5, "bulk")(minimalYAML), checksFiles: false).configuration
+        let change = ConfigurationChange(from: old, to: moved)
+        #expect(change.restartOnly.isEmpty && !change.changesSenders)
+    }
+
     @Test("a librdkafka property is named by its key, never its value")
     func propertyNamedNotValued() throws {
         let change = try self.change {
