@@ -80,7 +80,6 @@ package final class HTTP2ClientConnection: Sendable {
         do {
             try await shared.ready.futureResult.get()
         } catch {
-            timeout.cancel()
             channel.close(promise: nil)
             if let error = error as? HTTP2Error { throw error }
             throw HTTP2Error(.connectFailed, "TLS or HTTP/2 setup failed", cause: error)
