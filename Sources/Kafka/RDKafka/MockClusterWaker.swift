@@ -17,7 +17,8 @@ final class MockClusterWaker: Sendable {
     static let shared = MockClusterWaker()
 
     /// How long a call waits before the first connection; then the interval between connections.
-    private static let interval: Duration = .milliseconds(5)
+    private static let intervalMilliseconds = 5
+    private static let interval: Duration = .milliseconds(intervalMilliseconds)
 
     private struct Waiting {
         var ports: [UInt16]
@@ -59,7 +60,7 @@ final class MockClusterWaker: Sendable {
                 continue
             }
             for port in Set(due) { Self.connectAndClose(port: port) }
-            Thread.sleep(forTimeInterval: Double(Self.interval.components.attoseconds) / 1e18)
+            usleep(useconds_t(Self.intervalMilliseconds * 1000))
         }
     }
 
