@@ -159,6 +159,117 @@ struct EndToEndReloadTests {
     }
 }
 
+extension EndToEndReloadTests {
+    /// Before its reloader traps SIGHUP, a starting bridge must not die of one (its default action). The child's
+    /// output goes to a pipe the test filled, so its first log line blocks it at a point of its start the test can
+    /// see (a thread waiting in `pipe_write`); the SIGHUP arrives there.
+    @Test("SIGHUP while the bridge starts is ignored: it goes on starting, then runs", .timeLimit(.minutes(3)))
+    func sighupDuringStart() async throws {
+        try await withEndToEnd { world in
+            let port = try freeLoopbackPort()
+            let path = try world.configuration(
+                logLevel: "info", adminListen: "127.0.0.1:\(port)", name: "sighup-start")
+            let output = try FullPipe()
+            let process = Process()
+            process.executableURL = RepositoryPaths.root.appendingPathComponent(".build/debug/pushbridge")
+            process.arguments = ["run", "--config", path]
+            process.standardOutput = output.writer
+            process.standardError = output.writer
+            try process.run()
+            let bridge = BridgeProcess(process: process)
+            try? output.closeWriter()
+            defer { if process.isRunning { bridge.kill(signal: SIGKILL) } }
+
+            // Blocked writing its first line, before it runs its services.
+            try await waitUntilAsync(timeout: .seconds(60)) {
+                !process.isRunning || Self.threadsWaitingInPipeWrite(process.processIdentifier)
+            }
+            #expect(process.isRunning)
+            bridge.kill(signal: SIGHUP)
+            // A signal whose action is to end the process ends it before the process runs again; only then is the
+            // pipe read.
+            _ = try await eventually(timeout: .seconds(10), every: .milliseconds(20)) {
+                !process.isRunning || Self.signalPending(process.processIdentifier, SIGHUP) == false
+            }
+            let collected = output.startReading()
+            try await waitUntilAsync(timeout: .seconds(60)) {
+                !process.isRunning || collected.text.contains("Configuration reloads on SIGHUP")
+            }
+            #expect(process.isRunning, "the SIGHUP during the start ended the bridge")
+            bridge.kill(signal: SIGTERM)
+            #expect(await bridge.waitForExit() == 0)
+            let logs = collected.text
+            #expect(logs.contains("Configuration reloads on SIGHUP"))
+            #expect(!logs.contains("Configuration reloaded"), "the early SIGHUP was not a reload request")
+        }
+    }
+
+    /// Whether a thread of `pid` sleeps in the kernel's pipe write.
+    static func threadsWaitingInPipeWrite(_ pid: Int32) -> Bool {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.contains { task in
+            // `pipe_write`, or `anon_pipe_write` on newer kernels.
+            (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/wchan", encoding: .utf8))?.hasSuffix("pipe_write")
+                == true
+        }
+    }
+
+    /// Whether `signal` is pending for the process `pid` (`ShdPnd` in `/proc/PID/status`); `nil` when it is gone.
+    static func signalPending(_ pid: Int32, _ signal: Int32) -> Bool? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("ShdPnd:") }),
+            let mask = UInt64(line.dropFirst("ShdPnd:".count).trimmingCharacters(in: .whitespaces), radix: 16)
+        else { return nil }
+        return mask & (1 << UInt64(signal - 1)) != 0
+    }
+}
+
+/// A pipe filled to its capacity, so that whoever writes to it next blocks until ``startReading()`` drains it.
+private final class FullPipe: Sendable {
+    let pipe = Pipe()
+    var writer: FileHandle { self.pipe.fileHandleForWriting }
+
+    init() throws {
+        let fd = self.pipe.fileHandleForWriting.fileDescriptor
+        // F_GETPIPE_SZ (Linux's F_LINUX_SPECIFIC_BASE + 8), which Glibc exposes only with _GNU_SOURCE.
+        let capacity = fcntl(fd, 1032)
+        guard capacity > 0 else { throw TimedOut(what: "the pipe's capacity") }
+        let filler = [UInt8](repeating: UInt8(ascii: "\n"), count: Int(capacity))
+        let written = filler.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == capacity else { throw TimedOut(what: "filling the pipe") }
+    }
+
+    /// Closes this process's copy of the write end (the child keeps its own).
+    func closeWriter() throws { try self.pipe.fileHandleForWriting.close() }
+
+    /// Reads everything on a thread of its own until the child closes its end; the filler is left out.
+    func startReading() -> Collected {
+        let collected = Collected()
+        let fd = self.pipe.fileHandleForReading.fileDescriptor
+        Thread.detachNewThread {
+            // Whatever is there, as it comes (FileHandle's read(upToCount:) would wait for the whole count).
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count > 0 {
+                    collected.append(Data(buffer[..<count]))
+                } else if count == 0 || errno != EINTR {
+                    break
+                }
+            }
+        }
+        return collected
+    }
+
+    final class Collected: Sendable {
+        private let data = Mutex(Data())
+        func append(_ more: Data) { self.data.withLock { $0.append(more) } }
+        var text: String {
+            self.data.withLock { String(decoding: $0, as: UTF8.self) }.trimmingCharacters(in: .newlines)
+        }
+    }
+}
+
 /// `pushbridge run` as a child process with its configuration file, logs at info level and an admin port.
 private struct RunningBridge {
     let bridge: BridgeProcess

@@ -26,6 +26,9 @@ struct RunCommand: AsyncParsableCommand {
     var logSender = false
 
     func run() async throws {
+        // SIGHUP asks for a reload, which the reloader handles once the bridge runs; before that its default action
+        // would end the process. Ignored until then (what changes meanwhile, the file check still sees).
+        signal(SIGHUP, SIG_IGN)
         let environment = ProcessInfo.processInfo.environment
         // Read before the configuration is loaded, so that whatever changes after it reloads (docs/configuration.md,
         // "Reloading").
