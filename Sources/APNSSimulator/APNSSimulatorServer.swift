@@ -152,7 +152,10 @@ package final class APNSSimulatorServer: Sendable {
                 body: request.body,
                 connectionID: context.connectionID,
                 streamNumber: context.streamCount,
-                certificateAuthenticated: context.peerCertificate != nil
+                certificateAuthenticated: context.peerCertificate != nil,
+                clientCertificate: context.peerCertificate.flatMap { try? $0.toDERBytes() }.map {
+                    SimulatorRequest.fingerprint(ofCertificateDER: $0)
+                }
             )
         )
         switch decision {

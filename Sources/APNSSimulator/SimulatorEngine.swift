@@ -1,4 +1,5 @@
 import APNSCore
+import Crypto
 import Foundation
 import Synchronization
 
@@ -18,6 +19,9 @@ package struct SimulatorRequest: Sendable {
     package var streamNumber: Int
     /// Whether the connection presented a trusted client certificate (certificate-based authentication).
     package var certificateAuthenticated: Bool
+    /// The SHA-256 fingerprint (``fingerprint(ofCertificateDER:)``) of the client certificate the connection
+    /// presented; `nil` without one.
+    package var clientCertificate: String?
 
     /// Creates a request.
     package init(
@@ -27,7 +31,8 @@ package struct SimulatorRequest: Sendable {
         body: [UInt8],
         connectionID: Int,
         streamNumber: Int,
-        certificateAuthenticated: Bool = false
+        certificateAuthenticated: Bool = false,
+        clientCertificate: String? = nil
     ) {
         self.method = method
         self.path = path
@@ -36,6 +41,13 @@ package struct SimulatorRequest: Sendable {
         self.connectionID = connectionID
         self.streamNumber = streamNumber
         self.certificateAuthenticated = certificateAuthenticated
+        self.clientCertificate = clientCertificate
+    }
+
+    /// A certificate's SHA-256 fingerprint over its DER encoding, in lower-case hex (as `openssl x509 -fingerprint
+    /// -sha256` prints it, without the colons).
+    package static func fingerprint(ofCertificateDER der: [UInt8]) -> String {
+        SHA256.hash(data: der).map { String(format: "%02x", $0) }.joined()
     }
 }
 
@@ -206,6 +218,9 @@ package final class SimulatorEngine: Sendable {
         let now = self.clock.now()
         return self.state.withLock { state in
             state.statistics.requestsReceived += 1
+            if let certificate = request.clientCertificate {
+                state.statistics.byClientCertificate[certificate, default: 0] += 1
+            }
             // Taken out and put back, so its token list is mutated in place rather than copied.
             var connection = state.connections.removeValue(forKey: request.connectionID) ?? ConnectionState()
             defer { state.connections[request.connectionID] = connection }

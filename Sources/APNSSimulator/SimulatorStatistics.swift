@@ -56,6 +56,9 @@ package struct SimulatorStatistics: Sendable, Hashable {
     package var byStatus: [Int: Int] = [:]
     /// Non-200 answers by reason string.
     package var byReason: [String: Int] = [:]
+    /// Requests received by the fingerprint of the client certificate their connection presented
+    /// (``SimulatorRequest/fingerprint(ofCertificateDER:)``).
+    package var byClientCertificate: [String: Int] = [:]
     /// Counts by device token (as in the path).
     package var byToken: [String: TokenCounts] = [:]
     /// Broadcast sends by channel ID (only channels that exist; a send to an unknown one counts in the totals).

@@ -3,6 +3,7 @@ import APNSSimulator
 import Crypto
 import Foundation
 import Logging
+import NIOSSL
 
 extension TestTLS {
     /// Starts the APNs simulator for `scenario` on this material's server certificate, with its logs silenced,
@@ -49,5 +50,13 @@ extension TestTLS {
             privateKey: try server.serverPrivateKey(),
             clientCertificateTrustRoots: [try (clientCA ?? self).caCertificate()])
         return (gateway, feedback)
+    }
+}
+
+extension TestTLS {
+    /// The fingerprint under which the simulator counts the requests of connections that presented the certificate
+    /// in the PEM file at `path` (`SimulatorStatistics.byClientCertificate`).
+    package static func simulatorFingerprint(ofCertificateAt path: String) throws -> String {
+        SimulatorRequest.fingerprint(ofCertificateDER: try NIOSSLCertificate.fromPEMFile(path)[0].toDERBytes())
     }
 }

@@ -22,6 +22,8 @@ package struct TestTLS: Sendable {
     package var clientKeyPath: String
     /// The common name of the client certificate.
     package var clientCommonName: String
+    /// The CA's private key (`ca-key.pem`, PKCS#8), for ``issueClientCertificate(commonName:)``.
+    package var caKeyPath: String
 
     /// Generates a CA and the server and client certificates it signs; `name` prefixes the common names (use
     /// different names for two independent CAs).
@@ -102,8 +104,42 @@ package struct TestTLS: Sendable {
             serverKeyPath: try write(serverKey.pemRepresentation, "server-key.pem"),
             clientCertificatePath: try write(try client.serializeAsPEM().pemString, "client.pem"),
             clientKeyPath: try write(clientKey.pemRepresentation, "client-key.pem"),
-            clientCommonName: clientCommonName
+            clientCommonName: clientCommonName,
+            caKeyPath: try write(caKey.pemRepresentation, "ca-key.pem")
         )
+    }
+
+    /// Issues another client certificate from this material's CA (a renewal, as Apple issues a new certificate for
+    /// the same app), with a new key; writes `<commonName>.pem` and `<commonName>-key.pem` to ``directory`` and
+    /// returns their paths.
+    package func issueClientCertificate(commonName: String) throws -> (certificatePath: String, keyPath: String) {
+        let ca = try Certificate(pemEncoded: try String(contentsOfFile: self.caCertificatePath, encoding: .utf8))
+        let caKey = try P256.Signing.PrivateKey(
+            pemRepresentation: try String(contentsOfFile: self.caKeyPath, encoding: .utf8))
+        let key = P256.Signing.PrivateKey()
+        let now = Date()
+        let certificate = try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600),
+            notValidAfter: now.addingTimeInterval(29 * 24 * 3600),
+            issuer: ca.subject,
+            subject: try DistinguishedName { CommonName(commonName) },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.clientAuth])
+                SubjectAlternativeNames([.dnsName(commonName)])
+            },
+            issuerPrivateKey: .init(caKey)
+        )
+        let certificatePath = self.directory.appendingPathComponent("\(commonName).pem").path
+        let keyPath = self.directory.appendingPathComponent("\(commonName)-key.pem").path
+        try Data(try certificate.serializeAsPEM().pemString.utf8).write(to: URL(fileURLWithPath: certificatePath))
+        try Data(key.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
+        return (certificatePath, keyPath)
     }
 
     /// The CA certificate, loaded for NIOSSL.

@@ -77,6 +77,75 @@ struct EndToEndReloadTests {
     }
 
     @Test(
+        "renewing the client certificate in place while events flow: new connections present the new one, the old ones close after their last answer; no outcome lost or repeated, no rebalance",
+        .timeLimit(.minutes(5)))
+    func clientCertificateRenewalWhileEventsFlow() async throws {
+        // The app's certificates come from a CA of their own, which the simulator trusts (certificate-based
+        // authentication); the bridge's `ca_file` still names the simulator's server CA.
+        let clients = try TestTLS.generate(name: "PushBridge Clients", clientCommonName: "app-2026")
+        defer { clients.remove() }
+        var scenario = SimulatorScenario()
+        scenario.latency = .milliseconds(5)
+        scenario.clientCAFile = clients.caCertificatePath
+        try await withEndToEnd(scenario: scenario) { world in
+            // The files a Secret mounts: the configuration names them, and they are replaced in place.
+            let certificateFile = world.directory.appendingPathComponent("app.pem").path
+            let keyFile = world.directory.appendingPathComponent("app-key.pem").path
+            try FileManager.default.copyItem(atPath: clients.clientCertificatePath, toPath: certificateFile)
+            try FileManager.default.copyItem(atPath: clients.clientKeyPath, toPath: keyFile)
+            let running = try await RunningBridge.start(world, name: "renewal") {
+                $0.replacingAuth(with: "{ type: certificate, cert_file: \(certificateFile), key_file: \(keyFile) }")
+            }
+            let old = try TestTLS.simulatorFingerprint(ofCertificateAt: certificateFile)
+            let produced = ProducedCount()
+            let flow = Task {
+                while !produced.stopped {
+                    let numbers = produced.count..<(produced.count + 10)
+                    try await world.produce(numbers.map { EndToEnd.alert([EndToEnd.token($0)]) })
+                    produced.add(numbers.count)
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            defer { produced.stop() }
+            try await waitUntil { world.simulator.statistics.byClientCertificate[old, default: 0] >= 50 }
+
+            // Renewed: a new certificate with a new key from the same CA, each file renamed over the old one.
+            let connectionsBefore = world.simulator.transportStatistics.connectionsAccepted
+            let renewed = try clients.issueClientCertificate(commonName: "app-2027")
+            let new = try TestTLS.simulatorFingerprint(ofCertificateAt: renewed.certificatePath)
+            try renewed.keyPath.replacingFile(keyFile)
+            try renewed.certificatePath.replacingFile(certificateFile)
+            try await running.waitForLog("Configuration reloaded")
+            try await running.waitForLog("Previous APNs sender shut down after its last answer")
+            // From here on the old certificate's connections are closed: every request presents the new one.
+            let oldRequests = world.simulator.statistics.byClientCertificate[old, default: 0]
+            let atSwap = produced.count
+            try await waitUntil { produced.count >= atSwap + 100 }
+            produced.stop()
+            try await flow.value
+            let total = produced.count
+
+            let results = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= total }
+            #expect(try await running.reloads("applied") == 1)
+            let logs = try running.logs()
+            try await running.stop()
+            #expect(results.outcomes.count == total, "outcomes lost or repeated")
+            #expect(Set(results.outcomes.map(\.notificationID)).count == total)
+            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            let statistics = world.simulator.statistics
+            #expect(statistics.byClientCertificate[old] == oldRequests, "a request presented the old certificate")
+            #expect(statistics.byClientCertificate[new, default: 0] >= 100)
+            #expect(statistics.byClientCertificate.keys.sorted() == [old, new].sorted())
+            #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
+            #expect(statistics.byStatus.keys.sorted() == [200], "\(statistics.byStatus)")
+            #expect(world.simulator.transportStatistics.connectionsAccepted > connectionsBefore)
+            #expect(!logs.contains("Line halted"))
+            #expect(logs.count(of: "Partitions assigned") == running.assignmentsAtStart)
+            #expect(!logs.contains("Partitions revoked"))
+        }
+    }
+
+    @Test(
         "a configuration that does not load, and one that changes the consumer group, are refused; the bridge keeps delivering",
         .timeLimit(.minutes(5)))
     func refusedConfigurationsKeepTheOldOne() async throws {
@@ -279,9 +348,13 @@ private struct RunningBridge {
     /// `Partitions assigned` lines once it consumed: the consumer's and the pipeline's, for the first assignment.
     let assignmentsAtStart: Int
 
-    static func start(_ world: EndToEnd, name: String) async throws -> RunningBridge {
+    /// Starts it on `world.configuration(...)`, changed by `edit` first.
+    static func start(_ world: EndToEnd, name: String, edit: (String) -> String = { $0 }) async throws
+        -> RunningBridge
+    {
         let port = try freeLoopbackPort()
         let path = try world.configuration(logLevel: "info", adminListen: "127.0.0.1:\(port)", name: name)
+        try Data(edit(try String(contentsOfFile: path, encoding: .utf8)).utf8).write(to: URL(fileURLWithPath: path))
         let log = world.directory.appendingPathComponent("\(name).log")
         let bridge = try BridgeProcess.start(configurationPath: path, log: log)
         var running = RunningBridge(
@@ -342,4 +415,10 @@ extension String {
     }
 
     fileprivate func count(of text: String) -> Int { self.components(separatedBy: text).count - 1 }
+
+    /// This configuration with its `apns.auth` block replaced by `auth` (a YAML flow mapping).
+    fileprivate func replacingAuth(with auth: String) -> String {
+        self.replacingOccurrences(
+            of: #"  auth:\n(    .*\n)+"#, with: "  auth: \(auth)\n", options: .regularExpression)
+    }
 }
