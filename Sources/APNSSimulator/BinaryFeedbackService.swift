@@ -17,6 +17,9 @@ package final class BinaryFeedbackService: Sendable {
         package var connections = 0
         /// Tuples written.
         package var tuplesSent = 0
+        /// Connections by the fingerprint of the client certificate they presented
+        /// (``SimulatorRequest/fingerprint(ofCertificateDER:)``).
+        package var connectionsByClientCertificate: [String: Int] = [:]
     }
 
     private let gateway: BinaryGateway
@@ -61,11 +64,12 @@ package final class BinaryFeedbackService: Sendable {
     }
 
     /// The bytes for one reader: the gateway's entries, drained.
-    fileprivate func takeBytes() -> [UInt8] {
+    fileprivate func takeBytes(clientCertificate: String?) -> [UInt8] {
         let tuples = self.gateway.takeFeedback()
         self.counts.withLock {
             $0.connections += 1
             $0.tuplesSent += tuples.count
+            if let clientCertificate { $0.connectionsByClientCertificate[clientCertificate, default: 0] += 1 }
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(tuples.count * 38)
@@ -87,7 +91,9 @@ private final class FeedbackWriter: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tls = event as? TLSUserEvent, case .handshakeCompleted = tls {
-            let bytes = context.channel.allocator.buffer(bytes: self.service.takeBytes())
+            let certificate = (try? context.channel.pipeline.syncOperations.nioSSL_peerCertificate())
+                .flatMap { try? $0.toDERBytes() }.map { SimulatorRequest.fingerprint(ofCertificateDER: $0) }
+            let bytes = context.channel.allocator.buffer(bytes: self.service.takeBytes(clientCertificate: certificate))
             let channel = context.channel
             context.writeAndFlush(self.wrapOutboundOut(bytes)).whenComplete { _ in channel.close(promise: nil) }
         }

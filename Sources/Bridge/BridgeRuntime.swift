@@ -121,9 +121,13 @@ package struct BridgeRuntime: Sendable {
                 logger: self.logger.with(label: "pushbridge.reload"))
         let sender: any ManagedSender = reloadableSender ?? sender
         let sink = KafkaRecordSink(producer: producer)
-        let feedbackPollers = try FeedbackPoller.pollers(
-            for: self.configuration, sink: sink, metrics: self.metrics,
-            logger: self.logger.with(label: "pushbridge.feedback"))
+        let metrics = self.metrics
+        let feedbackLogger = self.logger.with(label: "pushbridge.feedback")
+        let feedbackPollers = FeedbackPollers(
+            try FeedbackPoller.pollers(for: self.configuration, sink: sink, metrics: metrics, logger: feedbackLogger)
+        ) { configuration in
+            try FeedbackPoller.pollers(for: configuration, sink: sink, metrics: metrics, logger: feedbackLogger)
+        }
         let pipeline = Pipeline(
             source: source,
             mapper: self.mapper,
@@ -181,7 +185,8 @@ package struct BridgeRuntime: Sendable {
         let reloader = reload.map { options in
             ConfigurationReloader(
                 options: options, configuration: self.configuration, pipeline: pipeline, sender: reloadableSender,
-                metrics: self.reloadMetrics(for: options), logger: self.logger.with(label: "pushbridge.reload"))
+                feedback: feedbackPollers, metrics: self.reloadMetrics(for: options),
+                logger: self.logger.with(label: "pushbridge.reload"))
         }
         // After the pipeline, so it stops first: no reload begins once the pipeline drains.
         let reloaderService: [ServiceGroupConfiguration.ServiceConfiguration] =
@@ -192,7 +197,7 @@ package struct BridgeRuntime: Sendable {
                 services: [
                     .init(service: admin),
                     .init(service: ProducerService(producer: producer)),
-                ] + feedbackPollers.map { .init(service: $0) } + [
+                    .init(service: feedbackPollers),
                     .init(service: SenderService(sender: sender)),
                     .init(service: pipeline),
                 ] + reloaderService + [
@@ -330,13 +335,7 @@ package struct BridgeRuntime: Sendable {
 
     /// The pipeline's lanes: the default lane (what the named lanes leave of `kafka.max_in_flight` and
     /// `max_in_flight_bytes`) and the named ones; none without `lanes:`, so that the pipeline keeps its one line.
-    var laneBudgets: [LaneSpec] {
-        let lanes = self.configuration.lanes
-        guard !lanes.isEmpty else { return [] }
-        let kafka = self.configuration.kafka
-        return LaneSpec.all(
-            lanes, maxInFlight: kafka.maxInFlightNotifications, maxInFlightBytes: kafka.maxInFlightBytes)
-    }
+    var laneBudgets: [LaneSpec] { self.configuration.laneBudgets }
 
     /// Partitions of each input topic on the embedded cluster.
     package static let embeddedPartitionCount: Int32 = 4

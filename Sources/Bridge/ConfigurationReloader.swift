@@ -89,6 +89,7 @@ package final class ConfigurationReloader: Service, Sendable {
     private let options: Options
     private let pipeline: Pipeline
     private let sender: ReloadableSender?
+    private let feedback: FeedbackPollers?
     private let metrics: ReloadMetrics
     private let logger: Logger
     private let state: Mutex<State>
@@ -96,11 +97,12 @@ package final class ConfigurationReloader: Service, Sendable {
     /// A reloader of `configuration` (running, read as `options.reading`) into `pipeline` and `sender`.
     package init(
         options: Options, configuration: BridgeConfiguration, pipeline: Pipeline, sender: ReloadableSender?,
-        metrics: ReloadMetrics, logger: Logger
+        feedback: FeedbackPollers? = nil, metrics: ReloadMetrics, logger: Logger
     ) {
         self.options = options
         self.pipeline = pipeline
         self.sender = sender
+        self.feedback = feedback
         self.metrics = metrics
         self.logger = logger
         self.state = Mutex(
@@ -176,28 +178,40 @@ package final class ConfigurationReloader: Service, Sendable {
                 metadata)
         }
         let change = ConfigurationChange(from: running.configuration, to: loaded.configuration)
-        var restartOnly = change.restartOnly
-        for app in loaded.configuration.feedbackApps {
-            let key = ConfigurationChange.key(app: app.name)
-            guard !restartOnly.contains(where: { $0.key == key }),
-                Self.files(of: app.settings).contains(where: { changedFiles.contains($0) })
-            else { continue }
-            restartOnly.append(
-                .init(key, detail: "a file it names changed; its feedback poller reads it only at start"))
-        }
-        if !restartOnly.isEmpty {
-            metadata["config.keys"] = "\(restartOnly.map(\.description).joined(separator: ", "))"
+        if !change.restartOnly.isEmpty {
+            metadata["config.keys"] = "\(change.restartOnly.map(\.description).joined(separator: ", "))"
             return self.refuse(
                 .refused,
                 "Configuration not reloaded: a key changed that applies only at a restart; the previous configuration keeps running",
                 metadata)
         }
+        // A feedback poller reads its app's certificate when it is made: a changed file means a new poller.
+        var feedbackChanges = change.feedback
+        for app in loaded.configuration.feedbackApps {
+            let key = ConfigurationChange.key(app: app.name)
+            if !feedbackChanges.contains(key), Self.files(of: app.settings).contains(where: changedFiles.contains) {
+                feedbackChanges.append(key)
+            }
+        }
         let replacesSenders = change.changesSenders || !changedFiles.isEmpty
-        if !replacesSenders, change.live.isEmpty, reading.hash == running.hash {
+        if !replacesSenders, change.live.isEmpty, feedbackChanges.isEmpty, reading.hash == running.hash {
             self.metrics.reloaded(.unchanged)
             self.logger.info("Configuration unchanged", metadata: metadata)
             return .unchanged
         }
+        var newPollers: [FeedbackPoller]?
+        if !feedbackChanges.isEmpty, let feedback = self.feedback {
+            do {
+                newPollers = try feedback.make(loaded.configuration)
+            } catch {
+                metadata["config.problems"] = "\(error)"
+                return self.refuse(
+                    .failed,
+                    "Configuration not reloaded: its feedback pollers' credentials do not load; the previous configuration keeps running",
+                    metadata)
+            }
+        }
+
         var newSender: (any ManagedSender)?
         if replacesSenders, let makeSender = self.options.makeSender, self.sender != nil {
             do {
@@ -210,26 +224,28 @@ package final class ConfigurationReloader: Service, Sendable {
                     metadata)
             }
         }
-
         let retry = loaded.configuration.apns.retry
         self.pipeline.reload(
             Pipeline.LiveSettings(
                 mapper: RouterMapper(router: loaded.router), maxAttempts: retry.maxAttempts,
                 retryBackoff: Backoff(initial: retry.initialBackoff, maximum: retry.maxBackoff)))
+        if change.live.contains("lanes") { self.pipeline.reloadLanes(loaded.configuration.laneBudgets) }
         if let newSender, let sender = self.sender {
             await sender.replace(with: newSender)
             self.metrics.credentialsLoaded(
                 Self.credentials(of: loaded.configuration), atEpochSeconds: Self.epochSeconds())
         }
+        if let newPollers { self.feedback?.replace(with: newPollers) }
         self.state.withLock { state in
             state.configuration = loaded.configuration
             state.hash = reading.hash
-            if newSender != nil { state.senderFiles = reading.identities }
+            if newSender != nil || newPollers != nil { state.senderFiles = reading.identities }
         }
         if let hash = reading.hash { self.metrics.configuration(hash: hash) }
         self.metrics.reloaded(.applied)
         metadata["reload.apns"] = "\(newSender != nil ? "new senders for the next requests" : "unchanged")"
         if !change.live.isEmpty { metadata["reload.changed"] = "\(change.live.joined(separator: ","))" }
+        if newPollers != nil { metadata["reload.feedback"] = "\(feedbackChanges.sorted().joined(separator: ","))" }
         self.logger.notice("Configuration reloaded", metadata: metadata)
         return .applied
     }

@@ -17,8 +17,8 @@ import Waiting
 /// Feedback records belong to no consumed event, so they take no part in offset commits; a poll counts as done
 /// only once Kafka acknowledged every record it made (records Kafka fails are published again after a backoff,
 /// and no new poll starts meanwhile). A poll that cannot connect is logged and made again at the next interval; it
-/// never halts the line.
-package struct FeedbackPoller: Service {
+/// never halts the line. ``FeedbackPollers`` runs them.
+package struct FeedbackPoller: Sendable {
     /// What one poll did.
     package struct Summary: Sendable, Hashable {
         /// Tuples read from the service.
@@ -93,12 +93,12 @@ package struct FeedbackPoller: Service {
         }
     }
 
-    package func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                _ = await self.pollOnce()
-                try? await Task.sleep(for: self.interval)
-            }
+    /// Polls at once and then every `interval` until `stop` is set (after the poll in progress published what it
+    /// read) or the task is cancelled.
+    func run(until stop: AsyncCondition<Bool>) async {
+        while !Task.isCancelled {
+            _ = await self.pollOnce()
+            if await stop.waitUntilSet(deadline: .now + self.interval) { return }
         }
     }
 
@@ -251,5 +251,51 @@ final class Acknowledgements: Sendable {
     func wait() async -> Answers {
         _ = await self.state.wait { $0.remaining <= 0 ? () : nil }
         return self.state.read { $0.answers }
+    }
+}
+
+/// Every binary app's feedback poller, as one service. A reload that changes what they use replaces them all
+/// (``replace(with:)``): each poller replaced stops once its poll in progress published what it read (a feedback
+/// service reports a token once, so a poll is never cut short), and the new ones poll at once.
+package final class FeedbackPollers: Service, Sendable {
+    private let initial: [FeedbackPoller]
+    private let replacements: AsyncStream<[FeedbackPoller]>
+    private let continuation: AsyncStream<[FeedbackPoller]>.Continuation
+    /// Makes the pollers of a configuration, as at start (``FeedbackPoller/pollers(for:sink:metrics:logger:eventLoopGroup:)``).
+    package let make: @Sendable (BridgeConfiguration) throws -> [FeedbackPoller]
+
+    /// Runs `pollers`; `make` builds those of a reloaded configuration.
+    package init(
+        _ pollers: [FeedbackPoller],
+        make: @escaping @Sendable (BridgeConfiguration) throws -> [FeedbackPoller] = { _ in [] }
+    ) {
+        self.initial = pollers
+        self.make = make
+        (self.replacements, self.continuation) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    }
+
+    /// Stops the pollers running now after their poll in progress, and starts `pollers`.
+    package func replace(with pollers: [FeedbackPoller]) {
+        self.continuation.yield(pollers)
+    }
+
+    package func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                func start(_ pollers: [FeedbackPoller]) -> AsyncCondition<Bool> {
+                    let stop = AsyncCondition(false)
+                    for poller in pollers {
+                        group.addTask { await poller.run(until: stop) }
+                    }
+                    return stop
+                }
+                var stop = start(self.initial)
+                for await pollers in self.replacements {
+                    stop.set()
+                    stop = start(pollers)
+                }
+                // Cancelled (a graceful shutdown): the pollers, which inherit it, stop at once.
+            }
+        }
     }
 }

@@ -30,11 +30,11 @@ struct FlowControl: Sendable, Hashable {
 
     /// The most in flight at once. One piece larger than `limits.bytes` still goes through when nothing else
     /// is in flight, so an oversized event cannot stop the line.
-    let limits: Levels
+    private(set) var limits: Levels
     /// After being full, the waiting consumer gets room (and a stalled line resumes fetching) once in flight falls
     /// to these levels (three quarters of the limits), so a line at its bound is not woken on every
     /// acknowledgement.
-    let resumeLevels: Levels
+    private(set) var resumeLevels: Levels
 
     private(set) var inFlight = Levels(count: 0, bytes: 0)
     /// Set when work had to wait for room; cleared when in flight falls to ``resumeLevels``.
@@ -50,10 +50,19 @@ struct FlowControl: Sendable, Hashable {
     private(set) var parked: Set<PartitionID> = []
 
     init(maxCount: Int, maxBytes: Int) {
+        (self.limits, self.resumeLevels) = Self.levels(maxCount: maxCount, maxBytes: maxBytes)
+    }
+
+    /// New bounds (a reload changed a lane's shares). What is in flight stays; above lower bounds, nothing new fits
+    /// until enough of it was released.
+    mutating func setLimits(maxCount: Int, maxBytes: Int) {
+        (self.limits, self.resumeLevels) = Self.levels(maxCount: maxCount, maxBytes: maxBytes)
+    }
+
+    private static func levels(maxCount: Int, maxBytes: Int) -> (limits: Levels, resume: Levels) {
         let count = max(1, maxCount)
         let bytes = max(1, maxBytes)
-        self.limits = Levels(count: count, bytes: bytes)
-        self.resumeLevels = Levels(count: max(1, count * 3 / 4), bytes: max(1, bytes / 4 * 3))
+        return (Levels(count: count, bytes: bytes), Levels(count: max(1, count * 3 / 4), bytes: max(1, bytes / 4 * 3)))
     }
 
     /// Whether fetching must be paused now.

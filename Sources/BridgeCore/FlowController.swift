@@ -151,6 +151,19 @@ final class FlowController: Sendable {
         }
     }
 
+    /// New bounds (a reload changed the lane's shares): waiting pieces that fit them take room at once; with lower
+    /// bounds, what is in flight drains as usual and nothing new is taken until it fits.
+    func setLimits(maxCount: Int, maxBytes: Int) {
+        self.state.withLock { state in
+            state.flow.setLimits(maxCount: maxCount, maxBytes: maxBytes)
+            state.handingOut = true
+        } settle: { state, waiting in
+            self.apply(state.flow.settle(waiting: waiting > 0))
+            state.handingOut = waiting == 0 && !state.flow.full
+            self.onChange(state.flow.inFlight)
+        }
+    }
+
     /// A piece that waited in an ordered line is in flight again (``FlowControl/retakePlace()``).
     func retakePlace() {
         self.state.withLock { state in

@@ -10,20 +10,23 @@ import Waiting
 /// its own (``Pipeline/holdBack(_:for:in:)``), and waits in the lane's turn for room.
 final class Lane: Sendable {
     let name: String
-    let expedite: Bool
+    /// `expedite` (a reload may change it).
+    var expedite: Bool { self.expediting.load(ordering: .relaxed) }
+    private let expediting: Atomic<Bool>
     let flow: FlowController
     /// The most the events queued in the lane's holds may hold before each hold pauses its partition at the
     /// source: half its `max_in_flight_bytes` (at least 1 MiB), beside what the consumer had fetched. Each pause makes
     /// librdkafka drop the partition's prefetch and fetch it again on resume: a quarter cost 1 µs of CPU per
     /// notification more in the broker threads of a 200 000-event backlog (docs/benchmarks.md, "Lanes").
-    let heldBackBoundBytes: Int
+    var heldBackBoundBytes: Int { self.heldBackBound.load(ordering: .relaxed) }
+    private let heldBackBound: Atomic<Int>
     /// What the events queued in the lane's holds hold now (changed under the parking's lock).
     let heldBytes = Atomic<Int>(0)
 
     init(_ budget: LaneSpec, source: any EventSource, metrics: BridgeMetrics) {
         self.name = budget.name
-        self.expedite = budget.expedite
-        self.heldBackBoundBytes = max(1 << 20, budget.maxInFlightBytes / 2)
+        self.expediting = Atomic(budget.expedite)
+        self.heldBackBound = Atomic(Self.heldBackBound(of: budget))
         let gauges = metrics.inFlightGauges(lane: budget.name)
         self.flow = FlowController(
             source: source, maxCount: budget.maxInFlight, maxBytes: budget.maxInFlightBytes,
@@ -32,6 +35,18 @@ final class Lane: Sendable {
                 gauges.bytes.record(levels.bytes)
             })
     }
+}
+
+extension Lane {
+    /// Takes `budget`'s shares and `expedite` (a reload changed them): for the next pieces and requests; what is in
+    /// flight keeps its room.
+    func apply(_ budget: LaneSpec) {
+        self.expediting.store(budget.expedite, ordering: .relaxed)
+        self.heldBackBound.store(Self.heldBackBound(of: budget), ordering: .relaxed)
+        self.flow.setLimits(maxCount: budget.maxInFlight, maxBytes: budget.maxInFlightBytes)
+    }
+
+    private static func heldBackBound(of budget: LaneSpec) -> Int { max(1 << 20, budget.maxInFlightBytes / 2) }
 }
 
 /// The lanes of a pipeline with `lanes:`.

@@ -1,7 +1,8 @@
+import Routing
 import Synchronization
 
-// What a configuration reload changes in a running pipeline (docs/configuration.md, "Reloading"): the routes and the
-// retry policy. The sender is replaced behind the `NotificationSender` the pipeline was given (the bridge's
+// What a configuration reload changes in a running pipeline (docs/configuration.md, "Reloading"): the routes, the
+// retry policy and the lanes' shares. The sender is replaced behind the `NotificationSender` the pipeline was given (the bridge's
 // `ReloadableSender`), so the pipeline never sees it change.
 
 extension Pipeline {
@@ -31,5 +32,16 @@ extension Pipeline {
     /// on its way keeps the retry policy it started with, so nothing in flight is mapped or counted twice.
     package func reload(_ settings: LiveSettings) {
         self.live.withLock { $0 = settings }
+    }
+
+    /// Gives each lane the shares and `expedite` of its budget in `budgets` (by name; ``LaneSpec/all(_:maxInFlight:maxInFlightBytes:)``).
+    /// A lane with more room hands it out to what waits for it at once; one with less takes nothing new until what
+    /// it has in flight fits. Lanes are not added or removed while the pipeline runs: a budget of no lane, and a lane
+    /// without a budget, are left as they are.
+    package func reloadLanes(_ budgets: [LaneSpec]) {
+        guard let lanes = self.lanes else { return }
+        for budget in budgets {
+            lanes.all.first { $0.name == budget.name }?.apply(budget)
+        }
     }
 }

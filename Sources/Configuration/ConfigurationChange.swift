@@ -1,10 +1,12 @@
+import Routing
+
 /// What differs between the running configuration and a new one, split into what a reload applies live and what
 /// applies only at a restart (docs/configuration.md, "Reloading").
 ///
 /// Live: routes and templates (as long as they consume the same input topics), the `apns` block and `apps` with their
-/// credentials and connection settings, and `apns.retry`. Restart-only: everything else — the Kafka clients and the
-/// consumer group, the set of input topics, the result topics, `admin`, `logging`, `shutdown` — and whatever a binary
-/// app's feedback poller uses (it is built once, at start).
+/// credentials and connection settings, `apns.retry`, the lanes' shares, and binary apps' feedback pollers. Restart-only: everything else
+/// — the Kafka clients and the consumer group, which lanes there are, the set of input topics, the result topics, `admin`,
+/// `logging`, `shutdown`.
 package struct ConfigurationChange: Sendable, Hashable {
     /// A key that changed and applies only at a restart.
     package struct RestartOnlyKey: Sendable, Hashable, CustomStringConvertible {
@@ -24,8 +26,19 @@ package struct ConfigurationChange: Sendable, Hashable {
 
     /// Keys that changed and apply only at a restart, roughly in file order. A reload with any is refused.
     package var restartOnly: [RestartOnlyKey]
-    /// Blocks that changed and apply live: `apns`, `apps.NAME` (added, removed or changed), `apns.retry`.
+    /// Blocks that changed and apply live: `apns`, `apps.NAME` (added, removed or changed), `apns.retry`, `lanes`
+    /// (the lanes' shares and `expedite`).
     package var live: [String]
+
+    /// Binary apps whose feedback poller changed (`apns` or `apps.NAME`): the service is now polled, no longer polled,
+    /// or with other settings or another APNs topic for its records. Applied live: the pollers are replaced.
+    package var feedback: [String]
+
+    /// What a feedback poller is made of.
+    private struct FeedbackPoller: Equatable {
+        var settings: APNSSettings
+        var topic: String?
+    }
 
     /// Whether the APNs side changed: the `apns` block or an app (a new sender is needed).
     package var changesSenders: Bool { self.live.contains { $0 == "apns" || $0.hasPrefix("apps.") } }
@@ -43,9 +56,18 @@ package struct ConfigurationChange: Sendable, Hashable {
         compare("kafka.max_in_flight") { $0.kafka.maxInFlightNotifications }
         compare("kafka.max_waiting_per_key") { $0.kafka.maxWaitingPerKey }
         compare("kafka.max_in_flight_bytes") { $0.kafka.maxInFlightBytes }
-        // Each lane is a flow controller of the pipeline, made at start with its shares (a route may move to another
-        // lane live: it names the lane it joins).
-        compare("lanes") { $0.lanes }
+        // Each lane is a flow controller of the pipeline, made at start: its shares and `expedite` change live (and a
+        // route may move to another lane), but which lanes there are only at a restart.
+        let lanesBefore = Set(old.lanes.map(\.name))
+        let lanesAfter = Set(new.lanes.map(\.name))
+        if lanesBefore != lanesAfter {
+            var detail: [String] = []
+            let added = lanesAfter.subtracting(lanesBefore).sorted()
+            let removed = lanesBefore.subtracting(lanesAfter).sorted()
+            if !added.isEmpty { detail.append("new lanes: \(added.joined(separator: ", "))") }
+            if !removed.isEmpty { detail.append("lanes removed: \(removed.joined(separator: ", "))") }
+            restartOnly.append(RestartOnlyKey("lanes", detail: detail.joined(separator: "; ")))
+        }
         // Names only: a property's value may be a secret (sasl.password).
         for (section, properties) in [
             ("properties", \KafkaSettings.properties), ("consumer_properties", \KafkaSettings.consumerProperties),
@@ -77,17 +99,22 @@ package struct ConfigurationChange: Sendable, Hashable {
         compare("shutdown.drain_timeout") { $0.shutdown.drainTimeout }
         compare("shutdown.rebalance_drain_timeout") { $0.shutdown.rebalanceDrainTimeout }
 
-        // A binary app's feedback poller is a service of its own, built at start with the app's settings.
-        let feedbackBefore = Dictionary(old.feedbackApps.map { (Self.key(app: $0.name), $0.settings) }) { $1 }
-        let feedbackAfter = Dictionary(new.feedbackApps.map { (Self.key(app: $0.name), $0.settings) }) { $1 }
-        for key in Set(feedbackBefore.keys).union(feedbackAfter.keys).sorted()
-        where feedbackBefore[key] != feedbackAfter[key] {
-            let detail =
-                feedbackBefore[key] == nil
-                ? "the feedback service is now polled"
-                : feedbackAfter[key] == nil
-                    ? "the feedback service is no longer polled" : "its feedback poller uses these settings"
-            restartOnly.append(RestartOnlyKey(key, detail: detail))
+        // A binary app's feedback poller: replaced live when what it uses changed (its settings, or the APNs topic its
+        // records carry, which may come from the routes).
+        func feedbackPollers(_ configuration: BridgeConfiguration) -> [String: FeedbackPoller] {
+            Dictionary(
+                configuration.feedbackApps.map {
+                    (
+                        Self.key(app: $0.name),
+                        FeedbackPoller(settings: $0.settings, topic: configuration.feedbackTopic(app: $0.name))
+                    )
+                }
+            ) { $1 }
+        }
+        let feedbackBefore = feedbackPollers(old)
+        let feedbackAfter = feedbackPollers(new)
+        self.feedback = Set(feedbackBefore.keys).union(feedbackAfter.keys).sorted().filter {
+            feedbackBefore[$0] != feedbackAfter[$0]
         }
 
         // Retry settings are the pipeline's, read through its live settings: they need no new connections.
@@ -103,6 +130,7 @@ package struct ConfigurationChange: Sendable, Hashable {
             live.append("apps.\(name)")
         }
         if old.apns.retry != new.apns.retry { live.append("apns.retry") }
+        if lanesBefore == lanesAfter, old.laneBudgets != new.laneBudgets { live.append("lanes") }
         self.restartOnly = restartOnly
         self.live = live
     }

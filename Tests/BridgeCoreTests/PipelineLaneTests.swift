@@ -79,6 +79,42 @@ struct PipelineLaneTests {
     }
 
     @Test(
+        "a reload that raises a full lane's share lets that much more in at once, and one that lowers it takes nothing new until in flight fits"
+    )
+    func reloadedShares() async throws {
+        let sender = GatedSender { $0.hasPrefix("b") }
+        let harness = Harness(
+            events: Self.backlogThenTrickle, configuration: PipelineConfiguration(maxInFlight: 15, lanes: Self.lanes),
+            mapper: LaneMapper { $0.partition == Self.urgentPartition ? ["urgent"] : [nil] }, sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil {
+            harness.source.committed[Self.urgentPartition] == 5
+                && harness.pipeline.inFlight(lane: "default")?.count == 10
+        }
+        #expect(harness.pipeline.heldBackPartitionsByLane()["default"] == 1)
+
+        harness.pipeline.reloadLanes([
+            LaneSpec(name: "default", maxInFlight: 30, maxInFlightBytes: 1 << 20),
+            LaneSpec(name: "urgent", maxInFlight: 2, maxInFlightBytes: 1 << 20, expedite: false),
+        ])
+        try await waitUntil { harness.pipeline.inFlight(lane: "default")?.count == 30 }
+        #expect(sender.sent.filter { $0.hasPrefix("b") }.count == 30)
+        #expect(harness.pipeline.lanes?.lane(named: "urgent").expedite == false)
+        #expect(harness.pipeline.lanes?.lane(named: "urgent").flow.flow.limits.count == 2)
+
+        // Lowered below what is in flight: the lane takes nothing new until it fits again.
+        harness.pipeline.reloadLanes([LaneSpec(name: "default", maxInFlight: 5, maxInFlightBytes: 1 << 20)])
+        #expect(harness.pipeline.lanes?.lane(named: "default").flow.acquireNow(bytes: 1) == nil)
+        #expect(harness.pipeline.inFlight(lane: "default")?.count == 30)
+        sender.open()
+        try await waitUntil { harness.source.committed[Self.bulkPartition] == 50 && harness.pipeline.inFlight == 0 }
+        #expect(sender.sent.filter { $0.hasPrefix("b") } == (0..<50).map { "b\($0)" }, "bulk order")
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 55)
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test(
         "a full lane's held-back events past half its bytes pause their partition at the source until they are taken"
     )
     func heldBackBytesPauseThePartition() async throws {

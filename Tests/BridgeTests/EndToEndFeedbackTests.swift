@@ -96,4 +96,72 @@ struct EndToEndFeedbackTests {
                 !output.contains(dead[0]) && !output.contains(onlyFeedback.deviceToken), "tokens are logged shortened")
         }
     }
+
+    @Test(
+        "renewing a binary app's certificate in place: the feedback poller's next polls present the new one, and what the service reports then is published"
+    )
+    func certificateRenewalReachesThePoller() async throws {
+        try await withEndToEnd { world in
+            let dead = EndToEnd.token(0xDEAD)
+            var behaviour = BinaryGatewayBehaviour()
+            behaviour.unregisteredTokens = [dead]
+            let (gateway, feedback) = try await world.tls.startBinarySimulator(behaviour)
+            defer {
+                Task {
+                    await feedback.close()
+                    await gateway.close()
+                }
+            }
+            // The certificate and key files a Secret mounts, replaced in place at the renewal.
+            let certificateFile = world.directory.appendingPathComponent("legacy.pem").path
+            let keyFile = world.directory.appendingPathComponent("legacy-key.pem").path
+            try FileManager.default.copyItem(atPath: world.tls.clientCertificatePath, toPath: certificateFile)
+            try FileManager.default.copyItem(atPath: world.tls.clientKeyPath, toPath: keyFile)
+            let old = try TestTLS.simulatorFingerprint(ofCertificateAt: certificateFile)
+            let feedbackSection = #"feedback: { endpoint: "127.0.0.1:\#(feedback.port)", interval: 1s, timeout: 5s }"#
+            let path = try world.binaryConfiguration(
+                gatewayPort: gateway.port, binary: "{ quiet_window: 500ms, \(feedbackSection) }", logLevel: "info")
+            let yaml = try String(contentsOfFile: path, encoding: .utf8)
+                .replacingOccurrences(of: world.tls.clientCertificatePath, with: certificateFile)
+                .replacingOccurrences(of: world.tls.clientKeyPath, with: keyFile)
+            try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
+            let log = world.directory.appendingPathComponent("renewal.log")
+            let bridge = try BridgeProcess.start(configurationPath: path, log: log)
+            defer { bridge.kill(signal: SIGKILL) }
+            func polls(_ fingerprint: String) -> Int {
+                feedback.statistics.connectionsByClientCertificate[fingerprint, default: 0]
+            }
+            try await waitUntilAsync(timeout: .seconds(60)) { polls(old) >= 2 }
+
+            let renewed = try world.tls.issueClientCertificate(commonName: "legacy-2027")
+            let new = try TestTLS.simulatorFingerprint(ofCertificateAt: renewed.certificatePath)
+            guard rename(renewed.keyPath, keyFile) == 0, rename(renewed.certificatePath, certificateFile) == 0 else {
+                Issue.record("the renewed files could not be renamed into place")
+                return
+            }
+            let logged = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+            try await waitUntilAsync(timeout: .seconds(60)) { logged().contains("reload.feedback=apps.legacy") }
+            // The new poller polls at once and then every second; the old one stopped after its poll in progress.
+            try await waitUntilAsync(timeout: .seconds(60)) { polls(new) >= 2 }
+            let oldPolls = polls(old)
+
+            // A token the gateway refuses now reaches the feedback service, and the new poller publishes it.
+            try await world.produce([EndToEnd.alert([dead])])
+            let results = try await world.results(timeout: .seconds(60)) { results in
+                results.invalidTokens.contains {
+                    $0["schema"] == "pushbridge.invalid-token.v2" && $0["device_token"] == dead
+                }
+            }
+            try await waitUntilAsync(timeout: .seconds(60)) { polls(new) >= 4 }
+            bridge.kill(signal: SIGTERM)
+            let status = await bridge.waitForExit()
+            let output = logged()
+            #expect(status == 0, "\(output)")
+            #expect(polls(old) == oldPolls, "the replaced poller polled again")
+            #expect(feedback.statistics.connectionsByClientCertificate.keys.sorted() == [old, new].sorted())
+            #expect(results.outcomes.map(\.status) == ["rejected"])
+            #expect(output.components(separatedBy: "Configuration reloaded").count == 2, "one reload")
+            #expect(!output.contains("Polling the feedback service failed"))
+        }
+    }
 }

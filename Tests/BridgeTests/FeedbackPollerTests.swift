@@ -130,7 +130,8 @@ struct FeedbackPollerTests {
     func runThenShutDown(_ poller: FeedbackPoller, until: @escaping @Sendable () -> Bool) async throws -> Duration {
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: poller)], gracefulShutdownSignals: [], cancellationSignals: [],
+                services: [.init(service: FeedbackPollers([poller]))], gracefulShutdownSignals: [],
+                cancellationSignals: [],
                 logger: quietLogger()))
         let run = Task { try await group.run() }
         try await waitUntil(timeout: .seconds(30), until)

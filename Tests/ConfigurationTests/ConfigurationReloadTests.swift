@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import Routing
 import Testing
 
 #if canImport(Glibc)
@@ -248,7 +249,9 @@ import Testing
             change.restartOnly.map(\.key) == ["kafka.bootstrap_servers", "kafka.group_id", "kafka.max_in_flight"])
     }
 
-    @Test("lanes are restart-only; a route moving to another lane applies live")
+    @Test(
+        "lanes' shares apply live, adding or removing a lane only at a restart; a route moving to another lane applies live"
+    )
     func lanes() throws {
         let withLanes = { (share: Int, lane: String) in
             { (yaml: String) in
@@ -262,7 +265,22 @@ import Testing
         }
         let old = try self.files.load(withLanes(5, "urgent")(minimalYAML), checksFiles: false).configuration
         let resized = try self.files.load(withLanes(6, "urgent")(minimalYAML), checksFiles: false).configuration
-        #expect(ConfigurationChange(from: old, to: resized).restartOnly.map(\.key) == ["lanes"])
+        let reshared = ConfigurationChange(from: old, to: resized)
+        #expect(reshared.restartOnly.isEmpty && reshared.live == ["lanes"] && !reshared.changesSenders)
+        #expect(resized.laneBudgets.map(\.maxInFlight) == [old.laneBudgets[0].maxInFlight - 1, 6, 10])
+        let oneLane = try self.files.load(
+            minimalYAML.replacingOccurrences(of: "routes:\n", with: "lanes:\n  urgent: { max_in_flight: 5 }\nroutes:\n")
+                .replacingOccurrences(
+                    of: "    input_topic: greetings\n", with: "    input_topic: greetings\n    lane: urgent\n"),
+            checksFiles: false
+        ).configuration
+        #expect(
+            ConfigurationChange(from: old, to: oneLane).restartOnly.map(\.description) == [
+                "lanes (lanes removed: bulk)"
+            ])
+        #expect(
+            ConfigurationChange(from: try self.files.load(minimalYAML, checksFiles: false).configuration, to: oneLane)
+                .restartOnly.map(\.description) == ["lanes (new lanes: urgent)"])
         let moved = try self.files.load(withLanes(5, "bulk")(minimalYAML), checksFiles: false).configuration
         let change = ConfigurationChange(from: old, to: moved)
         #expect(change.restartOnly.isEmpty && !change.changesSenders)
@@ -305,7 +323,7 @@ import Testing
             ])
     }
 
-    @Test("a binary app's feedback poller settings are restart-only, naming the app")
+    @Test("a binary app's feedback poller settings apply live, naming the app; so does its records' topic")
     func feedbackApp() throws {
         let app = """
             apps:
@@ -324,9 +342,23 @@ import Testing
             checksFiles: false
         ).configuration
         let change = ConfigurationChange(from: old, to: new)
-        #expect(change.restartOnly.map(\.key) == ["apps.legacy"])
+        #expect(change.restartOnly.isEmpty)
+        #expect(change.feedback == ["apps.legacy"])
         let added = ConfigurationChange(
             from: try self.files.load(minimalYAML, checksFiles: false).configuration, to: new)
-        #expect(added.restartOnly.map(\.description) == ["apps.legacy (the feedback service is now polled)"])
+        #expect(added.restartOnly.isEmpty)
+        #expect(added.feedback == ["apps.legacy"])
+        let removed = ConfigurationChange(
+            from: new, to: try self.files.load(minimalYAML, checksFiles: false).configuration)
+        #expect(removed.feedback == ["apps.legacy"])
+        #expect(ConfigurationChange(from: new, to: new).feedback.isEmpty)
+        let otherTopic = try self.files.load(
+            minimalYAML.replacingOccurrences(
+                of: "routes:",
+                with: app.replacingOccurrences(of: "INTERVAL", with: "2h").replacingOccurrences(
+                    of: "com.example.app", with: "com.example.other")),
+            checksFiles: false
+        ).configuration
+        #expect(ConfigurationChange(from: new, to: otherTopic).feedback == ["apps.legacy"])
     }
 }
