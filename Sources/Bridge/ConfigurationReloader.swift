@@ -224,12 +224,13 @@ package final class ConfigurationReloader: Service, Sendable {
                     metadata)
             }
         }
+        // The lanes first: the new routes may name a new lane.
+        if change.live.contains("lanes") { self.pipeline.reloadLanes(loaded.configuration.laneBudgets) }
         let retry = loaded.configuration.apns.retry
         self.pipeline.reload(
             Pipeline.LiveSettings(
                 mapper: RouterMapper(router: loaded.router), maxAttempts: retry.maxAttempts,
                 retryBackoff: Backoff(initial: retry.initialBackoff, maximum: retry.maxBackoff)))
-        if change.live.contains("lanes") { self.pipeline.reloadLanes(loaded.configuration.laneBudgets) }
         if let newSender, let sender = self.sender {
             await sender.replace(with: newSender)
             self.metrics.credentialsLoaded(

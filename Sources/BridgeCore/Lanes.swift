@@ -49,9 +49,18 @@ extension Lane {
     private static func heldBackBound(of budget: LaneSpec) -> Int { max(1 << 20, budget.maxInFlightBytes / 2) }
 }
 
-/// The lanes of a pipeline with `lanes:`.
-struct Lanes: Sendable {
-    let all: [Lane]
+/// The lanes of a pipeline with `lanes:`. A reload may change their shares, add lanes and take lanes away
+/// (``reload(_:source:metrics:)``); the default lane stays.
+final class Lanes: Sendable {
+    private struct State {
+        /// The lanes in force, in the configuration's order.
+        var current: [Lane]
+        /// Lanes a reload took away while they still had work in flight: their pieces release room into them, and a
+        /// drain waits for them too.
+        var retired: [Lane] = []
+    }
+
+    private let state: Mutex<State>
     /// The lane of routes without `lane:`: the one named `default` (the first, when none is).
     let fallback: Lane
 
@@ -59,23 +68,50 @@ struct Lanes: Sendable {
     init?(_ budgets: [LaneSpec], source: any EventSource, metrics: BridgeMetrics) {
         let all = budgets.map { Lane($0, source: source, metrics: metrics) }
         guard let first = all.first else { return nil }
-        self.all = all
+        self.state = Mutex(State(current: all))
         self.fallback = all.first { $0.name == LaneSpec.defaultName } ?? first
     }
 
-    /// The lane of a route's `lane:` (`nil`: the default lane). A name no lane has (a mapper newer than the lanes)
-    /// falls back to the default lane.
+    /// The lanes in force, in the configuration's order.
+    var all: [Lane] { self.state.withLock { $0.current } }
+
+    /// The lanes in force and those taken away that may still have work: what a drain waits for.
+    var withRetired: [Lane] { self.state.withLock { $0.current + $0.retired } }
+
+    /// The lane of a route's `lane:` (`nil`: the default lane). A name no lane has (a mapper older than a reload
+    /// that took its lane away) falls back to the default lane.
     func lane(named name: String?) -> Lane {
         guard let name else { return self.fallback }
-        return self.all.first { $0.name == name } ?? self.fallback
+        return self.state.withLock { state in state.current.first { $0.name == name } } ?? self.fallback
     }
 
     /// What the lanes hold together.
     var inFlight: (count: Int, bytes: Int) {
-        self.all.reduce(into: (count: 0, bytes: 0)) { total, lane in
+        self.withRetired.reduce(into: (count: 0, bytes: 0)) { total, lane in
             let levels = lane.flow.inFlight
             total.count += levels.count
             total.bytes += levels.bytes
+        }
+    }
+
+    /// Makes `budgets` (``LaneSpec/all(_:maxInFlight:maxInFlightBytes:)``, the default lane's among them) the lanes in
+    /// force: a lane of the same name takes its new shares (``Lane/apply(_:)``), a new name makes a new lane, and a
+    /// lane no budget names is taken away: routes that still name it go to the default lane, and what it has in
+    /// flight finishes in it.
+    func reload(_ budgets: [LaneSpec], source: any EventSource, metrics: BridgeMetrics) {
+        self.state.withLock { state in
+            let known = state.current + state.retired
+            let next = budgets.map { budget in
+                guard let lane = known.first(where: { $0.name == budget.name }) else {
+                    return Lane(budget, source: source, metrics: metrics)
+                }
+                lane.apply(budget)
+                return lane
+            }
+            state.retired = known.filter { lane in
+                !next.contains { $0 === lane } && !lane.flow.flow.isEmpty
+            }
+            state.current = next
         }
     }
 }
@@ -166,7 +202,7 @@ extension Pipeline {
     func waitUntilEmpty(timeout: Duration) async -> Bool {
         guard let lanes = self.lanes else { return await self.flow.waitUntilEmpty(timeout: timeout) }
         let deadline = ContinuousClock.now + timeout
-        for lane in lanes.all {
+        for lane in lanes.withRetired {
             guard await lane.flow.waitUntilEmpty(timeout: deadline - .now) else { return false }
         }
         return true
@@ -175,7 +211,7 @@ extension Pipeline {
     /// Ends every wait for room, the lanes' included, now and from now on: shutdown began.
     func stopWaitingForRoom() {
         self.flow.stopWaiting()
-        for lane in self.lanes?.all ?? [] { lane.flow.stopWaiting() }
+        for lane in self.lanes?.withRetired ?? [] { lane.flow.stopWaiting() }
     }
 
     /// The lanes' names, in the configuration's order; `["default"]` without lanes.
@@ -185,7 +221,9 @@ extension Pipeline {
 
     /// How many partitions are held back waiting for room in each lane (`pushbridge_lane_held_back_partitions`).
     package func heldBackPartitionsByLane() -> [String: Int] {
-        var counts = [String: Int](uniqueKeysWithValues: self.laneNames.map { ($0, 0) })
+        // A lane a reload took away is reported too while it may still hold partitions back, so its gauge falls to 0.
+        let names = self.lanes?.withRetired.map(\.name) ?? [LaneSpec.defaultName]
+        var counts = [String: Int](names.map { ($0, 0) }) { first, _ in first }
         self.parking.read { parking in
             for held in parking.partitions.values where held.rest != nil || held.starting != nil {
                 if let lane = held.lane { counts[lane.name, default: 0] += 1 }

@@ -34,14 +34,12 @@ extension Pipeline {
         self.live.withLock { $0 = settings }
     }
 
-    /// Gives each lane the shares and `expedite` of its budget in `budgets` (by name; ``LaneSpec/all(_:maxInFlight:maxInFlightBytes:)``).
-    /// A lane with more room hands it out to what waits for it at once; one with less takes nothing new until what
-    /// it has in flight fits. Lanes are not added or removed while the pipeline runs: a budget of no lane, and a lane
-    /// without a budget, are left as they are.
+    /// Makes `budgets` the lanes in force (by name; ``LaneSpec/all(_:maxInFlight:maxInFlightBytes:)``): a lane with
+    /// more room hands it out to what waits for it at once; one with less takes nothing new until what it has in
+    /// flight fits; a new name is a new lane, and a lane no budget names is taken away once its work finished (routes
+    /// that still name it go to the default lane). Without lanes nothing changes: the pipeline's one line and its
+    /// code path are made at start.
     package func reloadLanes(_ budgets: [LaneSpec]) {
-        guard let lanes = self.lanes else { return }
-        for budget in budgets {
-            lanes.all.first { $0.name == budget.name }?.apply(budget)
-        }
+        self.lanes?.reload(budgets, source: self.source, metrics: self.metrics)
     }
 }

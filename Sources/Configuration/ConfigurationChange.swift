@@ -4,9 +4,9 @@ import Routing
 /// applies only at a restart (docs/configuration.md, "Reloading").
 ///
 /// Live: routes and templates (as long as they consume the same input topics), the `apns` block and `apps` with their
-/// credentials and connection settings, `apns.retry`, the lanes' shares, and binary apps' feedback pollers. Restart-only: everything else
-/// — the Kafka clients and the consumer group, which lanes there are, the set of input topics, the result topics, `admin`,
-/// `logging`, `shutdown`.
+/// credentials and connection settings, `apns.retry`, the lanes, and binary apps' feedback pollers. Restart-only:
+/// everything else — the Kafka clients and the consumer group, lanes where there were none (or none any more), the
+/// set of input topics, the result topics, `admin`, `logging`, `shutdown`.
 package struct ConfigurationChange: Sendable, Hashable {
     /// A key that changed and applies only at a restart.
     package struct RestartOnlyKey: Sendable, Hashable, CustomStringConvertible {
@@ -27,7 +27,7 @@ package struct ConfigurationChange: Sendable, Hashable {
     /// Keys that changed and apply only at a restart, roughly in file order. A reload with any is refused.
     package var restartOnly: [RestartOnlyKey]
     /// Blocks that changed and apply live: `apns`, `apps.NAME` (added, removed or changed), `apns.retry`, `lanes`
-    /// (the lanes' shares and `expedite`).
+    /// (lanes added or removed, their shares and `expedite`).
     package var live: [String]
 
     /// Binary apps whose feedback poller changed (`apns` or `apps.NAME`): the service is now polled, no longer polled,
@@ -56,17 +56,13 @@ package struct ConfigurationChange: Sendable, Hashable {
         compare("kafka.max_in_flight") { $0.kafka.maxInFlightNotifications }
         compare("kafka.max_waiting_per_key") { $0.kafka.maxWaitingPerKey }
         compare("kafka.max_in_flight_bytes") { $0.kafka.maxInFlightBytes }
-        // Each lane is a flow controller of the pipeline, made at start: its shares and `expedite` change live (and a
-        // route may move to another lane), but which lanes there are only at a restart.
-        let lanesBefore = Set(old.lanes.map(\.name))
-        let lanesAfter = Set(new.lanes.map(\.name))
-        if lanesBefore != lanesAfter {
-            var detail: [String] = []
-            let added = lanesAfter.subtracting(lanesBefore).sorted()
-            let removed = lanesBefore.subtracting(lanesAfter).sorted()
-            if !added.isEmpty { detail.append("new lanes: \(added.joined(separator: ", "))") }
-            if !removed.isEmpty { detail.append("lanes removed: \(removed.joined(separator: ", "))") }
-            restartOnly.append(RestartOnlyKey("lanes", detail: detail.joined(separator: "; ")))
+        // Each lane is a bound of the pipeline: its shares, `expedite` and which lanes there are change live (and a
+        // route may move to another lane), but whether there are lanes at all (the pipeline's path) only at a restart.
+        let lanesChangePath = old.lanes.isEmpty != new.lanes.isEmpty
+        if lanesChangePath {
+            restartOnly.append(
+                RestartOnlyKey("lanes", detail: new.lanes.isEmpty ? "no lanes any more" : "lanes where there were none")
+            )
         }
         // Names only: a property's value may be a secret (sasl.password).
         for (section, properties) in [
@@ -130,7 +126,7 @@ package struct ConfigurationChange: Sendable, Hashable {
             live.append("apps.\(name)")
         }
         if old.apns.retry != new.apns.retry { live.append("apns.retry") }
-        if lanesBefore == lanesAfter, old.laneBudgets != new.laneBudgets { live.append("lanes") }
+        if !lanesChangePath, old.laneBudgets != new.laneBudgets { live.append("lanes") }
         self.restartOnly = restartOnly
         self.live = live
     }

@@ -115,6 +115,47 @@ struct PipelineLaneTests {
     }
 
     @Test(
+        "a reload adds a lane, and takes one away: its work in flight finishes in it, and its routes go to the default lane"
+    )
+    func reloadedLaneSet() async throws {
+        let sender = GatedSender { $0.hasPrefix("u") }
+        let harness = Harness(
+            events: Self.backlogThenTrickle, configuration: PipelineConfiguration(maxInFlight: 15, lanes: Self.lanes),
+            mapper: LaneMapper { $0.partition == Self.urgentPartition ? ["urgent"] : [nil] }, sender: sender)
+        let run = Task { try await harness.pipeline.run() }
+        try await waitUntil {
+            harness.source.committed[Self.bulkPartition] == 50 && harness.pipeline.inFlight(lane: "urgent")?.count == 5
+        }
+        let urgent = try #require(harness.pipeline.lanes?.lane(named: "urgent"))
+
+        harness.pipeline.reloadLanes([
+            LaneSpec(name: "default", maxInFlight: 10, maxInFlightBytes: 1 << 20),
+            LaneSpec(name: "campaign", maxInFlight: 3, maxInFlightBytes: 1 << 20),
+        ])
+        #expect(harness.pipeline.laneNames == ["default", "campaign"])
+        #expect(harness.pipeline.lanes?.lane(named: "campaign").flow.flow.limits.count == 3)
+        #expect(harness.pipeline.readiness(lane: "campaign")?.isReady == true)
+        #expect(harness.pipeline.lanes?.lane(named: "urgent") === harness.pipeline.lanes?.fallback)
+        // Taken away, its five notifications still count, and a drain waits for them.
+        #expect(harness.pipeline.inFlight == 5)
+        #expect(await harness.pipeline.waitUntilEmpty(timeout: .milliseconds(50)) == false)
+        sender.open()
+        try await waitUntil { harness.source.committed[Self.urgentPartition] == 5 && harness.pipeline.inFlight == 0 }
+        #expect(urgent.flow.inFlight.count == 0)
+        #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 55)
+
+        // Named again, it is the same lane, with its new share.
+        harness.pipeline.reloadLanes([
+            LaneSpec(name: "default", maxInFlight: 10, maxInFlightBytes: 1 << 20),
+            LaneSpec(name: "urgent", maxInFlight: 7, maxInFlightBytes: 1 << 20),
+        ])
+        #expect(harness.pipeline.lanes?.lane(named: "urgent") === urgent)
+        #expect(urgent.flow.flow.limits.count == 7)
+        harness.source.finish()
+        try await run.value
+    }
+
+    @Test(
         "a full lane's held-back events past half its bytes pause their partition at the source until they are taken"
     )
     func heldBackBytesPauseThePartition() async throws {

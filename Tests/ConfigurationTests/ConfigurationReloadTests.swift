@@ -250,7 +250,7 @@ import Testing
     }
 
     @Test(
-        "lanes' shares apply live, adding or removing a lane only at a restart; a route moving to another lane applies live"
+        "lanes' shares, lanes added and removed, and a route moving to another lane apply live; lanes turned on or off only at a restart"
     )
     func lanes() throws {
         let withLanes = { (share: Int, lane: String) in
@@ -274,13 +274,18 @@ import Testing
                     of: "    input_topic: greetings\n", with: "    input_topic: greetings\n    lane: urgent\n"),
             checksFiles: false
         ).configuration
+        let removed = ConfigurationChange(from: old, to: oneLane)
+        #expect(removed.restartOnly.isEmpty && removed.live == ["lanes"])
+        #expect(ConfigurationChange(from: oneLane, to: old).live == ["lanes"])
+        let noLanes = try self.files.load(minimalYAML, checksFiles: false).configuration
         #expect(
-            ConfigurationChange(from: old, to: oneLane).restartOnly.map(\.description) == [
-                "lanes (lanes removed: bulk)"
+            ConfigurationChange(from: noLanes, to: oneLane).restartOnly.map(\.description) == [
+                "lanes (lanes where there were none)"
             ])
         #expect(
-            ConfigurationChange(from: try self.files.load(minimalYAML, checksFiles: false).configuration, to: oneLane)
-                .restartOnly.map(\.description) == ["lanes (new lanes: urgent)"])
+            ConfigurationChange(from: oneLane, to: noLanes).restartOnly.map(\.description) == [
+                "lanes (no lanes any more)"
+            ])
         let moved = try self.files.load(withLanes(5, "bulk")(minimalYAML), checksFiles: false).configuration
         let change = ConfigurationChange(from: old, to: moved)
         #expect(change.restartOnly.isEmpty && !change.changesSenders)
