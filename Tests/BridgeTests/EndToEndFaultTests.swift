@@ -157,13 +157,17 @@ struct BridgeProcess: Sendable {
     let process: Process
 
     static func start(configurationPath: String, log: URL) throws -> BridgeProcess {
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        return try self.start(configurationPath: configurationPath, output: try FileHandle(forWritingTo: log))
+    }
+
+    /// `pushbridge run --config configurationPath` with its standard output and error on `output`.
+    static func start(configurationPath: String, output: FileHandle) throws -> BridgeProcess {
         let process = Process()
         process.executableURL = RepositoryPaths.root.appendingPathComponent(".build/debug/pushbridge")
         process.arguments = ["run", "--config", configurationPath]
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
+        process.standardOutput = output
+        process.standardError = output
         try process.run()
         return BridgeProcess(process: process)
     }

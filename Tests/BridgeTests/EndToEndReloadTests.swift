@@ -283,13 +283,8 @@ extension EndToEndReloadTests {
             let path = try world.configuration(
                 logLevel: "info", adminListen: "127.0.0.1:\(port)", name: "sighup-start")
             let output = try FullPipe()
-            let process = Process()
-            process.executableURL = RepositoryPaths.root.appendingPathComponent(".build/debug/pushbridge")
-            process.arguments = ["run", "--config", path]
-            process.standardOutput = output.writer
-            process.standardError = output.writer
-            try process.run()
-            let bridge = BridgeProcess(process: process)
+            let bridge = try BridgeProcess.start(configurationPath: path, output: output.writer)
+            let process = bridge.process
             try? output.closeWriter()
             defer { if process.isRunning { bridge.kill(signal: SIGKILL) } }
 
