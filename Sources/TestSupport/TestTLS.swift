@@ -34,34 +34,10 @@ package struct TestTLS: Sendable {
             .appendingPathComponent("pushbridge-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
 
-        let now = Date()
-        let notBefore = now.addingTimeInterval(-3600)
-        // 29 days: clearly inside `pushbridge doctor`'s 30-day expiry warning, never on its edge.
-        let notAfter = now.addingTimeInterval(29 * 24 * 3600)
         let caKey = P256.Signing.PrivateKey()
         let caName = try DistinguishedName { CommonName("\(name) CA") }
-
-        /// A certificate for `key` named `subject`, signed by the CA.
-        func issue(_ subject: DistinguishedName, key: P256.Signing.PrivateKey, extensions: Certificate.Extensions)
-            throws -> Certificate
-        {
-            try Certificate(
-                version: .v3,
-                serialNumber: Certificate.SerialNumber(),
-                publicKey: .init(key.publicKey),
-                notValidBefore: notBefore,
-                notValidAfter: notAfter,
-                issuer: caName,
-                subject: subject,
-                signatureAlgorithm: .ecdsaWithSHA256,
-                extensions: extensions,
-                issuerPrivateKey: .init(caKey)
-            )
-        }
-
-        let ca = try issue(
-            caName,
-            key: caKey,
+        let ca = try Self.issue(
+            caName, key: caKey, issuer: caName, issuerKey: caKey,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
                 Critical(KeyUsage(keyCertSign: true, cRLSign: true))
@@ -72,17 +48,10 @@ package struct TestTLS: Sendable {
             -> (Certificate, P256.Signing.PrivateKey)
         {
             let key = P256.Signing.PrivateKey()
-            let certificate = try issue(
-                try DistinguishedName { CommonName(commonName) },
-                key: key,
-                extensions: try Certificate.Extensions {
-                    Critical(BasicConstraints.notCertificateAuthority)
-                    Critical(KeyUsage(digitalSignature: true))
-                    try ExtendedKeyUsage([usage])
-                    SubjectAlternativeNames(names)
-                }
+            return (
+                try Self.issueLeaf(commonName, key: key, usage: usage, names: names, issuer: caName, issuerKey: caKey),
+                key
             )
-            return (certificate, key)
         }
 
         let (server, serverKey) = try leaf(
@@ -109,6 +78,42 @@ package struct TestTLS: Sendable {
         )
     }
 
+    /// A certificate for `key` named `subject`, signed by `issuerKey` as `issuer`: valid from an hour ago for 29 days,
+    /// clearly inside `pushbridge doctor`'s 30-day expiry warning, never on its edge.
+    private static func issue(
+        _ subject: DistinguishedName, key: P256.Signing.PrivateKey, issuer: DistinguishedName,
+        issuerKey: P256.Signing.PrivateKey, extensions: Certificate.Extensions
+    ) throws -> Certificate {
+        let now = Date()
+        return try Certificate(
+            version: .v3,
+            serialNumber: Certificate.SerialNumber(),
+            publicKey: .init(key.publicKey),
+            notValidBefore: now.addingTimeInterval(-3600),
+            notValidAfter: now.addingTimeInterval(29 * 24 * 3600),
+            issuer: issuer,
+            subject: subject,
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: extensions,
+            issuerPrivateKey: .init(issuerKey)
+        )
+    }
+
+    /// A server or client certificate named `commonName` for `names`, signed by `issuerKey` as `issuer`.
+    private static func issueLeaf(
+        _ commonName: String, key: P256.Signing.PrivateKey, usage: ExtendedKeyUsage.Usage, names: [GeneralName],
+        issuer: DistinguishedName, issuerKey: P256.Signing.PrivateKey
+    ) throws -> Certificate {
+        try Self.issue(
+            try DistinguishedName { CommonName(commonName) }, key: key, issuer: issuer, issuerKey: issuerKey,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([usage])
+                SubjectAlternativeNames(names)
+            })
+    }
+
     /// Issues another client certificate from this material's CA (a renewal, as Apple issues a new certificate for
     /// the same app), with a new key; writes `<commonName>.pem` and `<commonName>-key.pem` to ``directory`` and
     /// returns their paths.
@@ -117,24 +122,9 @@ package struct TestTLS: Sendable {
         let caKey = try P256.Signing.PrivateKey(
             pemRepresentation: try String(contentsOfFile: self.caKeyPath, encoding: .utf8))
         let key = P256.Signing.PrivateKey()
-        let now = Date()
-        let certificate = try Certificate(
-            version: .v3,
-            serialNumber: Certificate.SerialNumber(),
-            publicKey: .init(key.publicKey),
-            notValidBefore: now.addingTimeInterval(-3600),
-            notValidAfter: now.addingTimeInterval(29 * 24 * 3600),
-            issuer: ca.subject,
-            subject: try DistinguishedName { CommonName(commonName) },
-            signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions {
-                Critical(BasicConstraints.notCertificateAuthority)
-                Critical(KeyUsage(digitalSignature: true))
-                try ExtendedKeyUsage([.clientAuth])
-                SubjectAlternativeNames([.dnsName(commonName)])
-            },
-            issuerPrivateKey: .init(caKey)
-        )
+        let certificate = try Self.issueLeaf(
+            commonName, key: key, usage: .clientAuth, names: [.dnsName(commonName)], issuer: ca.subject,
+            issuerKey: caKey)
         let certificatePath = self.directory.appendingPathComponent("\(commonName).pem").path
         let keyPath = self.directory.appendingPathComponent("\(commonName)-key.pem").path
         try Data(try certificate.serializeAsPEM().pemString.utf8).write(to: URL(fileURLWithPath: certificatePath))

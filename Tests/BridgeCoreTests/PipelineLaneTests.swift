@@ -38,6 +38,13 @@ struct PipelineLaneTests {
             + (0..<5).map { Self.event(Self.urgentPartition, offset: Int64($0), tokens: ["u\($0)"]) }
     }
 
+    /// ``backlogThenTrickle`` through ``lanes`` (the urgent partition's events in `urgent`) to `sender`.
+    fileprivate static func backlogThenTrickle(to sender: GatedSender) -> Harness {
+        Harness(
+            events: Self.backlogThenTrickle, configuration: PipelineConfiguration(maxInFlight: 15, lanes: Self.lanes),
+            mapper: LaneMapper { $0.partition == Self.urgentPartition ? ["urgent"] : [nil] }, sender: sender)
+    }
+
     @Test(
         "a full lane holds back only its own partitions: urgent events are delivered while the bulk lane is full and stuck",
         arguments: [true, false])
@@ -83,9 +90,7 @@ struct PipelineLaneTests {
     )
     func reloadedShares() async throws {
         let sender = GatedSender { $0.hasPrefix("b") }
-        let harness = Harness(
-            events: Self.backlogThenTrickle, configuration: PipelineConfiguration(maxInFlight: 15, lanes: Self.lanes),
-            mapper: LaneMapper { $0.partition == Self.urgentPartition ? ["urgent"] : [nil] }, sender: sender)
+        let harness = Self.backlogThenTrickle(to: sender)
         let run = Task { try await harness.pipeline.run() }
         try await waitUntil {
             harness.source.committed[Self.urgentPartition] == 5
@@ -119,9 +124,7 @@ struct PipelineLaneTests {
     )
     func reloadedLaneSet() async throws {
         let sender = GatedSender { $0.hasPrefix("u") }
-        let harness = Harness(
-            events: Self.backlogThenTrickle, configuration: PipelineConfiguration(maxInFlight: 15, lanes: Self.lanes),
-            mapper: LaneMapper { $0.partition == Self.urgentPartition ? ["urgent"] : [nil] }, sender: sender)
+        let harness = Self.backlogThenTrickle(to: sender)
         let run = Task { try await harness.pipeline.run() }
         try await waitUntil {
             harness.source.committed[Self.bulkPartition] == 50 && harness.pipeline.inFlight(lane: "urgent")?.count == 5
@@ -255,9 +258,7 @@ struct PipelineLaneTests {
     )
     func readinessPerLane() async throws {
         let sender = GatedSender { $0.hasPrefix("b") }
-        let harness = Harness(
-            events: Self.backlogThenTrickle, configuration: PipelineConfiguration(maxInFlight: 15, lanes: Self.lanes),
-            mapper: LaneMapper { $0.partition == Self.urgentPartition ? ["urgent"] : [nil] }, sender: sender)
+        let harness = Self.backlogThenTrickle(to: sender)
         let run = Task { try await harness.pipeline.run() }
         try await waitUntil { harness.pipeline.readiness(lane: "default")?.isReady == false }
         let reason = harness.pipeline.readiness(lane: "default")?.reason ?? ""

@@ -20,16 +20,8 @@ struct EndToEndReloadTests {
         scenario.latency = .milliseconds(5)
         try await withEndToEnd(scenario: scenario) { world in
             let running = try await RunningBridge.start(world, name: "rotation")
-            let produced = ProducedCount()
-            // Events flow for the whole test: 10 every 100 ms, each to a device of its own.
-            let flow = Task {
-                while !produced.stopped {
-                    let numbers = produced.count..<(produced.count + 10)
-                    try await world.produce(numbers.map { EndToEnd.alert([EndToEnd.token($0)]) })
-                    produced.add(numbers.count)
-                    try await Task.sleep(for: .milliseconds(100))
-                }
-            }
+            // Events flow for the whole test.
+            let produced = ProducedCount.flowing(into: world)
             defer { produced.stop() }
             try await waitUntil { world.simulator.statistics.byStatus[200, default: 0] >= 50 }
 
@@ -51,18 +43,14 @@ struct EndToEndReloadTests {
             world.simulator.revoke(keyID: EndToEnd.keyID)
             let atRevocation = produced.count
             try await waitUntil { produced.count >= atRevocation + 100 }
-            produced.stop()
-            try await flow.value
-            let total = produced.count
+            let total = try await produced.finish()
 
             let results = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= total }
             #expect(try await running.reloads("applied") == 1)
             // Before the stop, whose revocation is the member leaving the group.
             let logs = try running.logs()
             try await running.stop()
-            #expect(results.outcomes.count == total, "outcomes lost or repeated")
-            #expect(Set(results.outcomes.map(\.notificationID)).count == total)
-            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            results.expectEachDeliveredOnce(total)
             let statistics = world.simulator.statistics
             #expect(statistics.tokensDeliveredMoreThanOnce.isEmpty)
             #expect(statistics.byStatus[403] == nil, "APNs refused a provider token: \(statistics.byStatus)")
@@ -97,15 +85,7 @@ struct EndToEndReloadTests {
                 $0.replacingAuth(with: "{ type: certificate, cert_file: \(certificateFile), key_file: \(keyFile) }")
             }
             let old = try TestTLS.simulatorFingerprint(ofCertificateAt: certificateFile)
-            let produced = ProducedCount()
-            let flow = Task {
-                while !produced.stopped {
-                    let numbers = produced.count..<(produced.count + 10)
-                    try await world.produce(numbers.map { EndToEnd.alert([EndToEnd.token($0)]) })
-                    produced.add(numbers.count)
-                    try await Task.sleep(for: .milliseconds(100))
-                }
-            }
+            let produced = ProducedCount.flowing(into: world)
             defer { produced.stop() }
             try await waitUntil { world.simulator.statistics.byClientCertificate[old, default: 0] >= 50 }
 
@@ -121,17 +101,13 @@ struct EndToEndReloadTests {
             let oldRequests = world.simulator.statistics.byClientCertificate[old, default: 0]
             let atSwap = produced.count
             try await waitUntil { produced.count >= atSwap + 100 }
-            produced.stop()
-            try await flow.value
-            let total = produced.count
+            let total = try await produced.finish()
 
             let results = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= total }
             #expect(try await running.reloads("applied") == 1)
             let logs = try running.logs()
             try await running.stop()
-            #expect(results.outcomes.count == total, "outcomes lost or repeated")
-            #expect(Set(results.outcomes.map(\.notificationID)).count == total)
-            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            results.expectEachDeliveredOnce(total)
             let statistics = world.simulator.statistics
             #expect(statistics.byClientCertificate[old] == oldRequests, "a request presented the old certificate")
             // The events produced after the swap, but for the batch of 10 in progress then: its events may have gone
@@ -181,9 +157,7 @@ struct EndToEndReloadTests {
             let results = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= count }
             let logs = try running.logs()
             try await running.stop()
-            #expect(results.outcomes.count == count)
-            #expect(Set(results.outcomes.map(\.notificationID)).count == count)
-            #expect(results.outcomes.allSatisfy { $0.status == "delivered" })
+            results.expectEachDeliveredOnce(count)
             #expect(logs.count(of: "Partitions assigned") == running.assignmentsAtStart)
             #expect(!logs.contains("Partitions revoked"))
         }
@@ -445,10 +419,43 @@ private struct RunningBridge {
 /// How many events the producing task produced (Kafka acknowledged them), and whether it should stop.
 private final class ProducedCount: Sendable {
     private let state = Mutex((count: 0, stopped: false))
+    private let task = Mutex<Task<Void, any Error>?>(nil)
     func add(_ count: Int) { self.state.withLock { $0.count += count } }
     var count: Int { self.state.withLock { $0.count } }
     func stop() { self.state.withLock { $0.stopped = true } }
     var stopped: Bool { self.state.withLock { $0.stopped } }
+
+    /// Events flowing into `world`'s input topic until ``finish()``: 10 every 100 ms, each to a device of its own.
+    static func flowing(into world: EndToEnd) -> ProducedCount {
+        let produced = ProducedCount()
+        produced.task.withLock {
+            $0 = Task {
+                while !produced.stopped {
+                    let numbers = produced.count..<(produced.count + 10)
+                    try await world.produce(numbers.map { EndToEnd.alert([EndToEnd.token($0)]) })
+                    produced.add(numbers.count)
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+        }
+        return produced
+    }
+
+    /// Stops the flow; returns how many events it produced.
+    func finish() async throws -> Int {
+        self.stop()
+        try await self.task.withLock { $0 }?.value
+        return self.count
+    }
+}
+
+extension Results {
+    /// Every one of `total` events has exactly one outcome, and it is `delivered`.
+    fileprivate func expectEachDeliveredOnce(_ total: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(self.outcomes.count == total, "outcomes lost or repeated", sourceLocation: sourceLocation)
+        #expect(Set(self.outcomes.map(\.notificationID)).count == total, sourceLocation: sourceLocation)
+        #expect(self.outcomes.allSatisfy { $0.status == "delivered" }, sourceLocation: sourceLocation)
+    }
 }
 
 extension String {
