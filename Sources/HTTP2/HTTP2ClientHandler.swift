@@ -310,7 +310,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         }
     }
 
-    fileprivate func pingAcknowledged() {
+    func pingAcknowledged() {
         self.shared.pingsAcknowledged.add(1, ordering: .relaxed)
         self.pingTimeoutTimer?.cancel()
         self.pingTimeoutTimer = nil
@@ -319,7 +319,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     // MARK: nghttp2 events
 
-    fileprivate func settingsReceived() {
+    func settingsReceived() {
         guard let session = self.session else { return }
         let remote = nghttp2_session_get_remote_settings(session.pointer, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
         self.remoteMaxConcurrentStreams = Int(min(remote, UInt32(Int32.max)))
@@ -331,7 +331,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         self.publishCounts()
     }
 
-    fileprivate func goAwayReceived(_ goAway: HTTP2GoAway) {
+    func goAwayReceived(_ goAway: HTTP2GoAway) {
         let first = self.goAway == nil
         self.goAway = goAway
         self.shared.logger.log(
@@ -353,7 +353,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     /// Records one response header field; `false` when the response broke the header caps, which fails the
     /// request and tells nghttp2 to reset the stream and skip the rest of the block (it keeps decoding HPACK to
     /// stay in sync, but nothing more is kept).
-    fileprivate func responseHeader(
+    func responseHeader(
         streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>
     ) -> Bool {
         guard let pending = self.activeStream(streamID) else { return true }
@@ -420,7 +420,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         return pending.phase == .active ? pending : nil
     }
 
-    fileprivate func responseData(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
+    func responseData(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
         guard let pending = self.activeStream(streamID) else { return }
         let limit = self.shared.configuration.maxResponseBodyBytes
         guard pending.responseBody.count + bytes.count <= limit else {
@@ -431,7 +431,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         pending.responseBody.append(contentsOf: bytes)
     }
 
-    fileprivate func streamClosed(streamID: Int32, errorCode: HTTP2ErrorCode) {
+    func streamClosed(streamID: Int32, errorCode: HTTP2ErrorCode) {
         guard let pending = self.active.removeValue(forKey: streamID) else { return }
         guard pending.phase == .active else { return }
         if errorCode == .noError {
@@ -480,7 +480,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         }
     }
 
-    fileprivate func requestNotSent(streamID: Int32, reason: Int32) {
+    func requestNotSent(streamID: Int32, reason: Int32) {
         guard let pending = self.active.removeValue(forKey: streamID) else { return }
         pending.finish(
             .failure(
@@ -585,74 +585,9 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     /// nghttp2 sent GOAWAY by itself (a protocol error by the server): remembered for the close reason.
-    fileprivate func goAwaySent(errorCode: HTTP2ErrorCode) {
+    func goAwaySent(errorCode: HTTP2ErrorCode) {
         if errorCode != .noError, self.sentGoAwayError == nil {
             self.sentGoAwayError = errorCode
         }
-    }
-}
-
-// MARK: - nghttp2 callbacks (C functions; the handler comes back through user_data)
-
-private func clientHandler(_ userData: UnsafeMutableRawPointer?) -> HTTP2ClientHandler {
-    Unmanaged<HTTP2ClientHandler>.fromOpaque(userData!).takeUnretainedValue()
-}
-
-private func installClientCallbacks(_ callbacks: OpaquePointer) {
-    nghttp2_session_callbacks_set_on_header_callback(callbacks) {
-        _, frame, name, nameLength, value, valueLength, _, userData in
-        guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-        let accepted = clientHandler(userData).responseHeader(
-            streamID: frame.pointee.hd.stream_id,
-            name: UnsafeBufferPointer(start: name, count: nameLength),
-            value: UnsafeBufferPointer(start: value, count: valueLength)
-        )
-        // TEMPORAL_CALLBACK_FAILURE resets this stream only (RST_STREAM INTERNAL_ERROR); the connection lives on.
-        return accepted ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue
-    }
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) {
-        _, _, streamID, data, length, userData in
-        clientHandler(userData).responseData(streamID: streamID, UnsafeBufferPointer(start: data, count: length))
-        return 0
-    }
-    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, userData in
-        guard let frame else { return 0 }
-        let handler = clientHandler(userData)
-        let flags = frame.pointee.hd.flags
-        switch UInt32(frame.pointee.hd.type) {
-        case NGHTTP2_SETTINGS.rawValue where flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0:
-            handler.settingsReceived()
-        case NGHTTP2_GOAWAY.rawValue:
-            let goAway = frame.pointee.goaway
-            let debugData =
-                goAway.opaque_data_len > 0
-                ? Array(UnsafeBufferPointer(start: goAway.opaque_data, count: goAway.opaque_data_len)) : []
-            handler.goAwayReceived(
-                HTTP2GoAway(
-                    lastStreamID: goAway.last_stream_id,
-                    errorCode: HTTP2ErrorCode(goAway.error_code),
-                    debugData: debugData
-                )
-            )
-        case NGHTTP2_PING.rawValue where flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0:
-            handler.pingAcknowledged()
-        default:
-            break
-        }
-        return 0
-    }
-    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, errorCode, userData in
-        clientHandler(userData).streamClosed(streamID: streamID, errorCode: HTTP2ErrorCode(errorCode))
-        return 0
-    }
-    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, userData in
-        guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue) else { return 0 }
-        clientHandler(userData).goAwaySent(errorCode: HTTP2ErrorCode(frame.pointee.goaway.error_code))
-        return 0
-    }
-    nghttp2_session_callbacks_set_on_frame_not_send_callback(callbacks) { _, frame, reason, userData in
-        guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-        clientHandler(userData).requestNotSent(streamID: frame.pointee.hd.stream_id, reason: reason)
-        return 0
     }
 }
