@@ -28,6 +28,8 @@ package protocol KafkaRebalanceListener: Sendable {
 package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let context: ConsumerContext
+    /// Its blocking calls (commits, offset and watermark queries): on threads of its own.
+    private let calls = BlockingCalls(name: "kafka-cons-call")
     /// ``KafkaConsumerConfiguration/wakesFetchersOnResume``.
     private let wakesFetchersOnResume: Bool
     /// The consumed messages, in batches. Iterate from one task.
@@ -136,6 +138,7 @@ package final class KafkaConsumer: Sendable {
 
     deinit {
         self.context.closeRequested.store(true, ordering: .relaxed)
+        self.calls.stop()
     }
 
     /// Marks everything of `partition` before `nextOffset` finished: the next commit records `nextOffset`
@@ -288,7 +291,7 @@ package final class KafkaConsumer: Sendable {
         timeout: Duration
     ) async throws -> (low: Int64, high: Int64) {
         let client = self.client
-        return try await runOnDedicatedThread(name: "kafka-watermark") {
+        return try await self.calls.run {
             try client.withHandle { handle in
                 var low: Int64 = -1
                 var high: Int64 = -1
@@ -320,7 +323,7 @@ package final class KafkaConsumer: Sendable {
     {
         guard !partitions.isEmpty else { return [:] }
         let client = self.client
-        return try await runOnDedicatedThread(name: "kafka-latest") {
+        return try await self.calls.run {
             let list = RDKafkaPartitionList(capacity: partitions.count)
             for partition in partitions {
                 // ListOffsets by timestamp: "latest" is the timestamp -1, which is RD_KAFKA_OFFSET_END.
@@ -347,7 +350,7 @@ package final class KafkaConsumer: Sendable {
         timeout: Duration
     ) async throws -> [KafkaPartition: Int64] {
         let client = self.client
-        return try await runOnDedicatedThread(name: "kafka-committed") {
+        return try await self.calls.run {
             let list = RDKafkaPartitionList(partitions)
             return try client.withHandle { handle in
                 let error = rd_kafka_committed(handle, list.pointer, timeout.milliseconds)
@@ -369,7 +372,7 @@ package final class KafkaConsumer: Sendable {
     /// `socket.timeout.ms` (a minute by default).
     package func commit(timeout: Duration = .seconds(60)) async throws {
         let client = self.client
-        try await runOnDedicatedThread(name: "kafka-commit", timeout: timeout) {
+        try await self.calls.run(timeout: timeout) {
             try client.withHandle { handle in
                 let error = rd_kafka_commit(handle, nil, 0)
                 guard error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET else {
@@ -386,6 +389,8 @@ package final class KafkaConsumer: Sendable {
     /// to finish in the background.
     package func close() async {
         self.context.closeRequested.store(true, ordering: .relaxed)
+        // Its threads end once idle; a call made after the close still runs, on a thread of its own.
+        defer { self.calls.stop() }
         if await !self.context.closed.waitUntilSet(deadline: .now + self.context.closeTimeout) {
             self.context.logger.warning(
                 "Consumer close did not finish in time; librdkafka completes it in the background",

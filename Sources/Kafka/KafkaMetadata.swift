@@ -31,7 +31,10 @@ package struct KafkaMetadata: Sendable, Hashable {
         let timeoutMilliseconds = Int32(
             clamping: timeout.components.seconds * 1000
                 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        return try await runOnDedicatedThread(name: "kafka-metadata") {
+        // A client of its own for this one request, on a thread of its own.
+        let calls = BlockingCalls(name: "kafka-metadata", maximumThreads: 1)
+        defer { calls.stop() }
+        return try await calls.run {
             // The errors are only read for their cause: nothing is logged.
             var silent = Logger(label: "pushbridge.kafka.metadata")
             silent.logLevel = .critical

@@ -13,6 +13,8 @@ import Waiting
 package final class KafkaProducer: Sendable {
     private let client: RDKafkaClient
     private let context: ProducerContext
+    /// Its blocking calls (flushes, the close): on a thread of its own.
+    private let calls = BlockingCalls(name: "kafka-prod-call", maximumThreads: 2)
 
     /// Creates the producer and starts its delivery-report thread. Throws a ``KafkaError`` naming the
     /// property when librdkafka rejects the configuration.
@@ -58,6 +60,7 @@ package final class KafkaProducer: Sendable {
             self.context.destroyWhenStopped.store(true, ordering: .relaxed)
         }
         self.context.stopPolling.store(true, ordering: .relaxed)
+        self.calls.stop()
     }
 
     /// Messages sent but not yet delivered or failed.
@@ -268,7 +271,7 @@ package final class KafkaProducer: Sendable {
     /// `_TIMED_OUT` when some are still outstanding.
     package func flush(timeout: Duration) async throws {
         let client = self.client
-        try await runOnDedicatedThread(name: "kafka-flush") {
+        try await self.calls.run {
             try client.withHandle { handle in
                 let error = rd_kafka_flush(handle, timeout.milliseconds)
                 if error != RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -288,7 +291,7 @@ package final class KafkaProducer: Sendable {
             _ = await context.closed.waitUntilSet()
             return
         }
-        _ = try? await runOnDedicatedThread(name: "kafka-closing") {
+        _ = try? await self.calls.run {
             client.stopAccepting()
             let handle = client.pointer
             let flushError = rd_kafka_flush(handle, timeout.milliseconds)
@@ -302,6 +305,7 @@ package final class KafkaProducer: Sendable {
             context.pollThreadStopped.wait()
             KafkaProducer.purgeAndDestroy(client, context: context)
         }
+        self.calls.stop()
         context.closed.set()
     }
 }

@@ -195,39 +195,6 @@ final class RDKafkaPartitionList {
     }
 }
 
-/// Runs a blocking librdkafka call on a new thread (never on Swift's cooperative pool) and awaits it.
-func runOnDedicatedThread<Result: Sendable>(
-    name: String,
-    _ body: @escaping @Sendable () throws -> Result
-) async throws -> Result {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
-        startThread(named: name) {
-            continuation.resume(with: Swift.Result { try body() })
-        }
-    }
-}
-
-/// ``runOnDedicatedThread(name:_:)`` that stops waiting after `timeout`: throws `_TIMED_OUT` then, and leaves the
-/// thread to finish `body` on its own (its result is dropped). For librdkafka calls that take no timeout of their
-/// own and can block for as long as a broker is away (a synchronous commit waits for the coordinator up to
-/// `socket.timeout.ms`, a minute by default).
-func runOnDedicatedThread<Result: Sendable>(
-    name: String,
-    timeout: Duration,
-    _ body: @escaping @Sendable () throws -> Result
-) async throws -> Result {
-    let resumed = Atomic<Bool>(false)
-    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Result, any Error>) in
-        let resumeOnce = { @Sendable (result: Swift.Result<Result, any Error>) in
-            if !resumed.exchange(true, ordering: .acquiringAndReleasing) { continuation.resume(with: result) }
-        }
-        startThread(named: name) { resumeOnce(Swift.Result { try body() }) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds))) {
-            resumeOnce(.failure(KafkaError(code: .timedOut, message: "no answer within \(timeout.milliseconds) ms")))
-        }
-    }
-}
-
 /// Starts a thread that runs `body`, named `name` as `top`, `perf` and `/proc/<pid>/task/*/comm` show it.
 ///
 /// Linux keeps at most 15 bytes of a thread's name and refuses a longer one outright (Foundation's `Thread.name`
