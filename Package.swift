@@ -447,6 +447,7 @@ let package = Package(
             dependencies: [
                 "EgressProxy",
                 "TestWaiting",
+                "Waiting",
                 "Bridge",
                 "BridgeCore",
                 "PipelineTestSupport",

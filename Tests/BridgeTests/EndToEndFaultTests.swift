@@ -7,6 +7,7 @@ import Synchronization
 import TestSupport
 import TestWaiting
 import Testing
+import Waiting
 
 @testable import Bridge
 @testable import BridgeCore
@@ -155,6 +156,8 @@ struct EndToEndFaultTests {
 /// `pushbridge run` as a child process.
 struct BridgeProcess: Sendable {
     let process: Process
+    /// Set when the process ended (its termination handler, on Foundation's thread).
+    private let exited: AsyncCondition<Bool>
 
     static func start(configurationPath: String, log: URL) throws -> BridgeProcess {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
@@ -168,22 +171,23 @@ struct BridgeProcess: Sendable {
         process.arguments = ["run", "--config", configurationPath]
         process.standardOutput = output
         process.standardError = output
+        let exited = AsyncCondition(false)
+        process.terminationHandler = { _ in exited.set() }
         try process.run()
-        return BridgeProcess(process: process)
+        return BridgeProcess(process: process, exited: exited)
     }
 
     func kill(signal: Int32) {
         Foundation.kill(self.process.processIdentifier, signal)
     }
 
-    /// Waits (at most 60 s) and returns the exit status, or 128 + the signal that ended the process. Polls
-    /// with `Task.sleep`, so the wait holds no thread of the test run's small cooperative pool.
+    /// Waits (at most 60 s) and returns the exit status, or 128 + the signal that ended the process; -1 when it had
+    /// to be killed. Waits for the termination handler, so it holds no thread of the test run's small cooperative
+    /// pool and polls nothing.
     func waitForExit() async -> Int32 {
-        let deadline = ContinuousClock.now + .seconds(60)
-        while self.process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if self.process.isRunning {
+        guard await self.exited.waitUntilSet(deadline: .now + .seconds(60)) else {
             Foundation.kill(self.process.processIdentifier, SIGKILL)
-            self.process.waitUntilExit()
+            _ = await self.exited.waitUntilSet(deadline: .now + .seconds(10))
             return -1
         }
         return self.process.terminationReason == .uncaughtSignal
