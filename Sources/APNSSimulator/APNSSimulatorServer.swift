@@ -153,9 +153,7 @@ package final class APNSSimulatorServer: Sendable {
                 connectionID: context.connectionID,
                 streamNumber: context.streamCount,
                 certificateAuthenticated: context.peerCertificate != nil,
-                clientCertificate: context.peerCertificate.flatMap { try? $0.toDERBytes() }.map {
-                    SimulatorRequest.fingerprint(ofCertificateDER: $0)
-                }
+                clientCertificate: context.peerCertificate.flatMap(SimulatorRequest.fingerprint(of:))
             )
         )
         switch decision {

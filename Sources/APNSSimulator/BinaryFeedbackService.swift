@@ -18,7 +18,7 @@ package final class BinaryFeedbackService: Sendable {
         /// Tuples written.
         package var tuplesSent = 0
         /// Connections by the fingerprint of the client certificate they presented
-        /// (``SimulatorRequest/fingerprint(ofCertificateDER:)``).
+        /// (``SimulatorRequest/fingerprint(of:)``).
         package var connectionsByClientCertificate: [String: Int] = [:]
     }
 
@@ -91,8 +91,8 @@ private final class FeedbackWriter: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let tls = event as? TLSUserEvent, case .handshakeCompleted = tls {
-            let certificate = (try? context.channel.pipeline.syncOperations.nioSSL_peerCertificate())
-                .flatMap { try? $0.toDERBytes() }.map { SimulatorRequest.fingerprint(ofCertificateDER: $0) }
+            let certificate = (try? context.channel.pipeline.syncOperations.nioSSL_peerCertificate())?
+                .flatMap(SimulatorRequest.fingerprint(of:))
             let bytes = context.channel.allocator.buffer(bytes: self.service.takeBytes(clientCertificate: certificate))
             let channel = context.channel
             context.writeAndFlush(self.wrapOutboundOut(bytes)).whenComplete { _ in channel.close(promise: nil) }

@@ -1,6 +1,7 @@
 import APNSCore
 import Crypto
 import Foundation
+import NIOSSL
 import Synchronization
 
 /// One request as the simulator sees it, independent of the transport.
@@ -19,7 +20,7 @@ package struct SimulatorRequest: Sendable {
     package var streamNumber: Int
     /// Whether the connection presented a trusted client certificate (certificate-based authentication).
     package var certificateAuthenticated: Bool
-    /// The SHA-256 fingerprint (``fingerprint(ofCertificateDER:)``) of the client certificate the connection
+    /// The SHA-256 fingerprint (``fingerprint(of:)``) of the client certificate the connection
     /// presented; `nil` without one.
     package var clientCertificate: String?
 
@@ -45,9 +46,10 @@ package struct SimulatorRequest: Sendable {
     }
 
     /// A certificate's SHA-256 fingerprint over its DER encoding, in lower-case hex (as `openssl x509 -fingerprint
-    /// -sha256` prints it, without the colons).
-    package static func fingerprint(ofCertificateDER der: [UInt8]) -> String {
-        SHA256.hash(data: der).map { String(format: "%02x", $0) }.joined()
+    /// -sha256` prints it, without the colons); `nil` when it cannot be encoded.
+    package static func fingerprint(of certificate: NIOSSLCertificate) -> String? {
+        guard let der = try? certificate.toDERBytes() else { return nil }
+        return SHA256.hash(data: der).map { String(format: "%02x", $0) }.joined()
     }
 }
 

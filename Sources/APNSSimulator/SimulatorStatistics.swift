@@ -57,7 +57,7 @@ package struct SimulatorStatistics: Sendable, Hashable {
     /// Non-200 answers by reason string.
     package var byReason: [String: Int] = [:]
     /// Requests received by the fingerprint of the client certificate their connection presented
-    /// (``SimulatorRequest/fingerprint(ofCertificateDER:)``).
+    /// (``SimulatorRequest/fingerprint(of:)``).
     package var byClientCertificate: [String: Int] = [:]
     /// Counts by device token (as in the path).
     package var byToken: [String: TokenCounts] = [:]

@@ -149,7 +149,9 @@ package struct BridgeRuntime: Sendable {
                 deadLetterTopic: self.configuration.outcomes.deadLetters,
                 outcomeKey: self.configuration.outcomes.key,
                 forwardHeaders: self.configuration.outcomes.forwardHeaders,
-                lanes: self.laneBudgets
+                // The default lane (what the named lanes leave of `kafka.max_in_flight` and `max_in_flight_bytes`)
+                // and the named ones; none without `lanes:`, so that the pipeline keeps its one line.
+                lanes: self.configuration.laneBudgets
             ),
             metrics: self.metrics,
             logger: self.logger.with(label: "pushbridge.pipeline"),
@@ -332,10 +334,6 @@ package struct BridgeRuntime: Sendable {
     package static let producerDefaults: [(names: [String], value: String)] = [
         (["linger.ms", "queue.buffering.max.ms"], "50"), (["reconnect.backoff.max.ms"], "2000"),
     ]
-
-    /// The pipeline's lanes: the default lane (what the named lanes leave of `kafka.max_in_flight` and
-    /// `max_in_flight_bytes`) and the named ones; none without `lanes:`, so that the pipeline keeps its one line.
-    var laneBudgets: [LaneSpec] { self.configuration.laneBudgets }
 
     /// Partitions of each input topic on the embedded cluster.
     package static let embeddedPartitionCount: Int32 = 4

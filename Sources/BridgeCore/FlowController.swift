@@ -143,11 +143,7 @@ final class FlowController: Sendable {
             state.releases &+= 1
             if !state.handingOut { state.handingOut = state.flow.admitsWaiters }
         } settle: { state, waiting in
-            self.apply(state.flow.settle(waiting: waiting > 0))
-            // Whoever still waits did not fit, and a full line stays full until the resume levels (also for a piece
-            // that is only about to wait): room is handed out again from the release that gets there.
-            state.handingOut = waiting == 0 && !state.flow.full
-            self.onChange(state.flow.inFlight)
+            self.settle(&state, waiting: waiting)
         }
     }
 
@@ -158,10 +154,18 @@ final class FlowController: Sendable {
             state.flow.setLimits(maxCount: maxCount, maxBytes: maxBytes)
             state.handingOut = true
         } settle: { state, waiting in
-            self.apply(state.flow.settle(waiting: waiting > 0))
-            state.handingOut = waiting == 0 && !state.flow.full
-            self.onChange(state.flow.inFlight)
+            self.settle(&state, waiting: waiting)
         }
+    }
+
+    /// After room was handed to the waiters that fit (a release, new bounds): tells the source what changed and
+    /// decides whether room goes on being handed out.
+    private func settle(_ state: inout State, waiting: Int) {
+        self.apply(state.flow.settle(waiting: waiting > 0))
+        // Whoever still waits did not fit, and a full line stays full until the resume levels (also for a piece that
+        // is only about to wait): room is handed out again from the release that gets there.
+        state.handingOut = waiting == 0 && !state.flow.full
+        self.onChange(state.flow.inFlight)
     }
 
     /// A piece that waited in an ordered line is in flight again (``FlowControl/retakePlace()``).

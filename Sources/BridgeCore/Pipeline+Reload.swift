@@ -2,8 +2,8 @@ import Routing
 import Synchronization
 
 // What a configuration reload changes in a running pipeline (docs/configuration.md, "Reloading"): the routes, the
-// retry policy and the lanes' shares. The sender is replaced behind the `NotificationSender` the pipeline was given (the bridge's
-// `ReloadableSender`), so the pipeline never sees it change.
+// retry policy and the lanes. The sender is replaced behind the `NotificationSender` the pipeline was given (the
+// bridge's `ReloadableSender`), so the pipeline never sees it change.
 
 extension Pipeline {
     /// The parts of the pipeline a reload replaces while it runs. The consume loop reads them once per event, under

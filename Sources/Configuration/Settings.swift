@@ -52,9 +52,6 @@ package struct BridgeConfiguration: Sendable {
         return self.apps[app]
     }
 
-    /// The `apns_topic` of the feedback records of `app` (`nil`: the default `apns` block): its
-    /// `binary.feedback.topic`, else the one topic its routes send to; `nil` when neither says (no route uses
-    /// the app, or its routes name several topics).
     /// Every lane's bounds, the default lane's first (``LaneSpec/all(_:maxInFlight:maxInFlightBytes:)``); empty
     /// without `lanes:`.
     package var laneBudgets: [LaneSpec] {
@@ -63,6 +60,9 @@ package struct BridgeConfiguration: Sendable {
             self.lanes, maxInFlight: self.kafka.maxInFlightNotifications, maxInFlightBytes: self.kafka.maxInFlightBytes)
     }
 
+    /// The `apns_topic` of the feedback records of `app` (`nil`: the default `apns` block): its
+    /// `binary.feedback.topic`, else the one topic its routes send to; `nil` when neither says (no route uses
+    /// the app, or its routes name several topics).
     package func feedbackTopic(app: String?) -> String? {
         if let topic = self.settings(app: app)?.binary.feedback.topic { return topic }
         let topics = Set(self.routes.filter { $0.app == app }.map(\.topic))

@@ -57,6 +57,9 @@ extension TestTLS {
     /// The fingerprint under which the simulator counts the requests of connections that presented the certificate
     /// in the PEM file at `path` (`SimulatorStatistics.byClientCertificate`).
     package static func simulatorFingerprint(ofCertificateAt path: String) throws -> String {
-        SimulatorRequest.fingerprint(ofCertificateDER: try NIOSSLCertificate.fromPEMFile(path)[0].toDERBytes())
+        guard let fingerprint = SimulatorRequest.fingerprint(of: try NIOSSLCertificate.fromPEMFile(path)[0]) else {
+            throw NIOSSLError.failedToLoadCertificate
+        }
+        return fingerprint
     }
 }
