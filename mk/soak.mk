@@ -10,14 +10,17 @@ SOAK_ARGS   ?=
 
 .PHONY: soak
 
-## make soak: the churn soak on the mock cluster and on Tansu (SOAK_BROKER=mock|tansu|both, default both), about
+## make soak: the churn soak on the mock cluster and on Tansu (SOAK_BROKER=mock|tansu|kfake|both|all, default both:
+## mock and Tansu; all adds kfake, whose coordinator follows Kafka's, built by scripts/kfake-build.sh), about
 ## 8 minutes each. SOAK_ARGS adds options, e.g. SOAK_ARGS="--duration 120 --rate 50" or
 ## SOAK_ARGS="--consumer-property partition.assignment.strategy=cooperative-sticky" (repeatable; also
 ## session.timeout.ms, heartbeat.interval.ms, group.instance.id). Reports: .build/soak/<run>/report.txt.
 soak: deps python-tools
 	$(SWIFT) build -c release --product pushbridge $(BUILD_FLAGS)
 	$(SWIFT) build -c release --product Soak $(BUILD_FLAGS)
-	@set -e; case "$(SOAK_BROKER)" in both) brokers="mock tansu";; mock|tansu) brokers="$(SOAK_BROKER)";; \
-	  *) echo "SOAK_BROKER is mock, tansu or both, not $(SOAK_BROKER)"; exit 2;; esac; \
+	@set -e; case "$(SOAK_BROKER)" in both) brokers="mock tansu";; all) brokers="mock tansu kfake";; \
+	  mock|tansu|kfake) brokers="$(SOAK_BROKER)";; \
+	  *) echo "SOAK_BROKER is mock, tansu, kfake, both or all, not $(SOAK_BROKER)"; exit 2;; esac; \
+	case " $$brokers " in *" kfake "*) [ -x .build-kfake/kfake-broker ] || scripts/kfake-build.sh;; esac; \
 	status=0; for broker in $$brokers; do .build/release/Soak --broker $$broker $(SOAK_ARGS) || status=1; done; \
 	exit $$status

@@ -11,6 +11,7 @@
 
 import APNSSimulator
 import BenchSupport
+import Bridge
 import Crypto
 import Foundation
 import Kafka
@@ -25,6 +26,10 @@ import TestSupport
 @main
 struct Soak {
     static let keyID = "SOAKKEY001"
+    /// The soak's own clients reconnect as the bridge's do (its default `reconnect.backoff.max.ms`). With
+    /// librdkafka's 10 s, the soak's producer came back up to 10 s after an outage ended, later than the instances,
+    /// and the report counted that wait as the bridge's delivery stop.
+    static let reconnectBackoffMaxMilliseconds = BridgeRuntime.consumerDefaults["reconnect.backoff.max.ms"] ?? "2000"
     static let teamID = "SOAKTEAM01"
 
     static func main() async {
@@ -222,6 +227,7 @@ struct SoakRun {
         var readerConfiguration = consumerConfiguration(cluster.broker, group: "soak-reader-\(UUID())")
         readerConfiguration.maxBatchMessageCount = 1000
         readerConfiguration.properties["log_level"] = "0"
+        readerConfiguration.properties["reconnect.backoff.max.ms"] = Soak.reconnectBackoffMaxMilliseconds
         let reader = try KafkaConsumer(configuration: readerConfiguration, readingFromStart: partitions, logger: logger)
         let readerTask = Task {
             for try await batch in reader.batches { records.add(batch) }
@@ -270,13 +276,14 @@ struct SoakRun {
         var changes: [SoakChange] = []
         let eventCount = options.ratePerSecond * options.durationSeconds
         let producedAt = ProducedTimes(count: eventCount)
+        let acknowledgedAt = ProducedTimes(count: eventCount)
         say(
             "Soak: \(eventCount) events at \(options.ratePerSecond)/s for \(options.durationSeconds) s into "
                 + "\(partitionCount) partitions; \(cluster.description); group \(group); directory \(directory)")
         let producerTask = Task {
             try await Self.produce(
                 count: eventCount, rate: options.ratePerSecond, partitions: partitionCount, start: startInstant,
-                broker: cluster.broker, producedAt: producedAt, logger: logger)
+                broker: cluster.broker, producedAt: producedAt, acknowledgedAt: acknowledgedAt, logger: logger)
         }
         let first = try startInstance()
         let second = try startInstance()
@@ -380,7 +387,8 @@ struct SoakRun {
         let analysis = SoakAnalysis(
             options: options, clusterDescription: cluster.description, group: group, runStart: runStart,
             lastEventAt: lastEventAt, changes: changes, instances: instances.withLock { $0 },
-            records: records.state.withLock { $0 }, producedAt: producedAt.times, produced: produced, ends: ends,
+            records: records.state.withLock { $0 }, producedAt: producedAt.times,
+            acknowledgedAt: acknowledgedAt.times, produced: produced, ends: ends,
             committed: finalCommitted, commitsReachedAt: commitsReachedAt,
             simulatorSummary: (try? String(contentsOfFile: simulatorLog, encoding: .utf8)) ?? "",
             mockDebugLog: mockDebugLog)
@@ -392,17 +400,18 @@ struct SoakRun {
         try? FileManager.default.createSymbolicLink(
             atPath: (options.directory as NSString).appendingPathComponent("latest"), withDestinationPath: name)
         say("report: \(reportPath)")
-        return analysis.accounted
+        return analysis.accounted && analysis.boundsHeld
     }
 
     /// Produces event `i` (``EventFactory``) at `start + i / rate` to partition `i % partitions`; returns how many
     /// were acknowledged.
     static func produce(
         count: Int, rate: Int, partitions: Int32, start: ContinuousClock.Instant, broker: any TestKafkaBroker,
-        producedAt: ProducedTimes, logger: Logger
+        producedAt: ProducedTimes, acknowledgedAt: ProducedTimes, logger: Logger
     ) async throws -> Int {
         var configuration = producerConfiguration(broker)
         configuration.linger = .milliseconds(5)
+        configuration.properties["reconnect.backoff.max.ms"] = Soak.reconnectBackoffMaxMilliseconds
         let producer = try KafkaProducer(configuration: configuration, logger: logger)
         let events = EventFactory()
         let acknowledged = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -416,6 +425,7 @@ struct SoakRun {
                         try await producer.send(
                             topic: SoakTopics.input, key: event.key, value: event.value,
                             partition: Int32(index % Int(partitions)))
+                        acknowledgedAt.set(index, wallClock())
                         return true
                     } catch {
                         producedAt.set(index, .nan)
@@ -474,7 +484,7 @@ final class SoakInstances: Sendable {
     }
 }
 
-/// When each event was handed to the producer (seconds since the epoch; NaN: not produced).
+/// A time per event (seconds since the epoch; NaN: none): when it was handed to the producer, or acknowledged.
 final class ProducedTimes: Sendable {
     private let storage: Mutex<[Double]>
 

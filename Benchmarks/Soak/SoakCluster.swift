@@ -2,10 +2,11 @@ import Foundation
 import Kafka
 import TestSupport
 
-/// The Kafka side of a soak run: librdkafka's mock cluster in this process, or Tansu behind the lane's proxy.
+/// The Kafka side of a soak run: librdkafka's mock cluster in this process, Tansu behind the lane's proxy, or kfake.
 enum SoakCluster: Sendable {
     case mock(KafkaMockCluster, brokerCount: Int)
     case tansu(TansuBroker)
+    case kfake(KfakeBroker)
 
     static func start(_ options: SoakOptions) async throws -> SoakCluster {
         switch options.broker {
@@ -20,6 +21,9 @@ enum SoakCluster: Sendable {
             // Longer than the run: the script stops Tansu after this at the latest.
             let lifetime = Duration.seconds(options.durationSeconds + options.settleSeconds + 900)
             return .tansu(try await TansuBroker.start(maxLifetime: lifetime))
+        case .kfake:
+            let lifetime = Duration.seconds(options.durationSeconds + options.settleSeconds + 900)
+            return .kfake(try await KfakeBroker.start(maxLifetime: lifetime))
         }
     }
 
@@ -27,6 +31,7 @@ enum SoakCluster: Sendable {
         switch self {
         case .mock(let cluster, _): return cluster
         case .tansu(let broker): return broker
+        case .kfake(let broker): return broker
         }
     }
 
@@ -34,6 +39,7 @@ enum SoakCluster: Sendable {
         switch self {
         case .mock(_, let count): return "librdkafka 2.0.2 mock cluster, \(count) brokers, in the soak's process"
         case .tansu: return "Tansu 0.6.0 (memory storage) behind the lane's ApiVersions proxy (scripts/tansu-broker.py)"
+        case .kfake: return "franz-go's kfake, 3 brokers answering as Kafka 3.6 (tools/kfake-broker)"
         }
     }
 
@@ -48,6 +54,9 @@ enum SoakCluster: Sendable {
         case .tansu(let broker):
             try broker.dropConnections(for: duration)
             try await Task.sleep(for: duration)
+        case .kfake(let broker):
+            try broker.dropConnections(for: duration)
+            try await Task.sleep(for: duration)
         }
     }
 
@@ -55,6 +64,7 @@ enum SoakCluster: Sendable {
         switch self {
         case .mock(let cluster, _): cluster.close()
         case .tansu(let broker): await broker.stop()
+        case .kfake(let broker): await broker.stop()
         }
     }
 }

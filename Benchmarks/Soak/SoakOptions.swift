@@ -1,6 +1,6 @@
 import Foundation
 
-/// The soak's command line: `Soak [--broker mock|tansu] [--rate N] [--duration S] ...` (docs/testing.md, "make soak").
+/// The soak's command line: `Soak [--broker mock|tansu|kfake] [--rate N] [--duration S] ...` (docs/testing.md, "make soak").
 struct SoakOptions {
     /// The Kafka side of the run.
     enum Broker: String {
@@ -8,6 +8,9 @@ struct SoakOptions {
         case mock
         /// Tansu 0.6.0 behind the real-broker lane's ApiVersions proxy (scripts/tansu-broker.py).
         case tansu
+        /// franz-go's kfake, whose group coordinator follows Apache Kafka's (tools/kfake-broker, built by
+        /// scripts/kfake-build.sh).
+        case kfake
     }
 
     /// The broker (`--broker`).
@@ -47,7 +50,7 @@ struct SoakOptions {
     }
 
     static let usage = """
-        usage: Soak [--broker mock|tansu] [--rate N] [--duration S] [--partitions N] [--outage S] [--settle S]
+        usage: Soak [--broker mock|tansu|kfake] [--rate N] [--duration S] [--partitions N] [--outage S] [--settle S]
                     [--mock-brokers N] [--goaway-after N] [--rate-503 X] [--consumer-property K=V]...
                     [--pushbridge PATH] [--directory DIR] [--name NAME] [--mock-debug]
         """
@@ -68,7 +71,7 @@ struct SoakOptions {
             switch argument {
             case "--broker":
                 guard let broker = Broker(rawValue: value) else {
-                    throw SoakError("--broker is mock or tansu, got \(value)\n\(Self.usage)")
+                    throw SoakError("--broker is mock, tansu or kfake, got \(value)\n\(Self.usage)")
                 }
                 self.broker = broker
             case "--consumer-property":
