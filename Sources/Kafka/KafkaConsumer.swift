@@ -162,6 +162,7 @@ package final class KafkaConsumer: Sendable {
                 throw KafkaError(error, context: "storing offsets")
             }
         }
+        self.context.recordStored(nextOffsets.lazy.map { ($0.key, $0.value) })
     }
 
     /// Stops fetching `partitions` until ``resume(_:)``. Batches already buffered are still delivered.

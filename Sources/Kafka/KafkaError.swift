@@ -82,6 +82,8 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let messageSizeTooLarge = Code(RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
         /// The topic may not be written by this client (`TOPIC_AUTHORIZATION_FAILED`): permanent.
         package static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+        /// `ILLEGAL_GENERATION`: a group request carried a generation the coordinator has moved past.
+        package static let illegalGeneration = Code(RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION)
     }
 }
 

@@ -37,13 +37,47 @@ struct KafkaCommitFailureTests {
         let failures = lines.all.filter { $0.message == "Committing offsets failed" }
         #expect(failures.allSatisfy { $0.error.contains("TOPIC_AUTHORIZATION_FAILED") }, "\(failures)")
     }
+
+    @Test(
+        "a partition assigned again after its assignment was lost (a commit answered ILLEGAL_GENERATION) starts where the consumer had finished, not at the committed offset"
+    )
+    func lostAssignmentResumesAtFinishedOffset() async throws {
+        let topic = "lost-assignment"
+        let partition = KafkaPartition(topic: topic, partition: 0)
+        let cluster = try makeCluster(topic: topic, partitionCount: 1)
+        let producer = try makeProducer(cluster)
+        try await produce(producer, topic: topic, count: 10, prefix: "before", partitionCount: 1)
+
+        let lines = RecordedLines()
+        var logger = Logger(label: "lost-assignment") { _ in LineRecorder(lines: lines) }
+        logger.logLevel = .info
+        let consumer = try KafkaConsumer(
+            configuration: consumerConfiguration(cluster, group: "lost-assignment"), topics: [topic], logger: logger)
+        let first = try await read(consumer) { $0.count >= 10 }
+        #expect(first.map(\.offset) == Array(0..<10))
+        // Nothing was committed yet. The next commit, of offset 10, is refused as a stale generation: librdkafka 2.0.2
+        // then counts the assignment lost, rejoins, and the only member gets the partition back.
+        try cluster.injectErrors([.illegalGeneration], on: .offsetCommit)
+        try consumer.storeOffset(10, for: partition)
+        try await waitUntil(timeout: .seconds(30)) {
+            lines.all.contains { $0.message == "Partitions revoked" && $0.metadata["kafka.lost"] == "true" }
+        }
+        try await produce(producer, topic: topic, count: 5, prefix: "after", partitionCount: 1)
+        await producer.close()
+        let second = try await read(consumer, timeout: .seconds(60)) { $0.contains { $0.offset == 14 } }
+        await consumer.close()
+        // Without the resume, the partition started at the committed offset (none: the earliest) and 0..<10 came again.
+        #expect(second.map(\.offset) == Array(10..<15), "\(second.map(\.offset))")
+        #expect(lines.all.contains { $0.message.hasPrefix("Partitions assigned again after a lost assignment") })
+    }
 }
 
-/// The lines a ``LineRecorder`` kept: each message and the error passed with it.
+/// The lines a ``LineRecorder`` kept: each message, the error passed with it, and its metadata as text.
 private final class RecordedLines: Sendable {
-    private let lines = Mutex<[(message: String, error: String)]>([])
-    var all: [(message: String, error: String)] { self.lines.withLock { $0 } }
-    func append(_ message: String, error: String) { self.lines.withLock { $0.append((message, error)) } }
+    typealias Line = (message: String, error: String, metadata: [String: String])
+    private let lines = Mutex<[Line]>([])
+    var all: [Line] { self.lines.withLock { $0 } }
+    func append(_ line: Line) { self.lines.withLock { $0.append(line) } }
 }
 
 /// A log handler that keeps every line in ``RecordedLines``.
@@ -58,6 +92,7 @@ private struct LineRecorder: LogHandler {
     }
 
     func log(event: LogEvent) {
-        self.lines.append(event.message.description, error: event.error.map { "\($0)" } ?? "")
+        let metadata = (event.metadata ?? [:]).mapValues { "\($0)" }
+        self.lines.append((event.message.description, event.error.map { "\($0)" } ?? "", metadata))
     }
 }

@@ -33,7 +33,14 @@ final class ConsumerContext: Sendable {
         var nextOffset: Int64?
         /// Whether ``KafkaConsumer/pause(_:)`` paused it (and no resume followed) in this assignment.
         var paused = false
+        /// The last offset ``KafkaConsumer/storeOffsets(_:)`` stored in this assignment: everything before it is
+        /// finished.
+        var storedOffset: Int64?
     }
+    /// Partitions whose assignment was lost (`lost=true`: nothing could be committed), with the offset stored in
+    /// it: everything before that offset was finished by this consumer. Kept until the partition is assigned again
+    /// (see ``resumeAfterLoss(_:_:)``).
+    let finishedBeforeLoss = Mutex<[KafkaPartition: Int64]>([:])
     /// Held while partitions are assigned or released, and while ``KafkaConsumer/pause(_:)``,
     /// ``KafkaConsumer/resume(_:)`` and ``wakeFetchers(_:)`` seek or change what is to be sought.
     let assignmentChange = Mutex(())
@@ -223,7 +230,15 @@ final class ConsumerContext: Sendable {
                 }
                 return assignments.last
             }
+            let resumed = list.map { self.resumeAfterLoss(handle, $0) } ?? []
             self.complete(handle, list, assign: true, cooperative: cooperative)
+            if !resumed.isEmpty {
+                // Stored at once, so that the next commit records them even before a message arrives.
+                let stored = RDKafkaPartitionList(capacity: resumed.count)
+                for (partition, offset) in resumed { stored.add(partition, offset: offset) }
+                _ = rd_kafka_offsets_store(handle, stored.pointer)
+                self.recordStored(resumed)
+            }
             self.awaitListener("assign") { await $0.partitionsAssigned(partitions, generation: generation) }
         case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
             let lost = rd_kafka_assignment_lost(handle) != 0
@@ -235,8 +250,16 @@ final class ConsumerContext: Sendable {
                 ]
             )
             self.buffer.discard(Set(partitions))
-            self.assignments.withLock { assignments in
-                for partition in partitions { assignments.byPartition[partition] = nil }
+            let stored = self.assignments.withLock { assignments in
+                partitions.compactMap { partition -> (KafkaPartition, Int64)? in
+                    defer { assignments.byPartition[partition] = nil }
+                    return assignments.byPartition[partition]?.storedOffset.map { (partition, $0) }
+                }
+            }
+            if lost {
+                self.finishedBeforeLoss.withLock { finished in
+                    for (partition, offset) in stored { finished[partition] = offset }
+                }
             }
             self.awaitListener("revoke") { await $0.partitionsRevoked(partitions) }
             if !lost {
@@ -250,6 +273,70 @@ final class ConsumerContext: Sendable {
             self.logger.error("Rebalance failed", error: KafkaError(event))
             self.complete(handle, nil, assign: false, cooperative: false)
         }
+    }
+
+    /// Records offsets ``KafkaConsumer/storeOffsets(_:)`` stored in the current assignment.
+    func recordStored(_ offsets: some Sequence<(KafkaPartition, Int64)>) {
+        self.assignments.withLock { assignments in
+            for (partition, offset) in offsets {
+                assignments.byPartition[partition]?.storedOffset = offset
+            }
+        }
+    }
+
+    /// Where partitions assigned again after a lost assignment start: at the offset this consumer had finished
+    /// before the loss, when that is beyond the group's committed offset. librdkafka 2.0.2 counts an assignment lost
+    /// whenever a commit is answered `ILLEGAL_GENERATION` (issue #4059), which a commit queued during a broker outage
+    /// meets when the group rebalanced meanwhile; the partitions usually come straight back, and without this
+    /// everything finished since the last successful commit was processed again. Everything before the stored offset
+    /// was finished here (its outcomes published), and everything before the committed offset by someone, so starting
+    /// at the larger of the two repeats nothing and skips nothing that was not finished. Sets the offsets in `list`
+    /// (librdkafka starts an assigned partition at an offset given there) and returns them. Asks the coordinator for
+    /// the committed offsets (at most 5 s); without an answer the partitions start at the committed offsets, as
+    /// always.
+    func resumeAfterLoss(
+        _ handle: OpaquePointer,
+        _ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>
+    ) -> [(KafkaPartition, Int64)] {
+        let assigned = RDKafkaPartitionList.elements(of: list).map(\.partition)
+        let finished = self.finishedBeforeLoss.withLock { finished in
+            assigned.compactMap { partition in finished.removeValue(forKey: partition).map { (partition, $0) } }
+        }
+        guard !finished.isEmpty else {
+            return []
+        }
+        let query = RDKafkaPartitionList(finished.map(\.0))
+        let error = rd_kafka_committed(handle, query.pointer, 5000)
+        guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
+            self.logger.warning(
+                "Partitions assigned again after a lost assignment start at the committed offsets",
+                error: KafkaError(error, context: "reading committed offsets")
+            )
+            return []
+        }
+        let committed = Dictionary(
+            query.elements.map { ($0.partition, $0.offset) }, uniquingKeysWith: { first, _ in first })
+        let resumed = finished.filter { partition, offset in offset > (committed[partition] ?? -1) }
+        guard !resumed.isEmpty else {
+            return []
+        }
+        let offsets = Dictionary(resumed, uniquingKeysWith: { first, _ in first })
+        let count = Int(list.pointee.cnt)
+        for index in 0..<count {
+            guard let element = list.pointee.elems?.advanced(by: index), let topic = element.pointee.topic,
+                let offset = offsets[
+                    KafkaPartition(topic: String(cString: topic), partition: element.pointee.partition)]
+            else { continue }
+            element.pointee.offset = offset
+        }
+        self.logger.info(
+            "Partitions assigned again after a lost assignment start where this consumer had finished",
+            metadata: [
+                "kafka.partitions": "\(resumed.map { "\($0.0)@\($0.1)" }.joined(separator: ","))",
+                "kafka.committed": "\(resumed.map { "\(committed[$0.0] ?? -1)" }.joined(separator: ","))",
+            ]
+        )
+        return resumed
     }
 
     /// The result of a commit, background or synchronous (librdkafka's `offset_commit_cb`, on the poll thread): the
