@@ -33,10 +33,11 @@ final class ConsumerContext: Sendable {
         var nextOffset: Int64?
         /// Whether ``KafkaConsumer/pause(_:)`` paused it (and no resume followed) in this assignment.
         var paused = false
-        /// The last offset ``KafkaConsumer/storeOffsets(_:)`` stored in this assignment: everything before it is
-        /// finished.
-        var storedOffset: Int64?
     }
+    /// The last offset ``KafkaConsumer/storeOffsets(_:)`` stored for each partition in its current assignment
+    /// (everything before it is finished), until the partition is revoked. Apart from ``assignments``, whose entry
+    /// goes before the revocation's listener, which stores what the pipeline finished while it drained.
+    private let storedOffsets = Mutex<[KafkaPartition: Int64]>([:])
     /// Partitions whose assignment was lost (`lost=true`: nothing could be committed), with the offset stored in
     /// it: everything before that offset was finished by this consumer. Kept until the partition is assigned again
     /// (see ``resumeAfterLoss(_:_:)``).
@@ -230,6 +231,10 @@ final class ConsumerContext: Sendable {
                 }
                 return assignments.last
             }
+            // A store that came after its partition's last revocation was read belongs to no assignment.
+            self.storedOffsets.withLock { stored in
+                for partition in partitions { stored[partition] = nil }
+            }
             let resumed = list.map { self.resumeAfterLoss(handle, $0) } ?? []
             self.complete(handle, list, assign: true, cooperative: cooperative)
             if !resumed.isEmpty {
@@ -250,18 +255,18 @@ final class ConsumerContext: Sendable {
                 ]
             )
             self.buffer.discard(Set(partitions))
-            let stored = self.assignments.withLock { assignments in
-                partitions.compactMap { partition -> (KafkaPartition, Int64)? in
-                    defer { assignments.byPartition[partition] = nil }
-                    return assignments.byPartition[partition]?.storedOffset.map { (partition, $0) }
-                }
+            self.assignments.withLock { assignments in
+                for partition in partitions { assignments.byPartition[partition] = nil }
+            }
+            self.awaitListener("revoke") { await $0.partitionsRevoked(partitions) }
+            let stored = self.storedOffsets.withLock { stored in
+                partitions.compactMap { partition in stored.removeValue(forKey: partition).map { (partition, $0) } }
             }
             if lost {
                 self.finishedBeforeLoss.withLock { finished in
                     for (partition, offset) in stored { finished[partition] = offset }
                 }
             }
-            self.awaitListener("revoke") { await $0.partitionsRevoked(partitions) }
             if !lost {
                 // Synchronous: the next owner must see every offset stored for these partitions. A failure is
                 // logged by ``committed(_:)``; at-least-once still holds: the next owner re-reads from the last
@@ -275,12 +280,11 @@ final class ConsumerContext: Sendable {
         }
     }
 
-    /// Records offsets ``KafkaConsumer/storeOffsets(_:)`` stored in the current assignment.
+    /// Records offsets ``KafkaConsumer/storeOffsets(_:)`` stored (librdkafka accepts them only for assigned
+    /// partitions).
     func recordStored(_ offsets: some Sequence<(KafkaPartition, Int64)>) {
-        self.assignments.withLock { assignments in
-            for (partition, offset) in offsets {
-                assignments.byPartition[partition]?.storedOffset = offset
-            }
+        self.storedOffsets.withLock { stored in
+            for (partition, offset) in offsets { stored[partition] = offset }
         }
     }
 
