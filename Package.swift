@@ -264,6 +264,8 @@ let package = Package(
                 "Kafka",
                 "APNSCore",
                 "APNSSimulator",
+                "TestWaiting",
+                "Waiting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

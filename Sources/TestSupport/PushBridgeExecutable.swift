@@ -1,4 +1,7 @@
 import Foundation
+import Synchronization
+import TestWaiting
+import Waiting
 
 /// Runs the built `pushbridge` executable as a child process, the way a user does.
 package enum PushBridgeExecutable {
@@ -101,5 +104,105 @@ package enum PushBridgeExecutable {
             standardOutput: String(decoding: try Data(contentsOf: outputURL), as: UTF8.self),
             standardError: String(decoding: try Data(contentsOf: errorURL), as: UTF8.self)
         )
+    }
+}
+
+extension PushBridgeExecutable {
+    /// Starts `pushbridge arguments` in the repository root, with this process's environment, and returns at once:
+    /// for a command that runs until stopped (`run`, `simulator`). Its standard output goes to `standardOutput`
+    /// and its standard error to `standardError` (`nil`: discarded); a ``ProcessOutput`` reads either as it comes.
+    package static func start(
+        _ arguments: [String], standardOutput: Any? = nil, standardError: Any? = nil
+    ) throws -> RunningPushBridge {
+        guard let executable = self.url else { throw NotBuilt() }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.currentDirectoryURL = RepositoryPaths.root
+        process.standardOutput = standardOutput ?? FileHandle.nullDevice
+        process.standardError = standardError ?? FileHandle.nullDevice
+        let exited = AsyncCondition(false)
+        process.terminationHandler = { _ in exited.set() }
+        try process.run()
+        return RunningPushBridge(process: process, exited: exited)
+    }
+}
+
+/// A `pushbridge` child process started by ``PushBridgeExecutable/start(_:standardOutput:standardError:)``.
+package struct RunningPushBridge: Sendable {
+    package let process: Process
+    /// Set when the process ended (its termination handler, on Foundation's thread).
+    private let exited: AsyncCondition<Bool>
+
+    init(process: Process, exited: AsyncCondition<Bool>) {
+        self.process = process
+        self.exited = exited
+    }
+
+    package var isRunning: Bool { !self.exited.read { $0 } }
+
+    package func kill(signal: Int32) {
+        Foundation.kill(self.process.processIdentifier, signal)
+    }
+
+    /// SIGTERM, when it still runs.
+    package func terminate() {
+        if self.isRunning { self.process.terminate() }
+    }
+
+    /// Waits (at most `timeout`) and returns the exit status, or 128 + the signal that ended the process; -1 when
+    /// it had to be killed. Waits for the termination handler, so it holds no thread of the test run's small
+    /// cooperative pool and polls nothing.
+    package func waitForExit(timeout: Duration = .seconds(60)) async -> Int32 {
+        guard await self.exited.waitUntilSet(deadline: .now + timeout) else {
+            Foundation.kill(self.process.processIdentifier, SIGKILL)
+            _ = await self.exited.waitUntilSet(deadline: .now + .seconds(10))
+            return -1
+        }
+        return self.process.terminationReason == .uncaughtSignal
+            ? self.process.terminationStatus + 128 : self.process.terminationStatus
+    }
+}
+
+/// A child process's standard output (or error), collected as it arrives, with a bounded wait for a piece of text.
+package final class ProcessOutput: Sendable {
+    private struct State {
+        var text = ""
+        var waiter: AsyncStream<Void>.Continuation?
+    }
+
+    package let pipe = Pipe()
+    private let state = Mutex(State())
+
+    package init() {
+        self.pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            let waiter = self.state.withLock { state in
+                if data.isEmpty {
+                    handle.readabilityHandler = nil
+                } else {
+                    state.text += String(decoding: data, as: UTF8.self)
+                }
+                return state.waiter
+            }
+            waiter?.yield()
+        }
+    }
+
+    /// What arrived so far.
+    package var text: String { self.state.withLock { $0.text } }
+
+    /// The whole output once it contains `needle`; `nil` after `timeout`.
+    package func wait(containing needle: String, timeout: Duration = .seconds(20)) async -> String? {
+        let (changes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        self.state.withLock { $0.waiter = continuation }
+        continuation.yield()
+        return await withTimeout(timeout) {
+            for await _ in changes {
+                let text = self.state.withLock { $0.text }
+                if text.contains(needle) { return text }
+            }
+            return nil
+        }
     }
 }

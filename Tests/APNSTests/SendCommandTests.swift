@@ -7,29 +7,10 @@ import Testing
 
 @Suite("pushbridge send (the built executable, against the simulator)", .timeLimit(.minutes(1)))
 struct SendCommandTests {
-    /// `.build/debug/pushbridge` of this checkout.
-    static let executable = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent(".build/debug/pushbridge").path
-
     /// Runs the executable with `arguments`; returns its exit status and standard output. Bounded by `timeout`.
     static func run(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.executable)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let (ended, continuation) = AsyncStream<Int32>.makeStream()
-        process.terminationHandler = { continuation.yield($0.terminationStatus) }
-        try process.run()
-        let status = await withTimeout(timeout) { await ended.first { _ in true } }
-        guard let status else {
-            process.terminate()
-            throw CancellationError()
-        }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (status, text)
+        let result = try await PushBridgeExecutable.run(arguments, timeout: timeout)
+        return (result.status, result.standardOutput)
     }
 
     private func arguments(_ harness: SimulatorHarness, p8: String, token: String) -> [String] {

@@ -18,13 +18,11 @@ struct SimulatorCommandTests {
         let p8 = try Fixtures.writeP8(key, in: directory)
         let tlsDirectory = (directory as NSString).appendingPathComponent("tls")
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: SendCommandTests.executable)
-        process.arguments = ["simulator", "--port", "0", "--jwt-key", p8, "--tls-directory", tlsDirectory]
         let output = ProcessOutput()
-        process.standardOutput = output.pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try PushBridgeExecutable.start(
+            ["simulator", "--port", "0", "--jwt-key", p8, "--tls-directory", tlsDirectory],
+            standardOutput: output.pipe
+        ).process
         defer { if process.isRunning { process.terminate() } }
 
         let started = try #require(await output.wait(containing: "listening on"))
@@ -54,46 +52,6 @@ struct SimulatorCommandTests {
     }
 }
 
-/// A child process's standard output, collected as it arrives, with a bounded wait for a piece of text.
-final class ProcessOutput: Sendable {
-    private struct State {
-        var text = ""
-        var waiter: AsyncStream<Void>.Continuation?
-    }
-
-    let pipe = Pipe()
-    private let state = Mutex(State())
-
-    init() {
-        self.pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            let waiter = self.state.withLock { state in
-                if data.isEmpty {
-                    handle.readabilityHandler = nil
-                } else {
-                    state.text += String(decoding: data, as: UTF8.self)
-                }
-                return state.waiter
-            }
-            waiter?.yield()
-        }
-    }
-
-    /// The whole output once it contains `needle`; `nil` after `timeout`.
-    func wait(containing needle: String, timeout: Duration = .seconds(20)) async -> String? {
-        let (changes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        self.state.withLock { $0.waiter = continuation }
-        continuation.yield()
-        return await withTimeout(timeout) {
-            for await _ in changes {
-                let text = self.state.withLock { $0.text }
-                if text.contains(needle) { return text }
-            }
-            return nil
-        }
-    }
-}
-
 @Suite("pushbridge simulator --binary-port (the built executable)", .timeLimit(.minutes(1)))
 struct SimulatorBinaryCommandTests {
     /// A running `pushbridge simulator --binary-port 0` with `scenario` (plus the client CA), its output, and a
@@ -112,17 +70,14 @@ struct SimulatorBinaryCommandTests {
         try Data(
             "certificate_auth:\n  client_ca_file: \(tls.caCertificatePath)\n\(scenario)".utf8
         ).write(to: URL(fileURLWithPath: scenarioPath))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: SendCommandTests.executable)
-        process.arguments =
+        let output = ProcessOutput()
+        let process = try PushBridgeExecutable.start(
             [
                 "simulator", "--port", "0", "--binary-port", "0", "--scenario", scenarioPath,
                 "--tls-cert", tls.serverCertificatePath, "--tls-key", tls.serverKeyPath,
-            ] + (feedback ? ["--feedback-port", "0"] : [])
-        let output = ProcessOutput()
-        process.standardOutput = output.pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+            ] + (feedback ? ["--feedback-port", "0"] : []),
+            standardOutput: output.pipe
+        ).process
         let started = try #require(
             await output.wait(containing: feedback ? "feedback service listening on" : "binary gateway listening on"))
         let portText = try #require(started.firstMatch(of: /binary gateway listening on 127\.0\.0\.1:(\d+)/)?.1)

@@ -154,43 +154,17 @@ struct EndToEndFaultTests {
 }
 
 /// `pushbridge run` as a child process.
-struct BridgeProcess: Sendable {
-    let process: Process
-    /// Set when the process ended (its termination handler, on Foundation's thread).
-    private let exited: AsyncCondition<Bool>
+typealias BridgeProcess = RunningPushBridge
 
-    static func start(configurationPath: String, log: URL) throws -> BridgeProcess {
+extension RunningPushBridge {
+    static func start(configurationPath: String, log: URL) throws -> RunningPushBridge {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         return try self.start(configurationPath: configurationPath, output: try FileHandle(forWritingTo: log))
     }
 
     /// `pushbridge run --config configurationPath` with its standard output and error on `output`.
-    static func start(configurationPath: String, output: FileHandle) throws -> BridgeProcess {
-        let process = Process()
-        process.executableURL = RepositoryPaths.root.appendingPathComponent(".build/debug/pushbridge")
-        process.arguments = ["run", "--config", configurationPath]
-        process.standardOutput = output
-        process.standardError = output
-        let exited = AsyncCondition(false)
-        process.terminationHandler = { _ in exited.set() }
-        try process.run()
-        return BridgeProcess(process: process, exited: exited)
-    }
-
-    func kill(signal: Int32) {
-        Foundation.kill(self.process.processIdentifier, signal)
-    }
-
-    /// Waits (at most 60 s) and returns the exit status, or 128 + the signal that ended the process; -1 when it had
-    /// to be killed. Waits for the termination handler, so it holds no thread of the test run's small cooperative
-    /// pool and polls nothing.
-    func waitForExit() async -> Int32 {
-        guard await self.exited.waitUntilSet(deadline: .now + .seconds(60)) else {
-            Foundation.kill(self.process.processIdentifier, SIGKILL)
-            _ = await self.exited.waitUntilSet(deadline: .now + .seconds(10))
-            return -1
-        }
-        return self.process.terminationReason == .uncaughtSignal
-            ? self.process.terminationStatus + 128 : self.process.terminationStatus
+    static func start(configurationPath: String, output: FileHandle) throws -> RunningPushBridge {
+        try PushBridgeExecutable.start(
+            ["run", "--config", configurationPath], standardOutput: output, standardError: output)
     }
 }
