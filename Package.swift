@@ -129,6 +129,7 @@ let package = Package(
                 "BinaryProvider",
                 "APNSCore",
                 "HTTP2",
+                "Waiting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),

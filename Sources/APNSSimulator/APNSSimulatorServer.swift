@@ -94,6 +94,12 @@ package final class APNSSimulatorServer: Sendable {
     /// What the simulator received and answered so far.
     package var statistics: SimulatorStatistics { self.engine.statistics }
 
+    /// Waits until at least `count` requests were answered (``SimulatorStatistics/requestsAnswered``), woken by
+    /// each answer rather than polling; `false` when `timeout` passed first.
+    package func waitForAnswers(_ count: Int, timeout: Duration) async -> Bool {
+        await self.engine.waitForAnswers(count, deadline: .now + timeout)
+    }
+
     /// The first requests received, in order, when the scenario asks for them (`receive_log`).
     package var receivedRequests: [ReceivedRequest] { self.engine.receivedRequests }
 

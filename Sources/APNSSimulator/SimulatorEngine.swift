@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import NIOSSL
 import Synchronization
+import Waiting
 
 /// One request as the simulator sees it, independent of the transport.
 package struct SimulatorRequest: Sendable {
@@ -175,6 +176,18 @@ package final class SimulatorEngine: Sendable {
     /// A snapshot of the counts so far.
     package var statistics: SimulatorStatistics { self.state.withLock { $0.statistics } }
 
+    /// ``SimulatorStatistics/requestsAnswered``, for waiting on: a test waits until so many requests were answered
+    /// instead of polling the statistics.
+    let answered = AsyncCondition(0)
+
+    /// Waits until at least `count` requests were answered; `false` when `deadline` passed first.
+    package func waitForAnswers(_ count: Int, deadline: ContinuousClock.Instant) async -> Bool {
+        if case .satisfied = await self.answered.wait(deadline: deadline, until: { $0 >= count ? () : nil }) {
+            return true
+        }
+        return false
+    }
+
     /// The upper bound of the answers' random extra delay, in whole milliseconds (0: none).
     let jitterMilliseconds: UInt64
 
@@ -218,7 +231,7 @@ package final class SimulatorEngine: Sendable {
         let token = Self.deviceToken(inPath: request.path)
         let fields = SimulatorRequestFields(request.headers)
         let now = self.clock.now()
-        return self.state.withLock { state in
+        let (decision, answered) = self.state.withLock { state in
             state.statistics.requestsReceived += 1
             if let certificate = request.clientCertificate {
                 state.statistics.byClientCertificate[certificate, default: 0] += 1
@@ -237,8 +250,10 @@ package final class SimulatorEngine: Sendable {
                     ReceivedRequest(
                         path: request.path, deviceToken: token, apnsID: fields.messageID, status: status))
             }
-            return decision
+            return (decision, state.statistics.requestsAnswered)
         }
+        self.answered.withLock { $0 = max($0, answered) }
+        return decision
     }
 
     private func decide(

@@ -27,7 +27,7 @@ struct EndToEndFaultTests {
 
             let first = try BridgeProcess.start(
                 configurationPath: path, log: world.directory.appendingPathComponent("first.log"))
-            try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= count * 3 / 10 }
+            try #require(await world.simulator.waitForAnswers(count * 3 / 10, timeout: .seconds(60)))
             first.kill(signal: SIGKILL)
             #expect(await first.waitForExit() == SIGKILL + 128)
             let answeredAtCrash = world.simulator.statistics.requestsAnswered
@@ -106,7 +106,7 @@ struct EndToEndFaultTests {
             try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
             let path = try world.configuration(maxInFlight: 20)
             try await world.withBridge(configurationPath: path) { _ in
-                try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= 200 }
+                try #require(await world.simulator.waitForAnswers(200, timeout: .seconds(60)))
                 try world.cluster.setBrokerDown(1)
                 try await Task.sleep(for: .seconds(2))
                 try world.cluster.setBrokerUp(1)

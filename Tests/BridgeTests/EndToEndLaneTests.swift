@@ -80,7 +80,7 @@ struct EndToEndLaneTests {
             let log = world.directory.appendingPathComponent(lanes ? "lanes.log" : "no-lanes.log")
             let bridge = try BridgeProcess.start(configurationPath: path, log: log)
             // The trickle starts once the backlog flows (and fills max_in_flight).
-            try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= 2000 }
+            try #require(await world.simulator.waitForAnswers(2000, timeout: .seconds(60)))
             if lanes {
                 // Full but moving is ready; per lane too. A lane that does not exist is 404.
                 #expect(try await httpGet(port: port, path: "/readyz?lane=default").0 == 200)

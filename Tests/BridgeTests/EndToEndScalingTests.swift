@@ -50,7 +50,7 @@ struct EndToEndScalingTests {
             let events = load.events
             let production = Task { try await Self.producePaced(world, events, perSecond: load.perSecond) }
             // The third member joins once the first two own the partitions and deliver, and leaves 12 s later.
-            try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= 100 }
+            try #require(await world.simulator.waitForAnswers(100, timeout: .seconds(60)))
             try start("c")
             try await Task.sleep(for: .seconds(12))
             bridges["c"]?.kill(signal: SIGTERM)
@@ -135,7 +135,7 @@ struct EndToEndScalingTests {
             }
             let count = keys * updates
             try start("a")
-            try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= 40 }
+            try #require(await world.simulator.waitForAnswers(40, timeout: .seconds(60)))
             try start("b")
             // B takes half the partitions (the join completes after the mock's 5 s), then leaves again.
             try await waitUntil(timeout: .seconds(60)) {

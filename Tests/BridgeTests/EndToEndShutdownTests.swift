@@ -26,7 +26,7 @@ struct EndToEndShutdownTests {
                 maxInFlight: 1000, logLevel: "warning", producerProperties: ["queue.buffering.max.messages": "200"])
             let log = world.directory.appendingPathComponent("outage.log")
             let bridge = try BridgeProcess.start(configurationPath: path, log: log)
-            try await waitUntil(timeout: .seconds(60)) { world.simulator.statistics.requestsAnswered >= 300 }
+            try #require(await world.simulator.waitForAnswers(300, timeout: .seconds(60)))
             try world.cluster.setBrokerDown(1)
             // The outcomes of what is in flight fill the producer's 200 places, and the line waits for room.
             try await Task.sleep(for: .seconds(2))
