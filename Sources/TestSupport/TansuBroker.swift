@@ -17,8 +17,7 @@ package final class TansuBroker: TestKafkaBroker {
     package let directAddress: String
     /// Tansu behind a proxy that sends Apache Kafka's ApiVersions tagged fields instead of Tansu's.
     package let kafkaShapedAddress: String
-    private let process: Process
-    private let input: Pipe
+    private let script: BrokerProcess
     private let tansu: URL
 
     /// The project's venv Python.
@@ -47,16 +46,17 @@ package final class TansuBroker: TestKafkaBroker {
         package var description: String
     }
 
-    private init(addresses: [String: String], process: Process, input: Pipe, tansu: URL) throws {
+    private init(script: BrokerProcess, tansu: URL) async throws {
+        let addresses = script.addresses
         guard let proxy = addresses["proxy"], let direct = addresses["broker"], let shaped = addresses["kafka_shaped"]
         else {
+            await script.stop()
             throw StartFailed(description: "tansu-broker.py printed \(addresses), not the three addresses")
         }
         self.bootstrapServers = proxy
         self.directAddress = direct
         self.kafkaShapedAddress = shaped
-        self.process = process
-        self.input = input
+        self.script = script
         self.tansu = tansu
     }
 
@@ -65,36 +65,14 @@ package final class TansuBroker: TestKafkaBroker {
         -> TansuBroker
     {
         guard let tansu = Self.binary else { throw StartFailed(description: Self.notInstalledMessage) }
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("tansu-\(UUID())")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        let outputURL = scratch.appendingPathComponent("stdout")
-        let errorURL = scratch.appendingPathComponent("stderr")
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = Self.python
-        process.arguments = [
-            RepositoryPaths.root.appendingPathComponent("scripts/tansu-broker.py").path,
-            "--tansu", tansu.path, "--max-seconds", "\(maxLifetime.components.seconds)",
-        ]
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = try FileHandle(forWritingTo: outputURL)
-        process.standardError = try FileHandle(forWritingTo: errorURL)
-        try process.run()
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let text = String(decoding: (try? Data(contentsOf: outputURL)) ?? Data(), as: UTF8.self)
-            if let line = text.split(separator: "\n").first, text.contains("\n") {
-                let addresses = try JSONDecoder().decode([String: String].self, from: Data(line.utf8))
-                return try TansuBroker(addresses: addresses, process: process, input: input, tansu: tansu)
-            }
-            if !process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        process.terminate()
-        let reason = String(decoding: (try? Data(contentsOf: errorURL)) ?? Data(), as: UTF8.self)
-        throw StartFailed(description: "Tansu did not start within \(timeout): \(reason)")
+        let script = try await BrokerProcess.start(
+            "tansu", executable: Self.python,
+            arguments: [
+                RepositoryPaths.root.appendingPathComponent("scripts/tansu-broker.py").path,
+                "--tansu", tansu.path, "--max-seconds", "\(maxLifetime.components.seconds)",
+            ],
+            timeout: timeout)
+        return try await TansuBroker(script: script, tansu: tansu)
     }
 
     /// Creates `topic` with Tansu's own client (`tansu topic create`, at most 30 s: only a hang should fail it).
@@ -125,16 +103,12 @@ package final class TansuBroker: TestKafkaBroker {
     /// bound), while Tansu keeps running. Returns at once (the script's `drop SECONDS` command).
     package func dropConnections(for duration: Duration) throws {
         let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        try self.input.fileHandleForWriting.write(contentsOf: Data("drop \(seconds)\n".utf8))
+        try self.script.send("drop \(seconds)")
     }
 
-    /// Stops the proxies and Tansu: SIGTERM to the script, which stops Tansu and exits (at most 10 s).
+    /// Stops the proxies and Tansu: the script stops Tansu and exits (at most 10 s).
     package func stop() async {
-        try? self.input.fileHandleForWriting.close()
-        self.process.terminate()
-        let deadline = ContinuousClock.now + .seconds(10)
-        while self.process.isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if self.process.isRunning { kill(self.process.processIdentifier, SIGKILL) }
+        await self.script.stop()
     }
 
     /// The broker of the suite running now (see ``SharedTansuBroker``).
