@@ -75,10 +75,17 @@ package enum NotificationValidation {
     private static func validateFields(_ notification: Notification) -> Reason? {
         if let reason = self.validateTopic(notification.topic, pushType: notification.pushType) { return reason }
         if !notification.pushType.allows(notification.priority) { return .badPriority }
-        if let expiration = notification.expirationEpochSeconds, expiration < 0 { return .badExpirationDate }
-        if let collapseID = notification.collapseID, let reason = self.validateCollapseID(collapseID) {
-            return reason
-        }
+        return self.validateEventFields(
+            expirationEpochSeconds: notification.expirationEpochSeconds, collapseID: notification.collapseID)
+    }
+
+    /// Expiration, then collapse id: the part of ``validate(_:payloadIsJSONObject:)``'s field checks that an event
+    /// gives every notification made from it (topic and priority are the route's). The mapper runs it once per
+    /// event; ``validate(_:payloadIsJSONObject:)`` runs it after topic and priority, so both report the same fault
+    /// first.
+    package static func validateEventFields(expirationEpochSeconds: Int64?, collapseID: String?) -> Reason? {
+        if let expiration = expirationEpochSeconds, expiration < 0 { return .badExpirationDate }
+        if let collapseID, let reason = self.validateCollapseID(collapseID) { return reason }
         return nil
     }
 

@@ -94,12 +94,12 @@ extension CompiledRoute {
             case .failure(let reason): return .failure(reason)
             }
         }
-        // NotificationValidation.validateHeaderValues, split by what varies: the topic and priority were checked
-        // when the route compiled, expiration and collapse id are the event's, the token is each notification's.
-        // Faults are reported in the order validate(_:) reports them: token, expiration, collapse id, payload.
+        // NotificationValidation.validate, split by what varies: the topic and priority were checked when the route
+        // compiled, expiration and collapse id are the event's (validateEventFields), the token is each
+        // notification's. Faults come in validate's order: token, expiration, collapse id, payload.
         let eventFault =
-            (expiration ?? 0) < 0
-            ? .badExpirationDate : collapseFault ?? collapseID.flatMap(NotificationValidation.validateCollapseID)
+            NotificationValidation.validateEventFields(expirationEpochSeconds: expiration, collapseID: collapseID)
+            ?? collapseFault
         let event = scope.event
         var notifications: [MappedNotification] = []
         notifications.reserveCapacity(tokens.count)

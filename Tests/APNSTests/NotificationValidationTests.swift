@@ -132,6 +132,48 @@ struct NotificationValidationTests {
         #expect(NotificationValidation.validatePayload(payload, pushType: .voip) != .payloadTooLarge)
     }
 
+    @Test(
+        "faults come in one order: token, topic, priority, expiration, collapse id, payload; the event's part (expiration, collapse id) is the one the mapper runs"
+    )
+    func faultOrder() {
+        var notification = Fixtures.notification(pushType: .background)
+        notification.deviceToken = "not hex"
+        notification.topic = ""
+        notification.priority = .immediate
+        notification.expirationEpochSeconds = -1
+        notification.collapseID = String(repeating: "c", count: 65)
+        notification.payload = []
+        var reasons: [Reason] = []
+        while let reason = NotificationValidation.validate(notification) {
+            reasons.append(reason)
+            switch reason {
+            case .badDeviceToken: notification.deviceToken = Fixtures.deviceToken(1)
+            case .missingTopic: notification.topic = Fixtures.topic
+            case .badPriority: notification.priority = .powerConsiderate
+            case .badExpirationDate:
+                #expect(
+                    NotificationValidation.validateEventFields(
+                        expirationEpochSeconds: notification.expirationEpochSeconds,
+                        collapseID: notification.collapseID) == .badExpirationDate)
+                notification.expirationEpochSeconds = 0
+            case .badCollapseId:
+                #expect(
+                    NotificationValidation.validateEventFields(
+                        expirationEpochSeconds: notification.expirationEpochSeconds,
+                        collapseID: notification.collapseID) == .badCollapseId)
+                notification.collapseID = nil
+            case .payloadEmpty: notification.payload = Array("{}".utf8)
+            default:
+                Issue.record("unexpected \(reason)")
+                return
+            }
+        }
+        #expect(
+            reasons == [
+                .badDeviceToken, .missingTopic, .badPriority, .badExpirationDate, .badCollapseId, .payloadEmpty,
+            ])
+    }
+
     @Test("a collapse id over 64 bytes is BadCollapseId")
     func collapseID() {
         #expect(NotificationValidation.validateCollapseID(String(repeating: "c", count: 64)) == nil)
