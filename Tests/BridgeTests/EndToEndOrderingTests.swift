@@ -8,6 +8,7 @@ import Synchronization
 import TestSupport
 import TestWaiting
 import Testing
+import Waiting
 
 @testable import Bridge
 @testable import BridgeCore
@@ -74,7 +75,7 @@ struct EndToEndOrderingTests {
         configuration.linger = .milliseconds(2)
         configuration.properties = ["log_level": "0"]
         let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
-        let reports = Mutex((done: 0, failures: [String]()))
+        let reports = AsyncCondition((done: 0, failures: [String]()))
         var counts: [Int32: Int64] = [:]
         for (partition, key, value) in events {
             counts[partition, default: 0] += 1
@@ -87,9 +88,10 @@ struct EndToEndOrderingTests {
                 }
             }
         }
-        try await waitUntil(timeout: .seconds(30)) { reports.withLock { $0.done } == events.count }
+        let reported = await reports.wait(deadline: .now + .seconds(30)) { $0.done == events.count ? () : nil }
         await producer.close()
-        #expect(reports.withLock { $0.failures } == [])
+        guard case .satisfied = reported else { throw TimedOut(what: "delivery reports") }
+        #expect(reports.read { $0.failures } == [])
         return counts
     }
 

@@ -8,6 +8,7 @@ import Synchronization
 import TestSupport
 import TestWaiting
 import Testing
+import Waiting
 
 @testable import Bridge
 @testable import BridgeCore
@@ -64,7 +65,7 @@ struct KafkaPipelineTests {
         let group = ServiceGroup(configuration: .init(services: [.init(service: pipeline)], logger: quietLogger()))
         let run = Task { try await group.run() }
         // 144 outcomes + 9 invalid tokens + 9 dead letters.
-        try await waitUntil(timeout: .seconds(60)) { sink.acknowledged == 162 }
+        try await sink.wait(timeout: .seconds(60)) { count, _ in count == 162 }
         await group.triggerGracefulShutdown()
         try await run.value
 
@@ -96,10 +97,10 @@ extension KafkaMessage {
     var text: String { self.value.map { String(decoding: $0, as: UTF8.self) } ?? "" }
 }
 
-/// Forwards to a sink and counts acknowledged records.
+/// Forwards to a sink and counts acknowledged records; a test waits on the count, woken by each acknowledgement.
 final class CountingSink: RecordSink {
     private let base: any RecordSink
-    private let state = Mutex((count: 0, keys: Set<String>()))
+    private let state = AsyncCondition((count: 0, keys: Set<String>()))
 
     init(base: any RecordSink) { self.base = base }
 
@@ -117,10 +118,18 @@ final class CountingSink: RecordSink {
 
     func flush(timeout: Duration) async throws { try await self.base.flush(timeout: timeout) }
 
-    var acknowledged: Int { self.state.withLock { $0.count } }
+    var acknowledged: Int { self.state.read { $0.count } }
 
     /// The keys of the acknowledged records, as text.
-    var keys: Set<String> { self.state.withLock { $0.keys } }
+    var keys: Set<String> { self.state.read { $0.keys } }
+
+    /// Waits until `condition` holds for the acknowledged count and keys; throws ``TimedOut`` after `timeout`.
+    func wait(
+        timeout: Duration, until condition: @escaping @Sendable (_ count: Int, _ keys: Set<String>) -> Bool
+    ) async throws {
+        let result = await self.state.wait(deadline: .now + timeout) { condition($0.count, $0.keys) ? () : nil }
+        guard case .satisfied = result else { throw TimedOut(what: "acknowledged records") }
+    }
 }
 
 @Suite("Pipeline instances in one group")
@@ -163,14 +172,15 @@ struct KafkaGroupPipelineTests {
         let (_, groupA, _) = instance(sinkA)
         let (pipelineB, groupB, sourceB) = instance(sinkB)
         let runA = Task { try await groupA.run() }
-        try await waitUntil(timeout: .seconds(30)) { sinkA.acknowledged > 0 }
+        try await sinkA.wait(timeout: .seconds(30)) { count, _ in count > 0 }
         let runB = Task { try await groupB.run() }
         // B only gets work once the group rebalanced and split the partitions.
-        try await waitUntil(timeout: .seconds(30)) { sinkB.acknowledged > 0 }
+        try await sinkB.wait(timeout: .seconds(30)) { count, _ in count > 0 }
         #expect(sinkA.acknowledged < eventCount)
         await groupA.triggerGracefulShutdown()
         try await runA.value
-        try await waitUntil(timeout: .seconds(60)) { sinkA.keys.union(sinkB.keys).count == eventCount }
+        // Both sinks' keys: woken by A's or B's acknowledgements, whichever comes (A stopped; B finishes the rest).
+        try await sinkB.wait(timeout: .seconds(60)) { _, keys in sinkA.keys.union(keys).count == eventCount }
         // Every outcome exists, but A's last commit may have been refused during the rebalance (the mock answers
         // REBALANCE_IN_PROGRESS), so B must also have fetched and finished what A processed after its last
         // commit, before it stops and commits.

@@ -4,6 +4,7 @@ import Synchronization
 import TestSupport
 import TestWaiting
 import Testing
+import Waiting
 
 // Periodic commits are librdkafka's own (they wait for a stable group, docs/kafka.md "Commits during a rebalance"),
 // so their failures reach the layer only through librdkafka's offset_commit_cb: the one line an operator sees.
@@ -30,9 +31,7 @@ struct KafkaCommitFailureTests {
         try cluster.injectErrors([.topicAuthorizationFailed, .topicAuthorizationFailed], on: .offsetCommit)
         // Stored, not committed: librdkafka's timer (200 ms here) sends it, and the mock refuses it.
         try consumer.storeOffset(5, for: partition)
-        try await waitUntil(timeout: .seconds(30)) {
-            lines.all.contains { $0.message == "Committing offsets failed" }
-        }
+        try await lines.wait(timeout: .seconds(30)) { $0.message == "Committing offsets failed" }
         await consumer.close()
         let failures = lines.all.filter { $0.message == "Committing offsets failed" }
         #expect(failures.allSatisfy { $0.error.contains("TOPIC_AUTHORIZATION_FAILED") }, "\(failures)")
@@ -59,8 +58,8 @@ struct KafkaCommitFailureTests {
         // then counts the assignment lost, rejoins, and the only member gets the partition back.
         try cluster.injectErrors([.illegalGeneration], on: .offsetCommit)
         try consumer.storeOffset(10, for: partition)
-        try await waitUntil(timeout: .seconds(30)) {
-            lines.all.contains { $0.message == "Partitions revoked" && $0.metadata["kafka.lost"] == "true" }
+        try await lines.wait(timeout: .seconds(30)) {
+            $0.message == "Partitions revoked" && $0.metadata["kafka.lost"] == "true"
         }
         try await produce(producer, topic: topic, count: 5, prefix: "after", partitionCount: 1)
         await producer.close()
@@ -75,9 +74,15 @@ struct KafkaCommitFailureTests {
 /// The lines a ``LineRecorder`` kept: each message, the error passed with it, and its metadata as text.
 private final class RecordedLines: Sendable {
     typealias Line = (message: String, error: String, metadata: [String: String])
-    private let lines = Mutex<[Line]>([])
-    var all: [Line] { self.lines.withLock { $0 } }
+    private let lines = AsyncCondition<[Line]>([])
+    var all: [Line] { self.lines.read { $0 } }
     func append(_ line: Line) { self.lines.withLock { $0.append(line) } }
+
+    /// Waits until a line satisfies `matches`, woken by each new line; throws ``TimedOut`` after `timeout`.
+    func wait(timeout: Duration, for matches: @escaping @Sendable (Line) -> Bool) async throws {
+        let result = await self.lines.wait(deadline: .now + timeout) { $0.contains(where: matches) ? () : nil }
+        guard case .satisfied = result else { throw TimedOut(what: "a log line") }
+    }
 }
 
 /// A log handler that keeps every line in ``RecordedLines``.
