@@ -96,9 +96,20 @@ struct RealBrokerEndToEndTests {
                 (firstBatch..<(firstBatch + secondBatch)).map { EndToEnd.alert([EndToEnd.token($0)]) })
             produced.merge(added, uniquingKeysWith: +)
             let total = firstBatch + secondBatch
-            _ = try await world.results(timeout: .seconds(120)) { Set($0.outcomes.map(\.token)).count >= total }
-            instanceB.kill(signal: SIGTERM)
-            #expect(await instanceB.waitForExit() == 0, "\(world.log("b.log"))")
+            let complete: @Sendable (Results) -> Bool = { Set($0.outcomes.map(\.token)).count >= total }
+            var last = instanceB
+            // Tansu's coordinator sometimes never hands a departed member's partitions to the one left (docs/kafka.md,
+            // "The real-broker lane"): B then stops gracefully and a new B of the same group takes over, which
+            // proves the same (nothing lost, nothing repeated, commits at the end) without waiting on Tansu's stall.
+            if !complete(try await world.results(timeout: .seconds(60), expectComplete: false, until: complete)) {
+                instanceB.kill(signal: SIGTERM)
+                #expect(await instanceB.waitForExit() == 0, "\(world.log("b.log"))")
+                last = try BridgeProcess.start(
+                    configurationPath: pathB, log: world.directory.appendingPathComponent("b2.log"))
+            }
+            _ = try await world.results(timeout: .seconds(120), until: complete)
+            last.kill(signal: SIGTERM)
+            #expect(await last.waitForExit() == 0, "\(world.log("b.log"))\n\(world.log("b2.log"))")
 
             let results = try await world.results(timeout: .seconds(10), expectComplete: false) { _ in false }
             #expect(Set(results.outcomes.map(\.token)) == Set((0..<total).map { EndToEnd.token($0) }), "lost")
