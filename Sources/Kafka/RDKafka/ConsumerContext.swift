@@ -41,7 +41,7 @@ final class ConsumerContext: Sendable {
     /// Partitions whose assignment was lost (`lost=true`: nothing could be committed), with the offset stored in
     /// it: everything before that offset was finished by this consumer. Kept until the partition is assigned again
     /// (see ``resumeAfterLoss(_:_:)``).
-    let finishedBeforeLoss = Mutex<[KafkaPartition: Int64]>([:])
+    private let finishedBeforeLoss = Mutex<[KafkaPartition: Int64]>([:])
     /// Held while partitions are assigned or released, and while ``KafkaConsumer/pause(_:)``,
     /// ``KafkaConsumer/resume(_:)`` and ``wakeFetchers(_:)`` seek or change what is to be sought.
     let assignmentChange = Mutex(())
@@ -266,8 +266,7 @@ final class ConsumerContext: Sendable {
                 self.finishedBeforeLoss.withLock { finished in
                     for (partition, offset) in stored { finished[partition] = offset }
                 }
-            }
-            if !lost {
+            } else {
                 // Synchronous: the next owner must see every offset stored for these partitions. A failure is
                 // logged by ``committed(_:)``; at-least-once still holds: the next owner re-reads from the last
                 // successful commit.
@@ -291,8 +290,8 @@ final class ConsumerContext: Sendable {
     /// Where partitions assigned again after a lost assignment start: at the offset this consumer had finished
     /// before the loss, when that is beyond the group's committed offset. librdkafka 2.0.2 counts an assignment lost
     /// whenever a commit is answered `ILLEGAL_GENERATION` (issue #4059), which a commit queued during a broker outage
-    /// meets when the group rebalanced meanwhile; the partitions usually come straight back, and without this
-    /// everything finished since the last successful commit was processed again. Everything before the stored offset
+    /// meets when the group rebalanced meanwhile. The member rejoins owning nothing, and some of its partitions come
+    /// back to it; without this, everything finished on them since the last successful commit was processed again. Everything before the stored offset
     /// was finished here (its outcomes published), and everything before the committed offset by someone, so starting
     /// at the larger of the two repeats nothing and skips nothing that was not finished. Sets the offsets in `list`
     /// (librdkafka starts an assigned partition at an offset given there) and returns them. Asks the coordinator for
