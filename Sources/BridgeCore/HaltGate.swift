@@ -55,6 +55,15 @@ package final class HaltGate: Sendable {
         }
     }
 
+    /// The halt once the gate is closed (at once if it is); `nil` when `deadline` passed first, or the calling task
+    /// was cancelled. For what watches the line (a test, an operator's tool) rather than waits to send.
+    package func waitUntilHalted(deadline: ContinuousClock.Instant) async -> Halt? {
+        guard case .satisfied(let halt) = await self.state.wait(deadline: deadline, until: { $0 }) else {
+            return nil
+        }
+        return halt
+    }
+
     /// Returns at once while the gate is open; otherwise waits until it opens. Throws `CancellationError`
     /// when the calling task is cancelled while waiting.
     package func waitUntilOpen() async throws {

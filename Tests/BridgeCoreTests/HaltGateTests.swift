@@ -36,6 +36,17 @@ struct HaltGateTests {
         #expect(changes.withLock { $0 } == ["app default: InvalidProviderToken", nil])
     }
 
+    @Test("a watcher waits for the halt and gets it; an open gate gives nil at the deadline")
+    func waitUntilHalted() async throws {
+        let gate = HaltGate()
+        #expect(await gate.waitUntilHalted(deadline: .now + .milliseconds(20)) == nil)
+        async let halt = gate.waitUntilHalted(deadline: .now + .seconds(30))
+        try await Task.sleep(for: .milliseconds(20))
+        gate.halt(reason: "app default: InvalidProviderToken")
+        #expect(await halt?.reason == "app default: InvalidProviderToken")
+        #expect(await gate.waitUntilHalted(deadline: .now)?.reason == "app default: InvalidProviderToken")
+    }
+
     @Test("a waiting sender can be cancelled")
     func cancellation() async throws {
         let gate = HaltGate()

@@ -48,7 +48,7 @@ struct EndToEndTests {
             let wrong = try world.configuration(keyFile: "Wrong.p8")
 
             try await world.withBridge(configurationPath: wrong) { started in
-                try await waitUntil(timeout: .seconds(30)) { started.pipeline.gate.current != nil }
+                try #require(await started.pipeline.gate.waitUntilHalted(deadline: .now + .seconds(30)) != nil)
                 let (status, body) = try await httpGet(port: started.adminPort, path: "/readyz")
                 #expect(status == 503)
                 #expect(body.contains("InvalidProviderToken"))
