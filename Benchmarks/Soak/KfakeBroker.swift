@@ -51,8 +51,7 @@ final class KfakeBroker: TestKafkaBroker {
     /// Every broker unreachable for `duration`: open connections are reset and new ones closed, while the cluster
     /// keeps its data and groups. Returns at once.
     func dropConnections(for duration: Duration) throws {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        try self.process.send("drop \(seconds)")
+        try self.process.dropConnections(for: duration)
     }
 
     /// Stops it (at most 10 s before SIGKILL).

@@ -392,7 +392,7 @@ struct SoakRun {
             committed: finalCommitted, commitsReachedAt: commitsReachedAt,
             simulatorSummary: (try? String(contentsOfFile: simulatorLog, encoding: .utf8)) ?? "",
             mockDebugLog: mockDebugLog)
-        let report = analysis.report()
+        let (report, boundsHeld) = analysis.report()
         say(report)
         let reportPath = path("report.txt")
         try report.write(toFile: reportPath, atomically: true, encoding: .utf8)
@@ -400,7 +400,7 @@ struct SoakRun {
         try? FileManager.default.createSymbolicLink(
             atPath: (options.directory as NSString).appendingPathComponent("latest"), withDestinationPath: name)
         say("report: \(reportPath)")
-        return analysis.accounted && analysis.boundsHeld
+        return analysis.accounted && boundsHeld
     }
 
     /// Produces event `i` (``EventFactory``) at `start + i / rate` to partition `i % partitions`; returns how many

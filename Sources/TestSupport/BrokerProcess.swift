@@ -77,6 +77,13 @@ package final class BrokerProcess: Sendable {
         try self.input.fileHandleForWriting.write(contentsOf: Data("\(command)\n".utf8))
     }
 
+    /// Every broker unreachable for `duration`, without a restart (the brokers keep their data and groups): the
+    /// `drop SECONDS` command both lanes' processes take. Returns at once.
+    package func dropConnections(for duration: Duration) throws {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        try self.send("drop \(seconds)")
+    }
+
     /// Closes its standard input and sends SIGTERM (it exits on either); SIGKILL after 10 s.
     package func stop() async {
         try? self.input.fileHandleForWriting.close()

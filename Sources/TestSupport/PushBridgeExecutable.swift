@@ -189,9 +189,6 @@ package final class ProcessOutput: Sendable {
         }
     }
 
-    /// What arrived so far.
-    package var text: String { self.state.withLock { $0.text } }
-
     /// The whole output once it contains `needle`; `nil` after `timeout`.
     package func wait(containing needle: String, timeout: Duration = .seconds(20)) async -> String? {
         let (changes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))

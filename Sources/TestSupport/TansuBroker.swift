@@ -102,8 +102,7 @@ package final class TansuBroker: TestKafkaBroker {
     /// drop every open connection at once and refuse new ones for `duration` (accepted and closed; the ports stay
     /// bound), while Tansu keeps running. Returns at once (the script's `drop SECONDS` command).
     package func dropConnections(for duration: Duration) throws {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-        try self.script.send("drop \(seconds)")
+        try self.script.dropConnections(for: duration)
     }
 
     /// Stops the proxies and Tansu: the script stops Tansu and exits (at most 10 s).
