@@ -64,23 +64,20 @@ package final class HTTP2ClientConnection: Sendable {
             shared.closed.succeed(.connectionLost("\(failure)"))
             throw failure
         }
-        // Settled on the event loop as setup ends, not once the awaiting task runs again: on a busy host the task can
-        // resume after the deadline, and the timer then closed a connection that was up and handed out. Both
-        // closures run on the event loop; the flag covers a timer already taken to run in the same loop tick.
-        let settled = SetupSettled()
+        // The timer only fails the setup's promise. Once the handler has succeeded it (on the event loop, as the
+        // server's SETTINGS arrive) that failure is a no-op, whatever order the loop runs the timer and the callbacks
+        // queued from this task in: on a busy host this task resumes after the deadline, and the timer then runs at
+        // once. The channel is closed only when the failure took effect, never for a connection that was up in time.
         let timeout = eventLoop.scheduleTask(deadline: deadline) {
-            guard !settled.flag.load(ordering: .relaxed) else { return }
             shared.ready.fail(HTTP2Error(.connectFailed, "no TLS handshake and SETTINGS within the connect timeout"))
-            channel.close(promise: nil)
         }
-        shared.ready.futureResult.whenComplete { _ in
-            settled.flag.store(true, ordering: .relaxed)
+        shared.ready.futureResult.whenComplete { result in
             timeout.cancel()
+            if case .failure = result { channel.close(promise: nil) }
         }
         do {
             try await shared.ready.futureResult.get()
         } catch {
-            channel.close(promise: nil)
             if let error = error as? HTTP2Error { throw error }
             throw HTTP2Error(.connectFailed, "TLS or HTTP/2 setup failed", cause: error)
         }
@@ -388,9 +385,4 @@ final class ClientShared: Sendable {
             return requests
         }
     }
-}
-
-/// Whether a connection's setup ended (``HTTP2ClientConnection/connect(configuration:eventLoopGroup:logger:)``).
-private final class SetupSettled: Sendable {
-    let flag = Atomic<Bool>(false)
 }

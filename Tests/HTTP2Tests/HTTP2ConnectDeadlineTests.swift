@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import HTTP2
+import TestSupport
 import TestWaiting
 import Testing
 
@@ -29,6 +30,31 @@ import Testing
         #expect(response.status == 200)
         await connection.close()
         await server.shutdown()
+    }
+
+    @Test("a peer that never answers the TLS hello fails at the connect timeout, and the connection is closed")
+    func silentPeerTimesOut() async throws {
+        let peer = try await HostileProxy.start(behaviour: .silent)
+        // The configuration (trust roots and all) of a real server, pointed at the silent peer instead.
+        let server = try await startServer(handler: echoHandler)
+        var configuration = try clientConfiguration(server)
+        await server.shutdown()
+        configuration.port = peer.port
+        configuration.connectTimeout = .seconds(1)
+        let started = ContinuousClock.now
+        var failure: HTTP2Error?
+        do {
+            _ = try await HTTP2ClientConnection.connect(configuration: configuration)
+        } catch let error as HTTP2Error {
+            failure = error
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(failure?.code == .connectFailed)
+        #expect("\(failure.map { "\($0)" } ?? "")".contains("no TLS handshake and SETTINGS within the connect timeout"))
+        // The deadline never fires early; 20 s only says the connect did not wait for something else.
+        #expect(elapsed >= .seconds(1) && elapsed < .seconds(20))
+        #expect(try await eventually { peer.connectionsClosed == 1 })
+        await peer.shutdown()
     }
 }
 
