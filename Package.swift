@@ -434,6 +434,7 @@ let package = Package(
             name: "BridgeCoreTests",
             dependencies: [
                 "TestWaiting",
+                "Waiting",
                 "BridgeCore",
                 "PipelineTestSupport",
                 "APNSCore",

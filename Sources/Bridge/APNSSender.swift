@@ -143,22 +143,6 @@ package final class APNSSender: ManagedSender {
         app.flatMap { self.appProviders[$0] } ?? self.defaultProvider
     }
 
-    package func send(_ notification: Notification, app: String?) async -> APNSResult {
-        switch self.provider(app) {
-        case .http2(let client): await client.send(notification)
-        case .binary(let clients, _, _, let next): await clients[next.next(of: clients.count)].send(notification)
-        }
-    }
-
-    package func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
-    {
-        switch self.provider(app) {
-        case .http2(let client): client.send(notification, completion: completion)
-        case .binary(let clients, _, _, let next):
-            clients[next.next(of: clients.count)].send(notification, completion: completion)
-        }
-    }
-
     package func send(contentsOf batch: [SendRequest]) {
         // Grouped per client, so each client's event loop is woken once for its share.
         var http2 = IdentityGroups<APNSClient, APNSClient.Submission>(expecting: batch.count)

@@ -12,14 +12,11 @@ package struct LogSender: NotificationSender {
         self.logger = logger
     }
 
-    package func send(_ notification: Notification, app: String?) async -> APNSResult {
-        self.logged(notification, app: app)
-    }
-
-    /// Logs it and answers at once, on the caller's thread: there is nothing to wait for, so no task.
-    package func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
-    {
-        completion(self.logged(notification, app: app))
+    /// Logs each and answers at once, on the caller's thread: there is nothing to wait for.
+    package func send(contentsOf batch: [SendRequest]) {
+        for request in batch {
+            request.completion(self.logged(request.notification, app: request.app))
+        }
     }
 
     private func logged(_ notification: Notification, app: String?) -> APNSResult {

@@ -100,21 +100,6 @@ package final class ReloadableSender: ManagedSender {
         }
     }
 
-    package func send(_ notification: Notification, app: String?) async -> APNSResult {
-        let generation = self.enter(1)
-        defer { generation.finished() }
-        return await generation.sender.send(notification, app: app)
-    }
-
-    package func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
-    {
-        let generation = self.enter(1)
-        generation.sender.send(notification, app: app) { result in
-            generation.finished()
-            completion(result)
-        }
-    }
-
     package func send(contentsOf batch: [SendRequest]) {
         let generation = self.enter(batch.count)
         var counted = batch

@@ -1,16 +1,17 @@
 import APNSCore
 import Routing
+import Waiting
 
-/// Sends notifications (APNs over HTTP/2, in production; or the `log` sender). Another sender plugs in by
-/// conforming to this.
+/// Sends notifications (APNs over HTTP/2 or the binary protocol, in production; or the `log` sender). Another sender
+/// plugs in by conforming to this.
+///
+/// One requirement, the batch: it is the path of the bridge's hot loop, and the one-notification forms below are
+/// written once on top of it, so every sender (and every test's sender) is driven the way production drives it.
 package protocol NotificationSender: Sendable {
-    /// Sends `notification` with the credentials of `app` (`nil`: the default `apns` block) and returns
-    /// APNs' answer. It never throws: every fault is an `APNSResult` (`.failed` when APNs gave no answer).
-    func send(_ notification: Notification, app: String?) async -> APNSResult
-    /// Sends `notification` and calls `completion` once with what ``send(_:app:)`` would return, from any thread,
-    /// without a task per notification where the sender can.
-    func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
-    /// ``send(_:app:completion:)`` for several notifications at once, so a sender can hand them over together.
+    /// Sends each notification of `batch` with the credentials of its `app` (`nil`: the default `apns` block) and
+    /// calls its completion once with APNs' answer: from any thread, possibly before this returns, never twice.
+    /// Every fault is an `APNSResult` (`.failed` when APNs gave no answer). It must not block: what needs waiting
+    /// (a connection to open, a resend) goes on in the sender's own tasks or event loops.
     func send(contentsOf batch: [SendRequest])
 }
 
@@ -28,16 +29,18 @@ package struct SendRequest: Sendable {
 }
 
 extension NotificationSender {
-    /// Runs ``send(_:app:)`` in a task.
+    /// ``send(contentsOf:)`` for one notification.
     package func send(_ notification: Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
     {
-        Task { completion(await self.send(notification, app: app)) }
+        self.send(contentsOf: [SendRequest(notification: notification, app: app, completion: completion)])
     }
 
-    /// Sends them one by one.
-    package func send(contentsOf batch: [SendRequest]) {
-        for request in batch {
-            self.send(request.notification, app: request.app, completion: request.completion)
-        }
+    /// Sends `notification` and waits for its answer. A task cancelled meanwhile gets `.failed(.connectionLost)` at
+    /// once, as a request cancelled on its connection did (the pipeline then leaves the event unfinished and
+    /// uncommitted); the request itself goes on until its answer or its timeout, and that answer is dropped.
+    package func send(_ notification: Notification, app: String?) async -> APNSResult {
+        let answer = AsyncCondition<APNSResult?>(nil)
+        self.send(notification, app: app) { result in answer.withLock { $0 = result } }
+        return await answer.wait { $0 }.value ?? .failed(.connectionLost)
     }
 }

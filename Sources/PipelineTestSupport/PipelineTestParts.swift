@@ -37,15 +37,36 @@ package struct TokensMapper: EventMapper {
     }
 }
 
+/// A test's stand-in for APNs whose answers take time: each notification handed over is answered from a task of its
+/// own, as a network answers on another thread. The pipeline drives it through ``NotificationSender/send(contentsOf:)``,
+/// the path production takes.
+package protocol SimulatedAPNs: NotificationSender {
+    /// The answer to `notification`, after as long as the test wants.
+    func answer(_ notification: APNSCore.Notification, app: String?) async -> APNSResult
+    /// Called on the caller's thread as `notification` is handed over, before its answer's task starts.
+    func handedOver(_ notification: APNSCore.Notification)
+}
+
+extension SimulatedAPNs {
+    package func handedOver(_ notification: APNSCore.Notification) {}
+
+    package func send(contentsOf batch: [SendRequest]) {
+        for request in batch {
+            self.handedOver(request.notification)
+            Task { request.completion(await self.answer(request.notification, app: request.app)) }
+        }
+    }
+}
+
 /// Answers each notification with what `answer` says for its device token.
-package struct ScriptedSender: NotificationSender {
+package struct ScriptedSender: SimulatedAPNs {
     package let answer: @Sendable (String) async -> APNSResult
 
     package init(answer: @escaping @Sendable (String) async -> APNSResult) {
         self.answer = answer
     }
 
-    package func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
+    package func answer(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
         await self.answer(notification.deviceToken)
     }
 }

@@ -305,7 +305,7 @@ private struct LaneMapper: EventMapper {
 
 /// Records the order notifications are handed to it in (synchronously, as the pipeline hands them over) and which
 /// were expedited; answers 200, those `held` says only once ``open()`` was called.
-private final class GatedSender: NotificationSender {
+private final class GatedSender: SimulatedAPNs {
     private struct State {
         var sent: [String] = []
         var expedited: Set<String> = []
@@ -333,14 +333,14 @@ private final class GatedSender: NotificationSender {
         for continuation in waiting { continuation.resume() }
     }
 
-    private func record(_ notification: APNSCore.Notification) {
+    func handedOver(_ notification: APNSCore.Notification) {
         self.state.withLock { state in
             state.sent.append(notification.deviceToken)
             if notification.expedited { state.expedited.insert(notification.deviceToken) }
         }
     }
 
-    func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
+    func answer(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
         if self.latencyMilliseconds > 0 { try? await Task.sleep(for: .milliseconds(self.latencyMilliseconds)) }
         // Suspended until opened, not polling: a dozen held sends polling every few milliseconds in each of these
         // tests took the cooperative threads from the other suites running beside them.
@@ -355,15 +355,5 @@ private final class GatedSender: NotificationSender {
             }
         }
         return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
-    }
-
-    func send(_ notification: APNSCore.Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void)
-    {
-        self.record(notification)
-        Task { completion(await self.send(notification, app: app)) }
-    }
-
-    func send(contentsOf batch: [SendRequest]) {
-        for request in batch { self.send(request.notification, app: request.app, completion: request.completion) }
     }
 }

@@ -880,7 +880,7 @@ struct PipelineOrderingTests {
 
 /// A sender that records, per ordering line (the payload's `activity`, with the device token when
 /// `keyIncludesToken`), the sequence numbers it was asked to send and whether two were in flight at once.
-private final class LineRecordingSender: NotificationSender {
+private final class LineRecordingSender: SimulatedAPNs {
     struct Record {
         var sends: [String: [Int]] = [:]
         var inFlight: [String: Int] = [:]
@@ -913,7 +913,7 @@ private final class LineRecordingSender: NotificationSender {
 
     var record: Record { self.state.withLock { $0 } }
 
-    func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
+    func answer(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
         let object = (try? JSONSerialization.jsonObject(with: Data(notification.payload))) as? [String: Any] ?? [:]
         let activity = object["activity"] as? String ?? "?"
         let seq = Int(object["seq"] as? String ?? "") ?? (object["seq"] as? Int ?? -1)

@@ -26,18 +26,12 @@ struct ReloadableSenderTests {
         var received: [String] { self.state.withLock { $0.received } }
         var isShutDown: Bool { self.state.withLock { $0.shutDown } }
 
-        func send(_ notification: APNSCore.Notification, app: String?) async -> APNSResult {
-            await withCheckedContinuation { continuation in
-                self.send(notification, app: app) { continuation.resume(returning: $0) }
-            }
-        }
-
-        func send(
-            _ notification: APNSCore.Notification, app: String?, completion: @escaping @Sendable (APNSResult) -> Void
-        ) {
-            self.state.withLock {
-                $0.received.append(notification.deviceToken)
-                $0.held.append((notification.deviceToken, completion))
+        func send(contentsOf batch: [SendRequest]) {
+            self.state.withLock { state in
+                for request in batch {
+                    state.received.append(request.notification.deviceToken)
+                    state.held.append((request.notification.deviceToken, request.completion))
+                }
             }
         }
 
