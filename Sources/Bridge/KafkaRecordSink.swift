@@ -12,24 +12,13 @@ package struct KafkaRecordSink: RecordSink {
         self.producer = producer
     }
 
-    package func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
+    package func publish(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) async {
         await self.producer.send(
             topic: record.topic,
             key: record.key,
             value: record.value,
             headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
-            completion: Self.report(to: acknowledged)
-        )
-    }
-
-    package func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
-    {
-        self.producer.sendNow(
-            topic: record.topic,
-            key: record.key,
-            value: record.value,
-            headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
-            completion: Self.report(to: acknowledged)
+            completion: { acknowledgement.acknowledged(Self.error(of: $0)) }
         )
     }
 
@@ -41,12 +30,6 @@ package struct KafkaRecordSink: RecordSink {
             headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
             handler: Report(acknowledgement)
         )
-    }
-
-    private static func report(
-        to acknowledged: @escaping @Sendable ((any Error)?) -> Void
-    ) -> @Sendable (Result<KafkaDelivery, KafkaError>) -> Void {
-        { acknowledged(Self.error(of: $0)) }
     }
 
     /// What a delivery report tells the pipeline: `nil`, or the error (a too-large record as

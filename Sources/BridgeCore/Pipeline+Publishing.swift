@@ -40,7 +40,7 @@ extension Pipeline {
     }
 
     /// A record handed over and failed, or one the sink could not take at once: from here on it goes through
-    /// the closure-based path with its retries; `acknowledged` runs once the broker has it.
+    /// the path with retries (``RecordPublication``); `acknowledged` runs once the broker has it.
     fileprivate func publishAgain(
         _ record: OutgoingRecord, after error: (any Error)?, acknowledged: @escaping @Sendable () -> Void
     ) {
@@ -48,7 +48,8 @@ extension Pipeline {
             self.resumptions.continuation.yield(.publish(record, acknowledged: acknowledged))
             return
         }
-        self.answerHandler(record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)(error)
+        RecordPublication(self, record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)
+            .acknowledged(error)
     }
 
     /// Publishes a record ``publishOutcome(_:invalidToken:of:status:reason:invalidTokenReason:)`` could not hand
@@ -91,45 +92,42 @@ extension Pipeline {
     ) async {
         await self.sink.publish(
             record,
-            acknowledged: self.answerHandler(
-                record, attempt: attempt, refit: refit, failing: failing,
-                acknowledged: acknowledged))
+            acknowledgement: RecordPublication(
+                self, record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged))
     }
 
     /// Handles the sink's answer for `record`: acknowledged, or published again after a backoff (cut down first
     /// when too large and `refit` allows).
-    private func answerHandler(
-        _ record: OutgoingRecord, attempt: Int, refit: RefitBudget?, failing: UInt64?,
+    fileprivate func answered(
+        _ error: (any Error)?, record: OutgoingRecord, attempt: Int, refit: RefitBudget?, failing: UInt64?,
         acknowledged: @escaping @Sendable () -> Void
-    ) -> @Sendable ((any Error)?) -> Void {
-        { [self] error in
-            guard let error else {
-                if let failing { self.unpublished.remove(failing) }
-                return acknowledged()
-            }
-            let attempt = attempt + 1
-            var record = record
-            var refit = refit
-            if error is RecordTooLargeError, let budget = refit, budget.maxBytes > Self.minimumRefitBytes {
-                // The broker's limit is below the producer's (a topic's max.message.bytes): cut it down further.
-                let smaller = budget.halved(minimum: Self.minimumRefitBytes)
-                record = smaller.refit(smaller.maxBytes)
-                refit = smaller
-            }
-            let failing =
-                failing.map { self.unpublished.update($0, error: "\(error)") }
-                ?? self.unpublished.add(error: "\(error)")
-            self.metrics.unpublishedRecords.record(self.unpublished.count)
-            self.logger.warning(
-                "Publishing a record failed; retrying", error: error,
-                metadata: ["kafka.topic": "\(record.topic)", "pipeline.attempt": "\(attempt)"]
-            )
-            let retry = PublishRetry(
-                record: record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged)
-            if case .terminated = self.resumptions.continuation.yield(.publishAfterBackoff(retry)) {
-                // The pipeline finished: nothing waits for this record any more.
-                self.unpublished.remove(failing)
-            }
+    ) {
+        guard let error else {
+            if let failing { self.unpublished.remove(failing) }
+            return acknowledged()
+        }
+        let attempt = attempt + 1
+        var record = record
+        var refit = refit
+        if error is RecordTooLargeError, let budget = refit, budget.maxBytes > Self.minimumRefitBytes {
+            // The broker's limit is below the producer's (a topic's max.message.bytes): cut it down further.
+            let smaller = budget.halved(minimum: Self.minimumRefitBytes)
+            record = smaller.refit(smaller.maxBytes)
+            refit = smaller
+        }
+        let failing =
+            failing.map { self.unpublished.update($0, error: "\(error)") }
+            ?? self.unpublished.add(error: "\(error)")
+        self.metrics.unpublishedRecords.record(self.unpublished.count)
+        self.logger.warning(
+            "Publishing a record failed; retrying", error: error,
+            metadata: ["kafka.topic": "\(record.topic)", "pipeline.attempt": "\(attempt)"]
+        )
+        let retry = PublishRetry(
+            record: record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged)
+        if case .terminated = self.resumptions.continuation.yield(.publishAfterBackoff(retry)) {
+            // The pipeline finished: nothing waits for this record any more.
+            self.unpublished.remove(failing)
         }
     }
 
@@ -145,6 +143,37 @@ extension Pipeline {
         await self.publish(
             retry.record, attempt: retry.attempt, refit: retry.refit, failing: retry.failing,
             acknowledged: retry.acknowledged)
+    }
+}
+
+/// A record published through the path with retries (a dead letter, or an outcome record that failed once or could
+/// not be handed over at once), as the sink's acknowledgement: its answer goes to
+/// ``Pipeline/answered(_:record:attempt:refit:failing:acknowledged:)``.
+private final class RecordPublication: RecordAcknowledgement, @unchecked Sendable {
+    private let pipeline: Pipeline
+    private let record: OutgoingRecord
+    private let attempt: Int
+    private let refit: RefitBudget?
+    private let failing: UInt64?
+    private let done: @Sendable () -> Void
+
+    init(
+        _ pipeline: Pipeline, _ record: OutgoingRecord, attempt: Int, refit: RefitBudget?, failing: UInt64?,
+        acknowledged: @escaping @Sendable () -> Void
+    ) {
+        self.pipeline = pipeline
+        self.record = record
+        self.attempt = attempt
+        self.refit = refit
+        self.failing = failing
+        self.done = acknowledged
+        super.init()
+    }
+
+    override func acknowledged(_ error: (any Error)?) {
+        self.pipeline.answered(
+            error, record: self.record, attempt: self.attempt, refit: self.refit, failing: self.failing,
+            acknowledged: self.done)
     }
 }
 
@@ -231,7 +260,7 @@ extension Duration {
 /// A record of a notification's outcome on its way to the sink, as the sink's acknowledgement: one object per
 /// record between the pipeline and the broker (the sink adds its own), holding the record once where a closure
 /// per layer held copies. A failed record, or one the sink cannot take at once, goes on through the
-/// closure-based path with its retries. Subclasses say what an acknowledged record does.
+/// path with retries (``RecordPublication``). Subclasses say what an acknowledged record does.
 class OutcomeRecordPublication: RecordAcknowledgement, @unchecked Sendable {
     fileprivate let pipeline: Pipeline
     private let record: OutgoingRecord

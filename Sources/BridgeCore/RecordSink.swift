@@ -36,39 +36,33 @@ package struct RecordTooLargeError: Error, CustomStringConvertible {
 }
 
 /// Where records go (the Kafka producer, in production).
+///
+/// One mechanism for the answer: a ``RecordAcknowledgement`` per record, told once. The pipeline's outcomes are such
+/// objects themselves (one object per record between the pipeline and the broker); a caller with a closure uses the
+/// form below, written once on top.
 package protocol RecordSink: Sendable {
-    /// Hands `record` over and returns without waiting for the broker. `acknowledged` is called exactly
-    /// once, later (from any thread) or before this returns: with `nil` once the broker acknowledged the
-    /// record durably, or with why it could not (``RecordTooLargeError`` when its size is the reason). Nothing is kept per record on the caller's side meanwhile,
-    /// which is what lets `max_in_flight` records wait for Kafka without a task each.
-    func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async
-    /// ``publish(_:acknowledged:)`` for a caller that must not wait (the pipeline finishing a notification on the
-    /// thread its answer came in on): returns `false`, without publishing and without calling `acknowledged`,
-    /// when the record could only be taken after a wait; the caller then uses ``publish(_:acknowledged:)``.
-    func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
-    /// ``publishNow(_:acknowledged:)`` with the answer going to an object the caller keeps per record anyway
-    /// (the pipeline's outcomes), so that a sink that needs an object per record for its broker can use it
-    /// instead of wrapping a closure.
+    /// Hands `record` over, first waiting while the sink has no room for it, and returns without waiting for the
+    /// broker. `acknowledgement` is told exactly once, later (from any thread) or before this returns: with `nil`
+    /// once the broker acknowledged the record durably, or with why it could not (``RecordTooLargeError`` when its
+    /// size is the reason). Nothing is kept per record on the caller's side meanwhile, which is what lets
+    /// `max_in_flight` records wait for Kafka without a task each.
+    func publish(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) async
+    /// ``publish(_:acknowledgement:)`` for a caller that must not wait (the pipeline finishing a notification on the
+    /// thread its answer came in on): returns `false`, without publishing and without telling `acknowledgement`,
+    /// when the record could only be taken after a wait; the caller then uses ``publish(_:acknowledgement:)``.
     func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool
     /// Waits until everything published so far is acknowledged, at most `timeout`.
     func flush(timeout: Duration) async throws
 }
 
 extension RecordSink {
-    /// Takes nothing without a wait: every record goes through ``publish(_:acknowledged:)``.
-    package func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool
-    {
-        false
-    }
-
-    /// ``publishNow(_:acknowledged:)`` with `acknowledgement`'s method as the closure.
-    package func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
-        self.publishNow(record, acknowledged: { acknowledgement.acknowledged($0) })
+    /// ``publish(_:acknowledgement:)`` with a closure as the acknowledgement.
+    package func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
+        await self.publish(record, acknowledgement: ClosureAcknowledgement(acknowledged))
     }
 }
 
-/// What a record's answer from the sink goes to, for ``RecordSink/publishNow(_:acknowledgement:)``: subclass it
-/// and override ``acknowledged(_:)``.
+/// What a record's answer from the sink goes to: subclass it and override ``acknowledged(_:)``.
 open class RecordAcknowledgement: @unchecked Sendable {
     /// An acknowledgement.
     public init() {}
@@ -76,4 +70,19 @@ open class RecordAcknowledgement: @unchecked Sendable {
     /// Called exactly once, from any thread: with `nil` once the broker acknowledged the record durably, or with
     /// why it could not (``RecordTooLargeError`` when its size is the reason).
     open func acknowledged(_ error: (any Error)?) {}
+}
+
+/// An acknowledgement that calls a closure.
+package final class ClosureAcknowledgement: RecordAcknowledgement, @unchecked Sendable {
+    private let body: @Sendable ((any Error)?) -> Void
+
+    /// Calls `body` with the answer.
+    package init(_ body: @escaping @Sendable ((any Error)?) -> Void) {
+        self.body = body
+        super.init()
+    }
+
+    override package func acknowledged(_ error: (any Error)?) {
+        self.body(error)
+    }
 }

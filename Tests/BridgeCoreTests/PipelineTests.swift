@@ -474,16 +474,16 @@ final class MemorySink: RecordSink {
 
     /// Records a record and acknowledges it at once, unless acknowledgements for its key are held, or fails
     /// it (as a broker that did not take it) while failures are due.
-    func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
-        self.take(record, acknowledged: acknowledged)
+    func publish(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) async {
+        self.take(record, acknowledged: acknowledgement.acknowledged)
     }
 
     /// With ``takesAtOnce``, takes every record without a wait, as the Kafka sink does while librdkafka's queue
     /// has room (the pipeline's outcomes then come back through their acknowledgement objects); otherwise
-    /// takes none, so every record goes through ``publish(_:acknowledged:)`` in a task.
-    func publishNow(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) -> Bool {
+    /// takes none, so every record goes through ``publish(_:acknowledgement:)`` in a task.
+    func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
         guard self.state.withLock({ $0.takesAtOnce }) else { return false }
-        self.take(record, acknowledged: acknowledged)
+        self.take(record, acknowledged: acknowledgement.acknowledged)
         return true
     }
 

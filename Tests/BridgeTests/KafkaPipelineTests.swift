@@ -104,15 +104,24 @@ final class CountingSink: RecordSink {
 
     init(base: any RecordSink) { self.base = base }
 
-    func publish(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) async {
-        await self.base.publish(record) { error in
+    func publish(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) async {
+        await self.base.publish(record, acknowledgement: self.counted(record, acknowledgement))
+    }
+
+    /// Takes what the base takes at once, as the pipeline's outcomes go in production.
+    func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
+        self.base.publishNow(record, acknowledgement: self.counted(record, acknowledgement))
+    }
+
+    private func counted(_ record: OutgoingRecord, _ acknowledgement: RecordAcknowledgement) -> RecordAcknowledgement {
+        ClosureAcknowledgement { error in
             if error == nil {
                 self.state.withLock { state in
                     state.count += 1
                     if let key = record.key { state.keys.insert(String(decoding: key, as: UTF8.self)) }
                 }
             }
-            acknowledged(error)
+            acknowledgement.acknowledged(error)
         }
     }
 
