@@ -66,9 +66,13 @@ package func eventually(
     return await condition()
 }
 
-/// Polls `condition` every 2 ms; when it does not hold within `timeout`, records an issue and throws.
-package func waitUntil(timeout: Duration = .seconds(60), _ condition: () -> Bool) async throws {
-    guard try await eventually(timeout: timeout, every: .milliseconds(2), condition) else {
+/// Polls `condition` every `interval` (2 ms unless told); when it does not hold within `timeout`, records an issue and
+/// throws. For state that has no event to wait on: the pipeline's own counters, which the hot path keeps without a
+/// signal; a child process's log file or metrics page; a server's statistics.
+package func waitUntil(
+    timeout: Duration = .seconds(60), every interval: Duration = .milliseconds(2), _ condition: () async -> Bool
+) async throws {
+    guard try await eventually(timeout: timeout, every: interval, condition) else {
         Issue.record("condition not met within \(timeout)")
         throw TimedOut(what: "a condition")
     }

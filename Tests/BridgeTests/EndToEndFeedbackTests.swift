@@ -3,6 +3,7 @@ import BinaryProvider
 import Foundation
 import Kafka
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge
@@ -131,7 +132,7 @@ struct EndToEndFeedbackTests {
             func polls(_ fingerprint: String) -> Int {
                 feedback.statistics.connectionsByClientCertificate[fingerprint, default: 0]
             }
-            try await waitUntilAsync(timeout: .seconds(60)) { polls(old) >= 2 }
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) { polls(old) >= 2 }
 
             let renewed = try world.tls.issueClientCertificate(commonName: "legacy-2027")
             let new = try TestTLS.simulatorFingerprint(ofCertificateAt: renewed.certificatePath)
@@ -140,9 +141,11 @@ struct EndToEndFeedbackTests {
                 return
             }
             let logged = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
-            try await waitUntilAsync(timeout: .seconds(60)) { logged().contains("reload.feedback=apps.legacy") }
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
+                logged().contains("reload.feedback=apps.legacy")
+            }
             // The new poller polls at once and then every second; the old one stopped after its poll in progress.
-            try await waitUntilAsync(timeout: .seconds(60)) { polls(new) >= 2 }
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) { polls(new) >= 2 }
             let oldPolls = polls(old)
 
             // A token the gateway refuses now reaches the feedback service, and the new poller publishes it.
@@ -152,7 +155,7 @@ struct EndToEndFeedbackTests {
                     $0["schema"] == "pushbridge.invalid-token.v2" && $0["device_token"] == dead
                 }
             }
-            try await waitUntilAsync(timeout: .seconds(60)) { polls(new) >= 4 }
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) { polls(new) >= 4 }
             bridge.kill(signal: SIGTERM)
             let status = await bridge.waitForExit()
             let output = logged()

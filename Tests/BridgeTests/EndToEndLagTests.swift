@@ -22,7 +22,7 @@ struct EndToEndLagTests {
                 maxInFlight: 20, keyFile: "Wrong.p8", adminListen: "127.0.0.1:\(port)", name: "halted")
             let bridge = try BridgeProcess.start(
                 configurationPath: path, log: world.directory.appendingPathComponent("halted.log"))
-            try await waitUntilAsync(timeout: .seconds(60)) {
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
                 (try? await httpGet(port: port, path: "/readyz"))?.0 == 503
             }
             // Produced while the line is halted and its partitions paused: only a fresh high watermark shows them.
@@ -51,12 +51,4 @@ func consumerLag(port: Int) async throws -> Double {
         .filter { $0.hasPrefix("pushbridge_consumer_lag{") }
         .compactMap { Double($0.split(separator: " ").last ?? "") }
         .reduce(0, +)
-}
-
-/// Polls the async `condition` every 100 ms until it holds; records an issue and throws after `timeout`.
-func waitUntilAsync(timeout: Duration, _ condition: () async -> Bool) async throws {
-    guard try await eventually(timeout: timeout, every: .milliseconds(100), condition) else {
-        Issue.record("condition not met within \(timeout)")
-        throw TimedOut(what: "a condition")
-    }
 }

@@ -143,7 +143,9 @@ struct EndToEndReloadTests {
             let count = 120
             try await world.produce((0..<count).map { EndToEnd.alert([EndToEnd.token($0)]) })
             // At most 2 at once: APNs answers each after 300 ms.
-            try await waitUntilAsync(timeout: .seconds(60)) { (try? await running.bulkInFlight()) == 2 }
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
+                (try? await running.bulkInFlight()) == 2
+            }
             #expect(world.simulator.statistics.requestsReceived < count / 2, "the backlog was gone before the reload")
 
             let edited = try String(contentsOfFile: running.configurationPath, encoding: .utf8)
@@ -152,7 +154,9 @@ struct EndToEndReloadTests {
             running.bridge.kill(signal: SIGHUP)
             try await running.waitForLog("Configuration reloaded")
             #expect(try running.logs().contains("reload.changed=lanes"))
-            try await waitUntilAsync(timeout: .seconds(60)) { (try? await running.bulkInFlight()) ?? 0 > 2 }
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
+                (try? await running.bulkInFlight()) ?? 0 > 2
+            }
 
             let results = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= count }
             let logs = try running.logs()
@@ -263,7 +267,7 @@ extension EndToEndReloadTests {
             defer { if process.isRunning { bridge.kill(signal: SIGKILL) } }
 
             // Blocked writing its first line, before it runs its services.
-            try await waitUntilAsync(timeout: .seconds(60)) {
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
                 !process.isRunning || Self.threadsWaitingInPipeWrite(process.processIdentifier)
             }
             #expect(process.isRunning)
@@ -274,7 +278,7 @@ extension EndToEndReloadTests {
                 !process.isRunning || Self.signalPending(process.processIdentifier, SIGHUP) == false
             }
             let collected = output.startReading()
-            try await waitUntilAsync(timeout: .seconds(60)) {
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
                 !process.isRunning || collected.text.contains("Configuration reloads on SIGHUP")
             }
             #expect(process.isRunning, "the SIGHUP during the start ended the bridge")
@@ -374,7 +378,7 @@ private struct RunningBridge {
             bridge: bridge, configurationPath: path, log: log, port: port, assignmentsAtStart: 0)
         try await running.waitForLog("Configuration reloads on SIGHUP")
         // The consumer's line and the pipeline's for the one assignment of the group's first generation.
-        try await waitUntilAsync(timeout: .seconds(60)) {
+        try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
             ((try? running.logs()) ?? "").count(of: "Partitions assigned") >= 2
         }
         running = RunningBridge(
@@ -386,7 +390,9 @@ private struct RunningBridge {
     func logs() throws -> String { try String(contentsOf: self.log, encoding: .utf8) }
 
     func waitForLog(_ text: String) async throws {
-        try await waitUntilAsync(timeout: .seconds(60)) { ((try? self.logs()) ?? "").contains(text) }
+        try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
+            ((try? self.logs()) ?? "").contains(text)
+        }
     }
 
     /// `pushbridge_config_reloads_total{result}` on `/metrics`.

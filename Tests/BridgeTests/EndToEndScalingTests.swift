@@ -249,7 +249,7 @@ struct EndToEndScalingTests {
             let bridge = try BridgeProcess.start(
                 configurationPath: path, log: world.directory.appendingPathComponent("zipf.log"))
             // The group's first join takes the mock 3 s: production starts once the bridge is ready.
-            try await waitUntilAsync(timeout: .seconds(60)) {
+            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
                 (try? await httpGet(port: port, path: "/readyz"))?.0 == 200
             }
             let updates = events.map { event in
