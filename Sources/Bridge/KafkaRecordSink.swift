@@ -18,7 +18,7 @@ package struct KafkaRecordSink: RecordSink {
             key: record.key,
             value: record.value,
             headers: record.headers.map { KafkaHeader(name: $0.0, value: $0.1) },
-            completion: { acknowledgement.acknowledged(Self.error(of: $0)) }
+            handler: Report(acknowledgement)
         )
     }
 

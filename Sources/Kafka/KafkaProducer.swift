@@ -103,57 +103,39 @@ package final class KafkaProducer: Sendable {
         headers: [KafkaHeader] = [],
         partition: Int32? = nil
     ) async throws -> KafkaDelivery {
-        while true {
-            do {
-                return try await withCheckedThrowingContinuation { continuation in
-                    // Retained once here, released once: by the delivery report, or below if produce fails.
-                    let box = Unmanaged<KafkaDeliveryHandler>.passRetained(
-                        DeliveryBox { continuation.resume(with: $0) })
-                    do {
-                        try self.produce(
-                            topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: box)
-                    } catch {
-                        box.release()
-                        continuation.resume(throwing: error)
-                    }
-                }
-            } catch let error as KafkaError where error.code == .queueFull {
-                self.context.queueFullRefusals.add(1, ordering: .relaxed)
-                guard await self.context.waitForDelivery() else { throw KafkaError.interruptedWaitingForRoom }
-            }
-        }
+        let report = AwaitedDelivery()
+        await self.send(topic: topic, key: key, value: value, headers: headers, partition: partition, handler: report)
+        return try await report.value()
     }
 
-    /// Produces one message and returns once librdkafka has it; `completion` is called exactly once, later
-    /// (on the producer's poll thread) or at once when the message is refused, with its delivery report.
+    /// Produces one message and returns once librdkafka has it; `handler` is told exactly once, later (on the
+    /// producer's poll thread) or at once when the message is refused, with its delivery report.
     ///
     /// Nothing waits for the broker meanwhile: a caller with many records in flight keeps no task per record.
     /// The failure is a ``KafkaError``: the delivery error (e.g. `_MSG_TIMED_OUT` after librdkafka's own
     /// retries), why the message was refused, or `_DESTROY` once the producer is closing. When librdkafka's
     /// local queue is full, waits for deliveries to make room instead of failing; cancelled while it waits (a
-    /// shutdown that gave up on its work, with every broker down), it calls `completion` with `_INTR` at once,
-    /// without producing, instead of trying again.
+    /// shutdown that gave up on its work, with every broker down), it tells `handler` `_INTR` at once, without
+    /// producing, instead of trying again.
     package func send(
         topic: String,
         key: [UInt8]?,
         value: [UInt8]?,
         headers: [KafkaHeader] = [],
         partition: Int32? = nil,
-        completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void
+        handler: KafkaDeliveryHandler
     ) async {
         while !self.sendNow(
-            topic: topic, key: key, value: value, headers: headers, partition: partition, completion: completion)
+            topic: topic, key: key, value: value, headers: headers, partition: partition, handler: handler)
         {
             guard await self.context.waitForDelivery() else {
-                completion(.failure(KafkaError.interruptedWaitingForRoom))
+                handler.delivered(.failure(KafkaError.interruptedWaitingForRoom))
                 return
             }
         }
     }
 
-    /// ``send(topic:key:value:headers:partition:completion:)`` for a caller that must not wait (an event loop):
-    /// returns `false` without producing, and without calling `completion`, when librdkafka's local queue is
-    /// full; otherwise as that method.
+    /// ``sendNow(topic:key:value:headers:partition:handler:)`` with a closure for the delivery report.
     package func sendNow(
         topic: String,
         key: [UInt8]?,
@@ -167,9 +149,11 @@ package final class KafkaProducer: Sendable {
             handler: DeliveryBox(completion))
     }
 
-    /// ``sendNow(topic:key:value:headers:partition:completion:)`` with the delivery report going to `handler`,
-    /// which travels through librdkafka as the message's opaque: a caller that keeps an object per message
-    /// anyway makes it the handler, instead of a closure and a box around it.
+    /// ``send(topic:key:value:headers:partition:handler:)`` for a caller that must not wait (an event loop):
+    /// returns `false` without producing, and without telling `handler`, when librdkafka's local queue is full;
+    /// otherwise as that method. The one way a message is produced: every other send goes through it. `handler`
+    /// travels through librdkafka as the message's opaque: a caller that keeps an object per message anyway makes
+    /// it the handler, instead of a closure and a box around it.
     package func sendNow(
         topic: String,
         key: [UInt8]?,
@@ -351,16 +335,52 @@ open class KafkaDeliveryHandler: @unchecked Sendable {
     open func delivered(_ result: Result<KafkaDelivery, KafkaError>) {}
 }
 
-/// One send's completion closure as a handler.
-final class DeliveryBox: KafkaDeliveryHandler, @unchecked Sendable {
+/// A closure as a send's handler.
+package final class DeliveryBox: KafkaDeliveryHandler, @unchecked Sendable {
     let completion: @Sendable (Result<KafkaDelivery, KafkaError>) -> Void
 
-    init(_ completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void) {
+    /// Calls `completion` with the report.
+    package init(_ completion: @escaping @Sendable (Result<KafkaDelivery, KafkaError>) -> Void) {
         self.completion = completion
     }
 
-    override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
+    override package func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
         self.completion(result)
+    }
+}
+
+/// A delivery report a task waits for (``KafkaProducer/send(topic:key:value:headers:partition:)``). The wait is not
+/// cut short by cancellation: once produced, the message's report is the answer.
+final class AwaitedDelivery: KafkaDeliveryHandler, @unchecked Sendable {
+    private enum State {
+        case waiting(CheckedContinuation<KafkaDelivery, any Error>?)
+        case reported(Result<KafkaDelivery, KafkaError>)
+    }
+
+    private let state = Mutex(State.waiting(nil))
+
+    override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
+        let waiting = self.state.withLock { state -> CheckedContinuation<KafkaDelivery, any Error>? in
+            guard case .waiting(let continuation) = state else { return nil }
+            state = .reported(result)
+            return continuation
+        }
+        waiting?.resume(with: result.mapError { $0 })
+    }
+
+    /// The report: the delivery, or its error thrown.
+    func value() async throws -> KafkaDelivery {
+        try await withCheckedThrowingContinuation { continuation in
+            let reported = self.state.withLock { state -> Result<KafkaDelivery, KafkaError>? in
+                switch state {
+                case .reported(let result): return result
+                case .waiting:
+                    state = .waiting(continuation)
+                    return nil
+                }
+            }
+            if let reported { continuation.resume(with: reported.mapError { $0 }) }
+        }
     }
 }
 

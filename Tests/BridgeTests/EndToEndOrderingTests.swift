@@ -80,13 +80,13 @@ struct EndToEndOrderingTests {
         for (partition, key, value) in events {
             counts[partition, default: 0] += 1
             await producer.send(
-                topic: world.inputTopic, key: Array(key.utf8), value: Array(value.utf8), partition: partition
-            ) { result in
-                reports.withLock { reports in
-                    reports.done += 1
-                    if case .failure(let error) = result { reports.failures.append("\(error)") }
-                }
-            }
+                topic: world.inputTopic, key: Array(key.utf8), value: Array(value.utf8), partition: partition,
+                handler: DeliveryBox { result in
+                    reports.withLock { reports in
+                        reports.done += 1
+                        if case .failure(let error) = result { reports.failures.append("\(error)") }
+                    }
+                })
         }
         let reported = await reports.wait(deadline: .now + .seconds(30)) { $0.done == events.count ? () : nil }
         await producer.close()

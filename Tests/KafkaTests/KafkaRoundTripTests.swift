@@ -78,9 +78,9 @@ struct KafkaRoundTripTests {
         let producer = try KafkaProducer(configuration: configuration, logger: testLogger("completion"))
         let reports = ReportTally()
         for index in 0..<2000 {
-            await producer.send(topic: "completion", key: nil, value: Array("m-\(index)".utf8)) { result in
-                reports.add(index, result)
-            }
+            await producer.send(
+                topic: "completion", key: nil, value: Array("m-\(index)".utf8),
+                handler: DeliveryBox { reports.add(index, $0) })
         }
         try await producer.flush(timeout: .seconds(10))
         #expect(reports.count == 2000)
@@ -88,10 +88,9 @@ struct KafkaRoundTripTests {
         #expect(reports.duplicates == 0)
 
         // Larger than message.max.bytes: librdkafka refuses it before queueing, and the completion says so.
-        await producer.send(topic: "completion", key: nil, value: [UInt8](repeating: 7, count: 2_000_000)) {
-            result in
-            reports.add(-1, result)
-        }
+        await producer.send(
+            topic: "completion", key: nil, value: [UInt8](repeating: 7, count: 2_000_000),
+            handler: DeliveryBox { reports.add(-1, $0) })
         #expect(reports.failures.map(\.code) == [.messageSizeTooLarge])
         await producer.close()
 
@@ -116,9 +115,9 @@ struct KafkaRoundTripTests {
                 group.addTask {
                     for index in 0..<150 {
                         let number = sender * 150 + index
-                        await producer.send(topic: "full-queue", key: nil, value: Array("m-\(number)".utf8)) {
-                            reports.add(number, $0)
-                        }
+                        await producer.send(
+                            topic: "full-queue", key: nil, value: Array("m-\(number)".utf8),
+                            handler: DeliveryBox { reports.add(number, $0) })
                     }
                 }
             }
@@ -152,9 +151,9 @@ struct KafkaRoundTripTests {
             await withTaskGroup(of: Void.self) { group in
                 for sender in 10..<13 {
                     group.addTask {
-                        await producer.send(topic: "no-room", key: nil, value: [UInt8(sender)]) {
-                            reports.add(sender, $0)
-                        }
+                        await producer.send(
+                            topic: "no-room", key: nil, value: [UInt8(sender)],
+                            handler: DeliveryBox { reports.add(sender, $0) })
                     }
                 }
             }
