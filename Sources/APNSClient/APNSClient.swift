@@ -66,8 +66,7 @@ package final class APNSClient: Sendable {
     /// connection's event loop; what needs waiting (opening a connection, resending, renewing the provider
     /// token) continues in a task, with the same rules as ``send(_:)``.
     package func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
-        guard let (connection, request) = self.dispatch(notification, completion: completion) else { return }
-        connection.send(request.request, completion: request.completion)
+        self.send(contentsOf: [Submission(notification: notification, completion: completion)])
     }
 
     /// ``send(_:completion:)`` for several notifications at once: those going to the same connection are

@@ -84,41 +84,6 @@ package final class HTTP2ClientConnection: Sendable {
         return HTTP2ClientConnection(shared: shared)
     }
 
-    /// Sends `request` and returns the complete response. Throws ``HTTP2Error``: `notProcessed` (safe to re-send
-    /// elsewhere), `connectionLost`, `timeout`, `malformedResponse`, `closed`, `cancelled`, `invalidRequest`.
-    package func send(_ request: HTTP2Request) async throws -> HTTP2Response {
-        if let problem = Self.validate(request) {
-            throw HTTP2Error(.invalidRequest, problem)
-        }
-        let pending = PendingRequest(request: request)
-        let shared = self.shared
-        return try await withTaskCancellationHandler {
-            try await withUnsafeThrowingContinuation { continuation in
-                pending.continuation = continuation
-                if let error = shared.enqueue(pending) {
-                    pending.continuation = nil
-                    continuation.resume(throwing: error)
-                }
-            }
-        } onCancel: {
-            shared.eventLoop.execute {
-                shared.handler.value?.cancel(pending)
-            }
-        }
-    }
-
-    /// Sends `request` and calls `completion` once with the response or the ``HTTP2Error`` (the same ones as
-    /// ``send(_:)``): on the connection's event loop, or on the calling thread when the connection refuses the
-    /// request at once. No task waits meanwhile, and there is no cancellation: the request's timeout ends it.
-    ///
-    /// This is the path of a caller with thousands of requests in flight (the bridge): a task and a
-    /// continuation per request cost more than the HTTP/2 work itself.
-    package func send(
-        _ request: HTTP2Request, completion: @escaping @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
-    ) {
-        self.send(contentsOf: [Submission(request: request, completion: completion)])
-    }
-
     /// A request and what to call with its response, for ``send(contentsOf:)``. (A struct rather than a tuple:
     /// an array of tuples stores its closures in the generic representation, one thunk per element.)
     package struct Submission: Sendable {
@@ -136,26 +101,55 @@ package final class HTTP2ClientConnection: Sendable {
         }
     }
 
-    /// ``send(_:completion:)`` for several requests at once: one hand-over to the event loop (one wake-up) for
-    /// all of them.
+    /// Sends the requests and calls each one's completion once with the response or the ``HTTP2Error``
+    /// (`notProcessed`, safe to re-send elsewhere; `connectionLost`, `timeout`, `malformedResponse`, `closed`,
+    /// `cancelled`, `invalidRequest`): on the connection's event loop, or on the calling thread when the connection
+    /// refuses a request at once. One hand-over to the event loop (one wake-up) for all of them; no task waits
+    /// meanwhile, and the request's timeout ends it.
+    ///
+    /// The one way a request goes out: the path of a caller with thousands of requests in flight (the bridge),
+    /// where a task and a continuation per request cost more than the HTTP/2 work itself. ``send(_:)`` is written
+    /// on top of it.
     package func send(contentsOf submissions: [Submission]) {
         var accepted: [PendingRequest] = []
         accepted.reserveCapacity(submissions.count)
         for submission in submissions {
-            let (request, completion) = (submission.request, submission.completion)
-            if let problem = Self.validate(request) {
-                completion(.failure(HTTP2Error(.invalidRequest, problem)))
+            if let problem = Self.validate(submission.request) {
+                submission.completion(.failure(HTTP2Error(.invalidRequest, problem)))
                 continue
             }
-            let pending = PendingRequest(request: request)
-            pending.completion = completion
+            let pending = PendingRequest(request: submission.request)
+            pending.completion = submission.completion
             accepted.append(pending)
         }
-        guard !accepted.isEmpty, let error = self.shared.enqueue(contentsOf: accepted) else { return }
-        for pending in accepted {
-            let completion = pending.completion
-            pending.completion = nil
-            completion?(.failure(error))
+        self.submit(accepted)
+    }
+
+    /// Sends `request` and returns the complete response; throws the ``HTTP2Error`` of ``send(contentsOf:)``. A
+    /// task cancelled meanwhile cancels the request on its stream (`cancelled`).
+    package func send(_ request: HTTP2Request) async throws -> HTTP2Response {
+        if let problem = Self.validate(request) {
+            throw HTTP2Error(.invalidRequest, problem)
+        }
+        let pending = PendingRequest(request: request)
+        let shared = self.shared
+        return try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { continuation in
+                pending.completion = { continuation.resume(with: $0.mapError { $0 }) }
+                self.submit(CollectionOfOne(pending))
+            }
+        } onCancel: {
+            shared.eventLoop.execute {
+                shared.handler.value?.cancel(pending)
+            }
+        }
+    }
+
+    /// Hands requests whose completion is set to the event loop; fails them all when the connection refuses them.
+    private func submit(_ requests: some Collection<PendingRequest>) {
+        guard !requests.isEmpty, let error = self.shared.enqueue(contentsOf: requests) else { return }
+        for pending in requests {
+            pending.finish(.failure(error))
         }
     }
 
@@ -258,7 +252,7 @@ extension TimeAmount {
 
 /// One request on its way: created by `send`, then owned by the event loop. Also the DATA source of its body.
 ///
-/// `@unchecked Sendable`: the sender writes `continuation` or `completion` before handing the object to the event
+/// `@unchecked Sendable`: the sender writes `completion` before handing the object to the event
 /// loop through the inbox lock (which orders those writes); after that only the event loop reads or writes its
 /// fields.
 final class PendingRequest: OutgoingBody, @unchecked Sendable {
@@ -269,14 +263,12 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
         case queued
         /// On an open stream.
         case active
-        /// Answered or failed; the continuation is resumed.
+        /// Answered or failed; the completion was called.
         case done
     }
 
     let request: HTTP2Request
-    /// Resumed when the request ends; or, for ``HTTP2ClientConnection/send(_:completion:)``, `completion` is
-    /// called.
-    var continuation: UnsafeContinuation<HTTP2Response, any Error>?
+    /// Called once when the request ends.
     var completion: (@Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)?
     var phase = Phase.inbox
     var cancelRequested = false
@@ -299,16 +291,9 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     func finish(_ result: Result<HTTP2Response, HTTP2Error>) {
         guard self.phase != .done else { return }
         self.phase = .done
-        if let completion = self.completion {
-            self.completion = nil
-            return completion(result)
-        }
-        let continuation = self.continuation
-        self.continuation = nil
-        switch result {
-        case .success(let response): continuation?.resume(returning: response)
-        case .failure(let error): continuation?.resume(throwing: error)
-        }
+        let completion = self.completion
+        self.completion = nil
+        completion?(result)
     }
 }
 
@@ -349,13 +334,8 @@ final class ClientShared: Sendable {
         self.closed = eventLoop.makePromise()
     }
 
-    /// Hands a request to the event loop; returns the error to throw when the connection accepts no requests.
-    /// One wake-up of the event loop serves every request enqueued before it runs.
-    func enqueue(_ pending: PendingRequest) -> HTTP2Error? {
-        self.enqueue(contentsOf: CollectionOfOne(pending))
-    }
-
-    /// Hands requests to the event loop together (all or none); returns the error when it accepts none.
+    /// Hands requests to the event loop together (all or none); returns the error when it accepts none. One wake-up
+    /// of the event loop serves every request enqueued before it runs.
     func enqueue(contentsOf requests: some Collection<PendingRequest>) -> HTTP2Error? {
         let (refusal, wake): (HTTP2Error?, Bool) = self.inbox.withLock { inbox in
             guard inbox.accepting else {

@@ -34,7 +34,9 @@ import Testing
                 all.continuation.finish()
             }
         }
-        connection.send(HTTP2Request(path: "/first"), completion: complete)
+        connection.send(contentsOf: [
+            HTTP2ClientConnection.Submission(request: HTTP2Request(path: "/first"), completion: complete)
+        ])
         try await waitUntil { first.withLock { $0 } != nil }
         let paths = ["/n0", "/n1", "/e0", "/n2", "/e1"]
         connection.send(
