@@ -47,30 +47,26 @@ package final class APNSClient: Sendable {
     /// Connections open and accepting requests now (`pushbridge_apns_connections`).
     package var openConnections: Int { self.pool.openConnections }
 
-    /// Sends `notification` and returns APNs' answer or why there was none.
+    /// Sends `notification` and returns APNs' answer or why there was none: ``send(contentsOf:)`` awaited
+    /// (``APNSCore/APNSResult/awaiting(_:)``; a task cancelled meanwhile gets `.failed(.connectionLost)` at once).
     ///
     /// A notification that breaks Apple's rules is answered locally with the reason APNs would give
     /// (when ``APNSClientConfiguration/validatesLocally``), without a request.
     package func send(_ notification: Notification) async -> APNSResult {
-        let sending: Sending
-        switch self.prepare(notification) {
-        case .success(let prepared): sending = prepared
-        case .failure(let prepared): return prepared.result
-        }
-        return await self.finishSending(sending, after: await self.attempt(sending.request))
+        await APNSResult.awaiting { self.send(notification, completion: $0) }
     }
 
-    /// Sends `notification` and calls `completion` once with what ``send(_:)`` would return, from any thread.
-    ///
-    /// When a connection is open, the request goes out without a task, and a final answer comes back on the
-    /// connection's event loop; what needs waiting (opening a connection, resending, renewing the provider
-    /// token) continues in a task, with the same rules as ``send(_:)``.
+    /// Sends `notification` and calls `completion` once with its result, from any thread: ``send(contentsOf:)`` for
+    /// one.
     package func send(_ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void) {
         self.send(contentsOf: [Submission(notification: notification, completion: completion)])
     }
 
-    /// ``send(_:completion:)`` for several notifications at once: those going to the same connection are
-    /// handed to it together, so a burst wakes the connection's event loop once rather than per notification.
+    /// Sends the notifications and calls each one's completion once with its result, from any thread: the one way a
+    /// notification goes out. When a connection is open, the request goes out without a task, and a final answer
+    /// comes back on the connection's event loop; what needs waiting (opening a connection, resending, renewing the
+    /// provider token) continues in a task of ``run()``'s. Those going to the same connection are handed to it
+    /// together, so a burst wakes the connection's event loop once rather than per notification.
     package func send(contentsOf submissions: [Submission]) {
         var batches = IdentityGroups<HTTP2ClientConnection, Request>(expecting: submissions.count)
         for index in submissions.indices {

@@ -175,11 +175,9 @@ package final class BinaryClient: @unchecked Sendable {
         }
     }
 
-    /// Sends `notification` and waits for its result (``send(_:completion:)`` in a task).
+    /// Sends `notification` and waits for its result (``APNSCore/APNSResult/awaiting(_:)``).
     package func send(_ notification: Notification) async -> APNSResult {
-        await withCheckedContinuation { continuation in
-            self.send(notification) { continuation.resume(returning: $0) }
-        }
+        await APNSResult.awaiting { self.send(notification, completion: $0) }
     }
 
     /// Open connections: 1 while connected, else 0.

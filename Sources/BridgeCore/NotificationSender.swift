@@ -1,6 +1,5 @@
 import APNSCore
 import Routing
-import Waiting
 
 /// Sends notifications (APNs over HTTP/2 or the binary protocol, in production; or the `log` sender). Another sender
 /// plugs in by conforming to this.
@@ -35,12 +34,9 @@ extension NotificationSender {
         self.send(contentsOf: [SendRequest(notification: notification, app: app, completion: completion)])
     }
 
-    /// Sends `notification` and waits for its answer. A task cancelled meanwhile gets `.failed(.connectionLost)` at
-    /// once, as a request cancelled on its connection did (the pipeline then leaves the event unfinished and
-    /// uncommitted); the request itself goes on until its answer or its timeout, and that answer is dropped.
+    /// Sends `notification` and waits for its answer (``APNSCore/APNSResult/awaiting(_:)``: a task cancelled meanwhile
+    /// gets `.failed(.connectionLost)` at once, and the pipeline then leaves the event unfinished and uncommitted).
     package func send(_ notification: Notification, app: String?) async -> APNSResult {
-        let answer = AsyncCondition<APNSResult?>(nil)
-        self.send(notification, app: app) { result in answer.withLock { $0 = result } }
-        return await answer.wait { $0 }.value ?? .failed(.connectionLost)
+        await APNSResult.awaiting { self.send(notification, app: app, completion: $0) }
     }
 }
