@@ -304,9 +304,9 @@ extension Pipeline {
         if holdsLine, let key = delivery.lineKey {
             self.lineFinished(key)
         }
-        // Fields are read through the delivery, not copied out of it: a copy of the notification retains and
-        // releases each of its strings, and this runs once per notification.
-        let value = OutcomeRecord.encoded(
+        // Fields are read through the delivery, not copied out of it as a whole: a copy of the notification retains
+        // and releases each of its strings, and this runs once per notification.
+        let value = OutcomeRecord(
             notificationID: delivery.routed.notification.apnsID,
             route: delivery.route,
             source: delivery.event.source,
@@ -327,7 +327,7 @@ extension Pipeline {
             channelID: delivery.routed.notification.channelID,
             supersededBy: outcome.supersededBy,
             context: delivery.extras?.context
-        )
+        ).encoded()
         let headers = self.recordHeaders(of: delivery)
         let outcomeRecord = OutgoingRecord(
             topic: self.configuration.outcomesTopic, key: self.outcomeKey(of: delivery), value: value, headers: headers)

@@ -112,69 +112,51 @@ package struct OutcomeRecord: Sendable, Hashable {
     }
 
     /// The record's value: UTF-8 JSON; v2 for a broadcast or a superseded outcome (the same fields in the same
-    /// order, `device_token` null for a broadcast, then `channel_id` and `superseded_by` last).
+    /// order, `device_token` null for a broadcast, then `channel_id` and `superseded_by` last); with `context`, v3:
+    /// v2's fields, then `context`. The one encoder of outcomes: the pipeline makes the record and calls this.
     package func encoded() -> [UInt8] {
-        Self.encoded(
-            notificationID: self.notificationID, route: self.route, source: self.source, deviceToken: self.deviceToken,
-            apnsTopic: self.apnsTopic, pushType: self.pushType, priority: self.priority, status: self.status,
-            httpStatus: self.httpStatus, reason: self.reason, apnsUniqueID: self.apnsUniqueID,
-            attempts: self.attempts, latencyMilliseconds: self.latencyMilliseconds,
-            sentAtEpochMilliseconds: self.sentAtEpochMilliseconds,
-            completedAtEpochMilliseconds: self.completedAtEpochMilliseconds, channelID: self.channelID,
-            supersededBy: self.supersededBy, context: self.context)
-    }
-
-    /// ``encoded()`` for an outcome of these fields, without making the record: the pipeline writes one per
-    /// notification, and storing a dozen strings into a record only to read them again retained and released
-    /// each of them. With `context`, v3: v2's fields, then `context`.
-    static func encoded(
-        notificationID: String, route: String, source: SourceCoordinates, deviceToken: String, apnsTopic: String,
-        pushType: String, priority: Int, status: OutcomeStatus, httpStatus: Int?, reason: String?,
-        apnsUniqueID: String?, attempts: Int, latencyMilliseconds: Double?, sentAtEpochMilliseconds: Int64?,
-        completedAtEpochMilliseconds: Int64, channelID: String?, supersededBy: String?, context: [UInt8]? = nil
-    ) -> [UInt8] {
-        let isV2 = context != nil || Self.isV2(channelID: channelID, status: status)
-        var json = JSONWriter(reservingCapacity: 512 + (context?.count ?? 0))
+        let isV2 = self.context != nil || Self.isV2(channelID: self.channelID, status: self.status)
+        var json = JSONWriter(reservingCapacity: 512 + (self.context?.count ?? 0))
         json.beginObject()
         json.key("schema")
-        json.string(context != nil ? Self.schemaV3 : isV2 ? Self.schemaV2 : Self.schema)
+        json.string(self.context != nil ? Self.schemaV3 : isV2 ? Self.schemaV2 : Self.schema)
         json.key("notification_id")
-        json.string(notificationID)
+        json.string(self.notificationID)
         json.key("route")
-        json.string(route)
+        json.string(self.route)
         json.key("source")
-        json.source(source)
+        json.source(self.source)
         json.key("device_token")
-        json.string(channelID == nil ? RecordText.bounded(deviceToken) : nil)
+        json.string(self.channelID == nil ? RecordText.bounded(self.deviceToken) : nil)
         json.key("apns_topic")
-        json.string(RecordText.bounded(apnsTopic))
+        json.string(RecordText.bounded(self.apnsTopic))
         json.key("push_type")
-        json.string(pushType)
+        json.string(self.pushType)
         json.key("priority")
-        json.int(priority)
+        json.int(self.priority)
         json.key("status")
-        json.string(status.rawValue)
+        json.string(self.status.rawValue)
         json.key("http_status")
-        json.int(httpStatus)
+        json.int(self.httpStatus)
         json.key("reason")
-        json.string(reason.map { RecordText.bounded($0) })
+        json.string(self.reason.map { RecordText.bounded($0) })
         json.key("apns_unique_id")
-        json.string(apnsUniqueID.map { RecordText.bounded($0) })
+        json.string(self.apnsUniqueID.map { RecordText.bounded($0) })
         json.key("attempts")
-        json.int(attempts)
+        json.int(self.attempts)
         json.key("latency_ms")
-        json.milliseconds(latencyMilliseconds)
+        json.milliseconds(self.latencyMilliseconds)
         json.key("sent_at")
-        json.timestamp(epochMilliseconds: sentAtEpochMilliseconds)
+        json.timestamp(epochMilliseconds: self.sentAtEpochMilliseconds)
         json.key("completed_at")
-        json.timestamp(epochMilliseconds: completedAtEpochMilliseconds)
+        json.timestamp(epochMilliseconds: self.completedAtEpochMilliseconds)
         if isV2 {
             json.key("channel_id")
-            json.string(channelID.map { RecordText.bounded($0) })
+            json.string(self.channelID.map { RecordText.bounded($0) })
             json.key("superseded_by")
-            json.string(supersededBy)
+            json.string(self.supersededBy)
         }
-        if let context {
+        if let context = self.context {
             json.key("context")
             json.json(context)
         }
