@@ -83,11 +83,11 @@ struct BridgeBench {
         var preloadConfiguration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
         preloadConfiguration.properties = BenchOptions.preloadDefaults.merging(["log_level": "3"]) { $1 }
         for (key, value) in options.preloadProperties { preloadConfiguration.properties[key] = value }
-        let preloader = try KafkaProducer(configuration: preloadConfiguration, logger: logger)
+        let preloader = try KafkaProducer(configuration: preloadConfiguration, logger: logger).running()
         var producerConfiguration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
         producerConfiguration.linger = .milliseconds(5)
         producerConfiguration.properties = ["log_level": "3"]
-        let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger)
+        let producer = try KafkaProducer(configuration: producerConfiguration, logger: logger).running()
         let events = EventFactory(activityCount: options.orderingKeyCount, tokenCount: options.deviceTokenCount)
         print(
             "BridgeBench: \(options.eventCount) events in \(inputPartitions) partitions of \(Self.inputTopic) "

@@ -19,7 +19,7 @@ func preload(_ cluster: KafkaMockCluster) async throws {
     var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
     configuration.linger = .milliseconds(5)
     configuration.properties = ["log_level": "0"]
-    let producer = try KafkaProducer(configuration: configuration, logger: logger)
+    let producer = try KafkaProducer(configuration: configuration, logger: logger).running()
     let value = [UInt8](repeating: UInt8(ascii: "x"), count: valueByteCount)
     let chunk = 10_000
     for start in stride(from: 0, to: messageCount, by: chunk) {

@@ -412,7 +412,7 @@ struct SoakRun {
         var configuration = producerConfiguration(broker)
         configuration.linger = .milliseconds(5)
         configuration.properties["reconnect.backoff.max.ms"] = Soak.reconnectBackoffMaxMilliseconds
-        let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        let producer = try KafkaProducer(configuration: configuration, logger: logger).running()
         let events = EventFactory()
         let acknowledged = try await withThrowingTaskGroup(of: Bool.self) { group in
             for index in 0..<count {

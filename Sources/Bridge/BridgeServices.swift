@@ -13,14 +13,17 @@ import Waiting
 
 // The services BridgeRuntime runs beside the pipeline, the sender and the admin server (docs/architecture.md).
 
-/// Closes the producer after everything before it in the group stopped: it flushes last, at most
-/// ``ShutdownSteps/producerClose``, and fails what is left.
+/// Runs the producer (its delivery reports), and closes it after everything before it in the group stopped: it
+/// flushes last, at most ``ShutdownSteps/producerClose``, and fails what is left.
 struct ProducerService: Service {
     let producer: KafkaProducer
 
     func run() async throws {
-        try? await gracefulShutdown()
-        await self.producer.close(timeout: ShutdownSteps.producerClose)
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.producer.run() }
+            try? await gracefulShutdown()
+            await self.producer.close(timeout: ShutdownSteps.producerClose)
+        }
     }
 }
 

@@ -16,8 +16,8 @@ package final class KafkaProducer: Sendable {
     /// Its blocking calls (flushes, the close): on a thread of its own.
     private let calls = BlockingCalls(name: "kafka-prod-call", maximumThreads: 2)
 
-    /// Creates the producer and starts its delivery-report thread. Throws a ``KafkaError`` naming the
-    /// property when librdkafka rejects the configuration.
+    /// Creates the producer; ``run()`` serves its delivery reports. Throws a ``KafkaError`` naming the property when
+    /// librdkafka rejects the configuration.
     ///
     /// - Parameter onFatalError: called once, on a librdkafka thread, when the producer raises a fatal error
     ///   (the idempotent producer can no longer guarantee order and no duplicates): every later send fails,
@@ -41,26 +41,50 @@ package final class KafkaProducer: Sendable {
             )
         )
         self.context = context
-        let client = self.client
-        startThread(named: "kafka-prod-poll") {
-            // Delivery reports and errors are served here, in the callbacks below.
-            while !context.stopPolling.load(ordering: .relaxed) {
-                rd_kafka_poll(client.pointer, 100)
-            }
-            if context.destroyWhenStopped.load(ordering: .relaxed) {
-                // Released without close(): no send can be pending (each holds the producer), so free it here.
-                KafkaProducer.purgeAndDestroy(client, context: context)
-            }
-            context.pollThreadStopped.signal()
-        }
     }
 
     deinit {
-        if !self.context.closing.exchange(true, ordering: .relaxed) {
-            self.context.destroyWhenStopped.store(true, ordering: .relaxed)
+        guard !self.context.closing.exchange(true, ordering: .relaxed) else { return }
+        // Released without close(): no send can be pending (each holds the producer). A running poll thread frees
+        // the handle once it stops; without one, a thread of its own does, since librdkafka's destroy can block.
+        let running = self.context.phase.withLock { phase in
+            defer { phase = .closed }
+            return phase == .running
         }
-        self.context.stopPolling.store(true, ordering: .relaxed)
+        if running {
+            self.context.destroyWhenStopped.store(true, ordering: .relaxed)
+            self.context.stopPolling.store(true, ordering: .relaxed)
+        } else {
+            let (client, context) = (self.client, self.context)
+            startThread(named: "kafka-prod-free") { KafkaProducer.purgeAndDestroy(client, context: context) }
+        }
         self.calls.stop()
+    }
+
+    /// Serves the delivery reports and the errors on a thread of its own (`kafka-prod-poll`) until
+    /// ``close(timeout:)``, and returns once the producer is closed. Nothing starts before: a send's handler hears
+    /// of its message only once this runs (or from the close's flush). Cancelled, it returns at once and the thread
+    /// goes on until the close; a second call, or one after the close, starts nothing and waits for the close.
+    package func run() async {
+        let (client, context) = (self.client, self.context)
+        let start = context.phase.withLock { phase in
+            guard phase == .idle else { return false }
+            phase = .running
+            return true
+        }
+        if start {
+            startThread(named: "kafka-prod-poll") {
+                // Delivery reports and errors are served here, in the callbacks below.
+                while !context.stopPolling.load(ordering: .relaxed) {
+                    rd_kafka_poll(client.pointer, 100)
+                }
+                if context.destroyWhenStopped.load(ordering: .relaxed) {
+                    KafkaProducer.purgeAndDestroy(client, context: context)
+                }
+                context.pollThreadStopped.signal()
+            }
+        }
+        _ = await context.closed.waitUntilSet()
     }
 
     /// Messages sent but not yet delivered or failed.
@@ -275,6 +299,11 @@ package final class KafkaProducer: Sendable {
             _ = await context.closed.waitUntilSet()
             return
         }
+        // From here run() starts no thread; one it started is stopped below.
+        let running = context.phase.withLock { phase in
+            defer { phase = .closed }
+            return phase == .running
+        }
         _ = try? await self.calls.run {
             client.stopAccepting()
             let handle = client.pointer
@@ -285,8 +314,10 @@ package final class KafkaProducer: Sendable {
                     metadata: ["kafka.outstanding": "\(rd_kafka_outq_len(handle))"]
                 )
             }
-            context.stopPolling.store(true, ordering: .relaxed)
-            context.pollThreadStopped.wait()
+            if running {
+                context.stopPolling.store(true, ordering: .relaxed)
+                context.pollThreadStopped.wait()
+            }
             KafkaProducer.purgeAndDestroy(client, context: context)
         }
         self.calls.stop()
@@ -349,6 +380,15 @@ package final class DeliveryBox: KafkaDeliveryHandler, @unchecked Sendable {
     }
 }
 
+extension KafkaProducer {
+    /// This producer with ``run()`` started in a task of its own, which ends with the close: for a tool or a test
+    /// that makes a producer, uses it and closes it. The bridge runs its producer in its service group instead.
+    package func running() -> KafkaProducer {
+        Task { await self.run() }
+        return self
+    }
+}
+
 /// A delivery report a task waits for (``KafkaProducer/send(topic:key:value:headers:partition:)``). The wait is not
 /// cut short by cancellation: once produced, the message's report is the answer.
 final class AwaitedDelivery: KafkaDeliveryHandler, @unchecked Sendable {
@@ -386,7 +426,15 @@ final class AwaitedDelivery: KafkaDeliveryHandler, @unchecked Sendable {
 
 /// The producer's state shared by its poll thread, its delivery reports and its package API.
 final class ProducerContext: Sendable {
+    /// Whether ``KafkaProducer/run()`` started the poll thread.
+    enum Phase {
+        case idle
+        case running
+        case closed
+    }
+
     let logger: Logger
+    let phase = Mutex(Phase.idle)
     let stopPolling = Atomic<Bool>(false)
     let closing = Atomic<Bool>(false)
     let destroyWhenStopped = Atomic<Bool>(false)

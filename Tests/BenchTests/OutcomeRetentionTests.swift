@@ -48,7 +48,7 @@ struct OutcomeRetentionTests {
         try cluster.createTopic(Self.topic, partitionCount: partitions)
         var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
         configuration.properties = ["log_level": "3"]
-        let producer = try KafkaProducer(configuration: configuration, logger: logger)
+        let producer = try KafkaProducer(configuration: configuration, logger: logger).running()
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<Self.eventCount {

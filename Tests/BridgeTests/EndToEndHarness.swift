@@ -189,6 +189,7 @@ struct EndToEnd: Sendable {
     @discardableResult
     func produce(_ values: [String], partitions: Int32 = 4) async throws -> [Int32: Int64] {
         let producer = try KafkaProducer(configuration: producerConfiguration(self.broker), logger: quietLogger())
+            .running()
         var counts: [Int32: Int64] = [:]
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, value) in values.enumerated() {

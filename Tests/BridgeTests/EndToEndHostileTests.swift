@@ -168,7 +168,7 @@ struct EndToEndHostileTests {
     static func produce(_ records: [HostileRecord], to world: EndToEnd) async throws -> [Int32: Int64] {
         var configuration = KafkaProducerConfiguration(bootstrapServers: world.cluster.bootstrapServers)
         configuration.properties = ["log_level": "0", "message.max.bytes": "2000000"]
-        let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
+        let producer = try KafkaProducer(configuration: configuration, logger: quietLogger()).running()
         var counts: [Int32: Int64] = [:]
         for (index, record) in records.enumerated() {
             let partition = Int32(index % 4)

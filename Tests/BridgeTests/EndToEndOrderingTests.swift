@@ -74,7 +74,7 @@ struct EndToEndOrderingTests {
         var configuration = KafkaProducerConfiguration(bootstrapServers: world.broker.bootstrapServers)
         configuration.linger = .milliseconds(2)
         configuration.properties = ["log_level": "0"]
-        let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
+        let producer = try KafkaProducer(configuration: configuration, logger: quietLogger()).running()
         let reports = AsyncCondition((done: 0, failures: [String]()))
         var counts: [Int32: Int64] = [:]
         for (partition, key, value) in events {

@@ -308,6 +308,7 @@ struct EndToEndScalingTests {
         _ world: EndToEnd, _ events: [(partition: Int32, key: String, value: String)], perSecond: Int
     ) async throws -> [Date] {
         let producer = try KafkaProducer(configuration: producerConfiguration(world.broker), logger: quietLogger())
+            .running()
         var producedAt: [Date] = []
         let start = ContinuousClock.now
         for (index, event) in events.enumerated() {

@@ -39,7 +39,7 @@ struct FeedbackPollerTests {
     func producer(_ world: EndToEnd) throws -> KafkaProducer {
         var configuration = KafkaProducerConfiguration(bootstrapServers: world.broker.bootstrapServers)
         configuration.properties = ["log_level": "0"]
-        return try KafkaProducer(configuration: configuration, logger: quietLogger())
+        return try KafkaProducer(configuration: configuration, logger: quietLogger()).running()
     }
 
     @Test("one v2 invalid-token record per 32-byte token, acknowledged by Kafka; a token of another size is skipped")
@@ -104,7 +104,7 @@ struct FeedbackPollerTests {
             var configuration = KafkaProducerConfiguration(bootstrapServers: world.broker.bootstrapServers)
             // Deliveries fail fast while the broker is down, so the poller's own retry is what gets the record through.
             configuration.properties = ["log_level": "0", "message.timeout.ms": "300"]
-            let producer = try KafkaProducer(configuration: configuration, logger: quietLogger())
+            let producer = try KafkaProducer(configuration: configuration, logger: quietLogger()).running()
             let registry = PrometheusCollectorRegistry()
             let poller = try self.poller(world, port: service.port, producer: producer, registry: registry)
             try world.cluster.setBrokerDown(1)

@@ -26,7 +26,7 @@ struct KafkaPipelineTests {
         for topic in TestWorld.resultTopicNames {
             try cluster.createTopic(topic, partitionCount: 1)
         }
-        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger())
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger()).running()
         // Per ten events: one not JSON (dead letter), one without tokens (unmatched), eight with two tokens,
         // one of which (in the "x2" events) APNs says is unregistered.
         for index in 0..<90 {
@@ -149,7 +149,7 @@ struct KafkaGroupPipelineTests {
         defer { cluster.close() }
         try cluster.createTopic("orders", partitionCount: 4)
         try cluster.createTopic("pushbridge.outcomes", partitionCount: 1)
-        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger())
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger()).running()
         let eventCount = 800
         for index in 0..<eventCount {
             try await producer.send(
@@ -242,7 +242,7 @@ struct KafkaSourceOffsetTests {
         let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
         defer { cluster.close() }
         try cluster.createTopic("orders", partitionCount: 2)
-        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger())
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger()).running()
         for index in 0..<20 {
             try await producer.send(
                 topic: "orders", key: nil, value: Array("e\(index)".utf8), partition: Int32(index % 2))

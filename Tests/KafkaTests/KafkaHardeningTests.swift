@@ -37,7 +37,7 @@ struct KafkaHardeningTests {
         configuration.linger = .milliseconds(2)
         let producer = try KafkaProducer(configuration: configuration, logger: testLogger("fatal")) { error in
             reported.withLock { $0.append(error) }
-        }
+        }.running()
         try await producer.send(topic: "fatal", key: nil, value: Array("before".utf8))
         #expect(producer.fatalError == nil)
         try producer.raiseFatalErrorForTesting(reason: "test: sequence desynchronised")

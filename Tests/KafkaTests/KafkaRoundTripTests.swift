@@ -75,7 +75,7 @@ struct KafkaRoundTripTests {
         var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
         configuration.maxQueuedMessageCount = 100
         configuration.linger = .milliseconds(2)
-        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("completion"))
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("completion")).running()
         let reports = ReportTally()
         for index in 0..<2000 {
             await producer.send(
@@ -108,7 +108,7 @@ struct KafkaRoundTripTests {
         var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
         configuration.maxQueuedMessageCount = 16
         configuration.linger = .milliseconds(1)
-        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("full-queue"))
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("full-queue")).running()
         let reports = ReportTally()
         await withTaskGroup(of: Void.self) { group in
             for sender in 0..<8 {
@@ -140,7 +140,7 @@ struct KafkaRoundTripTests {
         var configuration = KafkaProducerConfiguration(bootstrapServers: "127.0.0.1:1")
         configuration.maxQueuedMessageCount = 4
         configuration.properties["log_level"] = "0"
-        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("no-room"))
+        let producer = try KafkaProducer(configuration: configuration, logger: testLogger("no-room")).running()
         let reports = ReportTally()
         for index in 0..<4 {
             #expect(producer.sendNow(topic: "no-room", key: nil, value: [UInt8(index)]) { reports.add(index, $0) })

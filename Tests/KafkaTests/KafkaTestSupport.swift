@@ -41,7 +41,7 @@ func makeConsumer(
 func makeProducer(_ cluster: some TestKafkaBroker, label: String = "producer") throws -> KafkaProducer {
     var configuration = KafkaProducerConfiguration(bootstrapServers: cluster.bootstrapServers)
     configuration.linger = .milliseconds(2)
-    return try KafkaProducer(configuration: configuration, logger: testLogger(label))
+    return try KafkaProducer(configuration: configuration, logger: testLogger(label)).running()
 }
 
 /// Produces `count` messages `prefix-0`, `prefix-1`, ... (key = value), round robin over `partitionCount`

@@ -16,7 +16,7 @@ private func producedAndFetched(
     try await broker.addTopic(topic, partitions: 1)
     var configuration = KafkaProducerConfiguration(bootstrapServers: broker.bootstrapServers)
     configuration.linger = .milliseconds(200)
-    let producer = try KafkaProducer(configuration: configuration, logger: testLogger("watermarks"))
+    let producer = try KafkaProducer(configuration: configuration, logger: testLogger("watermarks")).running()
     try await produce(producer, topic: topic, count: count, partitionCount: 1)
     await producer.close()
     let consumer = try KafkaConsumer(

@@ -286,6 +286,7 @@ struct DemoEvents: Sendable, CustomStringConvertible {
         configuration.linger = .milliseconds(5)
         configuration.properties = ["log_level": "3"]
         let producer = try KafkaProducer(configuration: configuration, logger: Logger(label: "pushbridge.demo"))
+            .running()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for event in self.events {
                 group.addTask {
