@@ -142,6 +142,7 @@ struct BridgeBench {
         readerConfiguration.autoOffsetReset = .earliest
         readerConfiguration.properties = ["log_level": "3"]
         let reader = try KafkaConsumer(configuration: readerConfiguration, topics: [Self.outcomesTopic], logger: logger)
+            .running()
         // The next offset the reader will read, per outcome partition: the mock cluster may drop what was read.
         let readThrough = Mutex([Int32: Int64]())
         let readerTask = Task {

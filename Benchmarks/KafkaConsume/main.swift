@@ -41,7 +41,7 @@ func consumeSwift(_ cluster: KafkaMockCluster, group: String) async throws -> Do
     var configuration = KafkaConsumerConfiguration(bootstrapServers: cluster.bootstrapServers, groupID: group)
     configuration.autoOffsetReset = .earliest
     configuration.properties = ["log_level": "0"]
-    let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: logger)
+    let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: logger).running()
     var received = 0
     var checksum = 0
     var started: ContinuousClock.Instant?

@@ -229,6 +229,7 @@ struct SoakRun {
         readerConfiguration.properties["log_level"] = "0"
         readerConfiguration.properties["reconnect.backoff.max.ms"] = Soak.reconnectBackoffMaxMilliseconds
         let reader = try KafkaConsumer(configuration: readerConfiguration, readingFromStart: partitions, logger: logger)
+            .running()
         let readerTask = Task {
             for try await batch in reader.batches { records.add(batch) }
         }
@@ -236,7 +237,8 @@ struct SoakRun {
         var committedConfiguration = consumerConfiguration(cluster.broker, group: group)
         committedConfiguration.properties["log_level"] = "0"
         let committedReader = try KafkaConsumer(
-            configuration: committedConfiguration, readingFromStart: [], logger: logger)
+            configuration: committedConfiguration, readingFromStart: [], logger: logger
+        ).running()
 
         let configuration = SoakConfiguration(
             options: options, bootstrapServers: cluster.broker.bootstrapServers, group: group,

@@ -23,6 +23,8 @@ package final class KafkaEventSource: EventSource {
     private let topics: [String]
     private let logger: Logger
     private let consumer = Mutex<KafkaConsumer?>(nil)
+    /// The consumer's ``KafkaConsumer/run()``, from ``start(listener:)`` until ``close()`` joins it.
+    private let consumerRun = Mutex<Task<Void, Never>?>(nil)
     /// The longest a commit is waited for (``commit()``, ``close()``); it may still complete in the background.
     private let commitTimeout: Duration
     /// The next offset of each partition finished since the last store, newest wins.
@@ -50,6 +52,7 @@ package final class KafkaEventSource: EventSource {
             logger: self.logger
         )
         self.consumer.withLock { $0 = consumer }
+        self.consumerRun.withLock { $0 = Task { await consumer.run() } }
         let reader = BatchReader(iterator: consumer.batches.makeAsyncIterator())
         // Unfolding keeps the consumer's own bound: the next batch is read only when the pipeline asks.
         return AsyncThrowingStream(unfolding: {
@@ -100,6 +103,11 @@ package final class KafkaEventSource: EventSource {
         guard let consumer = self.consumer.withLock({ $0 }) else { return }
         await self.commit(consumer)
         await consumer.close()
+        // Ended by the close; cancelled too, so that a close that ran out of time (librdkafka finishing it in the
+        // background) does not hold the shutdown here.
+        let run = self.consumerRun.withLock { $0 }
+        run?.cancel()
+        await run?.value
     }
 
     /// The periodic turn: hands the finished offsets to librdkafka, whose background commit sends them while the

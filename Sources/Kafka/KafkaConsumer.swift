@@ -24,7 +24,7 @@ package protocol KafkaRebalanceListener: Sendable {
 /// ``batches``. Offsets are committed only once stored with ``storeOffsets(_:)``: librdkafka commits stored
 /// offsets in the background every `commitInterval` (while the group is stable), and synchronously when partitions
 /// are revoked and when the consumer closes. Every commit's failure is logged once (`Committing offsets failed`).
-/// Call ``close()`` when done.
+/// ``run()`` runs the poll thread and the listener; call ``close()`` when done.
 package final class KafkaConsumer: Sendable {
     private let client: RDKafkaClient
     private let context: ConsumerContext
@@ -34,8 +34,10 @@ package final class KafkaConsumer: Sendable {
     private let wakesFetchersOnResume: Bool
     /// The consumed messages, in batches. Iterate from one task.
     package let batches: KafkaMessageBatches
+    /// What ``run()`` runs on the poll thread.
+    private let loop: PollLoop
 
-    /// Joins `configuration.groupID`, subscribes to `topics` and starts fetching on a new thread.
+    /// Subscribes to `topics` in `configuration.groupID`; ``run()`` joins and fetches.
     /// Throws a ``KafkaError`` naming the property when librdkafka rejects the configuration.
     package convenience init(
         configuration: KafkaConsumerConfiguration,
@@ -119,26 +121,55 @@ package final class KafkaConsumer: Sendable {
         self.context = context
         self.wakesFetchersOnResume = configuration.wakesFetchersOnResume
         self.batches = KafkaMessageBatches(buffer: buffer)
-        let loop = PollLoop(
+        self.loop = PollLoop(
             client: client,
             context: context,
             maxBatchMessageCount: max(1, configuration.maxBatchMessageCount),
             maxBatchBytes: max(1, configuration.maxBatchBytes),
             pollTimeoutMilliseconds: configuration.pollTimeout.milliseconds
         )
-        if listener != nil {
-            // The listener's calls need a task; close() joins it.
-            Task { await context.serveListener() }
-        } else {
+        if listener == nil {
             context.listenerCalls.continuation.finish()
             context.listenerServed.set()
         }
-        startThread(named: "kafka-cons-poll") { loop.run() }
     }
 
     deinit {
         self.context.closeRequested.store(true, ordering: .relaxed)
+        // Released without a run: the poll loop still closes and frees the handle (it ends at once).
+        if self.context.phase.close() == .idle {
+            self.startLoopWithoutListener()
+        }
         self.calls.stop()
+    }
+
+    /// Fetches on a thread of its own (`kafka-cons-poll`) and serves the rebalance listener in a task of its own,
+    /// until ``close()``; returns once the consumer is closed. Nothing starts before: the fetching begins here (the
+    /// subscription was made in `init`; the assignment is taken at the first poll). Cancelled, it returns once the
+    /// listener's task ended, and the thread goes on until the close; a second call, or one after the close, starts
+    /// nothing and waits for the close.
+    package func run() async {
+        guard self.context.phase.start() else {
+            _ = await self.context.closed.waitUntilSet()
+            return
+        }
+        let (context, loop) = (self.context, self.loop)
+        await withDiscardingTaskGroup { group in
+            if context.listener != nil {
+                group.addTask { await context.serveListener() }
+            }
+            startThread(named: "kafka-cons-poll") { loop.run() }
+            _ = await context.closed.waitUntilSet()
+        }
+    }
+
+    /// The poll loop for a consumer closed or released without running: it closes the handle at once. Nothing
+    /// serves the listener then (it was never told of an assignment), so its calls are refused, not waited for.
+    private func startLoopWithoutListener() {
+        self.context.listenerCalls.continuation.finish()
+        self.context.listenerServed.set()
+        let loop = self.loop
+        startThread(named: "kafka-cons-poll") { loop.run() }
     }
 
     /// Marks everything of `partition` before `nextOffset` finished: the next commit records `nextOffset`
@@ -390,6 +421,9 @@ package final class KafkaConsumer: Sendable {
     /// to finish in the background.
     package func close() async {
         self.context.closeRequested.store(true, ordering: .relaxed)
+        if self.context.phase.close() == .idle {
+            self.startLoopWithoutListener()
+        }
         // Its threads end once idle; a call made after the close still runs, on a thread of its own.
         defer { self.calls.stop() }
         if await !self.context.closed.waitUntilSet(deadline: .now + self.context.closeTimeout) {
@@ -406,5 +440,14 @@ package final class KafkaConsumer: Sendable {
                 "A rebalance listener call is still running after the consumer closed",
                 metadata: ["kafka.timeout_ms": "\(self.context.listenerTimeout.milliseconds)"])
         }
+    }
+}
+
+extension KafkaConsumer {
+    /// This consumer with ``run()`` started in a task of its own, which ends with the close: for a tool or a test
+    /// that makes a consumer, reads from it and closes it. The bridge's source runs its consumer itself.
+    package func running() -> KafkaConsumer {
+        Task { await self.run() }
+        return self
     }
 }

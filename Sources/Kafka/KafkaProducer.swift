@@ -47,11 +47,7 @@ package final class KafkaProducer: Sendable {
         guard !self.context.closing.exchange(true, ordering: .relaxed) else { return }
         // Released without close(): no send can be pending (each holds the producer). A running poll thread frees
         // the handle once it stops; without one, a thread of its own does, since librdkafka's destroy can block.
-        let running = self.context.phase.withLock { phase in
-            defer { phase = .closed }
-            return phase == .running
-        }
-        if running {
+        if self.context.phase.close() == .running {
             self.context.destroyWhenStopped.store(true, ordering: .relaxed)
             self.context.stopPolling.store(true, ordering: .relaxed)
         } else {
@@ -67,12 +63,7 @@ package final class KafkaProducer: Sendable {
     /// goes on until the close; a second call, or one after the close, starts nothing and waits for the close.
     package func run() async {
         let (client, context) = (self.client, self.context)
-        let start = context.phase.withLock { phase in
-            guard phase == .idle else { return false }
-            phase = .running
-            return true
-        }
-        if start {
+        if context.phase.start() {
             startThread(named: "kafka-prod-poll") {
                 // Delivery reports and errors are served here, in the callbacks below.
                 while !context.stopPolling.load(ordering: .relaxed) {
@@ -300,10 +291,7 @@ package final class KafkaProducer: Sendable {
             return
         }
         // From here run() starts no thread; one it started is stopped below.
-        let running = context.phase.withLock { phase in
-            defer { phase = .closed }
-            return phase == .running
-        }
+        let running = context.phase.close() == .running
         _ = try? await self.calls.run {
             client.stopAccepting()
             let handle = client.pointer
@@ -426,15 +414,9 @@ final class AwaitedDelivery: KafkaDeliveryHandler, @unchecked Sendable {
 
 /// The producer's state shared by its poll thread, its delivery reports and its package API.
 final class ProducerContext: Sendable {
-    /// Whether ``KafkaProducer/run()`` started the poll thread.
-    enum Phase {
-        case idle
-        case running
-        case closed
-    }
-
     let logger: Logger
-    let phase = Mutex(Phase.idle)
+    /// Whether ``KafkaProducer/run()`` started the poll thread.
+    let phase = Mutex(ClientPhase.idle)
     let stopPolling = Atomic<Bool>(false)
     let closing = Atomic<Bool>(false)
     let destroyWhenStopped = Atomic<Bool>(false)

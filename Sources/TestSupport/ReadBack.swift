@@ -39,7 +39,7 @@ package func readBack<Records: ReadBackRecords>(
     let consumer = try KafkaConsumer(
         configuration: consumerConfiguration(broker, group: "reader-\(UUID())"),
         readingFromStart: topics.map { KafkaPartition(topic: $0, partition: 0) }, logger: quietLogger()
-    )
+    ).running()
     let collected = Mutex(Records())
     let reader = Task {
         for try await batch in consumer.batches {
@@ -74,7 +74,7 @@ package func committedOffsets(
 ) async throws -> [Int32: Int64] {
     let consumer = try KafkaConsumer(
         configuration: consumerConfiguration(broker, group: group), readingFromStart: [], logger: quietLogger()
-    )
+    ).running()
     let offsets: [KafkaPartition: Int64]
     do {
         offsets = try await consumer.committedOffsets(

@@ -62,7 +62,8 @@ struct OutcomeRetentionTests {
         await producer.close()
 
         let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "retention"), topics: [Self.topic], logger: logger)
+            configuration: consumerConfiguration(cluster, group: "retention"), topics: [Self.topic], logger: logger
+        ).running()
         var lost: [Int32: Int64] = [:]
         var kept: Int64 = 0
         for partition in 0..<partitions {

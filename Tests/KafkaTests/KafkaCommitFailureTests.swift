@@ -26,7 +26,8 @@ struct KafkaCommitFailureTests {
         var logger = Logger(label: "commit-failures") { _ in LineRecorder(lines: lines) }
         logger.logLevel = .warning
         let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "refused-commits"), topics: [topic], logger: logger)
+            configuration: consumerConfiguration(cluster, group: "refused-commits"), topics: [topic], logger: logger
+        ).running()
         _ = try await read(consumer) { $0.count >= 5 }
         try cluster.injectErrors([.topicAuthorizationFailed, .topicAuthorizationFailed], on: .offsetCommit)
         // Stored, not committed: librdkafka's timer (200 ms here) sends it, and the mock refuses it.
@@ -51,7 +52,8 @@ struct KafkaCommitFailureTests {
         var logger = Logger(label: "lost-assignment") { _ in LineRecorder(lines: lines) }
         logger.logLevel = .info
         let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "lost-assignment"), topics: [topic], logger: logger)
+            configuration: consumerConfiguration(cluster, group: "lost-assignment"), topics: [topic], logger: logger
+        ).running()
         let first = try await read(consumer) { $0.count >= 10 }
         #expect(first.map(\.offset) == Array(0..<10))
         // Nothing was committed yet. The next commit, of offset 10, is refused as a stale generation: librdkafka 2.0.2

@@ -94,7 +94,8 @@ struct KafkaFaultTests {
         configuration.closeTimeout = .seconds(20)
         let recorder = RebalanceRecorder()
         let consumer = try KafkaConsumer(
-            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("c"))
+            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("c")
+        ).running()
         let first = try await read(consumer) { !$0.isEmpty }
         #expect(first.count == 10)
         // The poll thread is now blocked on the full buffer, with the partition assigned.
@@ -121,7 +122,8 @@ struct KafkaFaultTests {
         // Far from the listener timeout, so that the bound below tells the two apart with room on both sides.
         configuration.closeTimeout = .seconds(20)
         let consumer = try KafkaConsumer(
-            configuration: configuration, topics: [topic], listener: StuckOnAssignment(), logger: testLogger("c"))
+            configuration: configuration, topics: [topic], listener: StuckOnAssignment(), logger: testLogger("c")
+        ).running()
         // The assignment goes on once the listener's timeout passed.
         let received = try await read(consumer) { $0.count >= 20 }
         #expect(received.count == 20)
@@ -145,6 +147,7 @@ struct KafkaFaultTests {
         var configuration = consumerConfiguration(cluster, group: "close-down")
         configuration.closeTimeout = .seconds(1)
         let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("c"))
+            .running()
         let received = try await read(consumer) { $0.count >= 20 }
         try consumer.storeOffset(received.last!.offset + 1, for: partition)
         try cluster.setBrokerDown(1)

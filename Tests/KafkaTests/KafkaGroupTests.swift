@@ -19,9 +19,11 @@ struct KafkaGroupTests {
         let recorderB = RebalanceRecorder()
         let configuration = consumerConfiguration(cluster, group: "split")
         let consumerA = try KafkaConsumer(
-            configuration: configuration, topics: [topic], listener: recorderA, logger: testLogger("a"))
+            configuration: configuration, topics: [topic], listener: recorderA, logger: testLogger("a")
+        ).running()
         let consumerB = try KafkaConsumer(
-            configuration: configuration, topics: [topic], listener: recorderB, logger: testLogger("b"))
+            configuration: configuration, topics: [topic], listener: recorderB, logger: testLogger("b")
+        ).running()
         let read = Observed<[KafkaMessage]>([])
         startReading(consumerA, storeOffsets: true, into: read)
         startReading(consumerB, storeOffsets: true, into: read)
@@ -63,12 +65,14 @@ struct KafkaGroupTests {
 
         let configuration = consumerConfiguration(cluster, group: "stored")
         let first = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("first"))
+            .running()
         let firstRead = try await read(first) { $0.count >= 10 }
         #expect(firstRead.map(\.offset) == Array(0..<10))
         try first.storeOffset(5, for: partition)
         await first.close()
 
         let second = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("second"))
+            .running()
         let secondRead = try await read(second) { $0.count >= 5 }
         // Asked after the join: the coordinator answers requests in order, and a JoinGroup waits seconds.
         let committed = try await second.committedOffsets(for: [partition], timeout: .seconds(10))
@@ -89,7 +93,8 @@ struct KafkaGroupTests {
         configuration.partitionAssignmentStrategy = "cooperative-sticky"
         let recorder = RebalanceRecorder()
         let first = try KafkaConsumer(
-            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("first"))
+            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("first")
+        ).running()
         let firstRead = try await read(first) { $0.count >= 20 }
         try first.storeOffsets([
             KafkaPartition(topic: topic, partition: 0): 4,
@@ -99,6 +104,7 @@ struct KafkaGroupTests {
         #expect(Set(recorder.revoked.value.map(\.partition)) == [0, 1])
 
         let second = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("second"))
+            .running()
         let secondRead = try await read(second) { $0.count >= 6 }
         await second.close()
         #expect(firstRead.count == 20)
@@ -125,7 +131,8 @@ struct KafkaGroupTests {
         configuration.maxPollInterval = .seconds(6)
         let recorder = RebalanceRecorder()
         let consumer = try KafkaConsumer(
-            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("paused-full"))
+            configuration: configuration, topics: [topic], listener: recorder, logger: testLogger("paused-full")
+        ).running()
         var batches = consumer.batches.makeAsyncIterator()
         var received = try #require(try await batches.next())
         _ = try await recorder.assigned.wait("the assignment") { !$0.isEmpty }
@@ -208,7 +215,7 @@ struct KafkaGroupTests {
             if let queueKilobytes {
                 configuration.properties["queued.max.messages.kbytes"] = "\(queueKilobytes)"
             }
-            return try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger(group))
+            return try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger(group)).running()
         }
         let woken = try makeReader(wakes: true)
         let idle = try makeReader(wakes: false)

@@ -209,6 +209,7 @@ struct KafkaRoundTripTests {
         configuration.maxBatchMessageCount = 10
         configuration.bufferedBatchCount = 2
         let consumer = try KafkaConsumer(configuration: configuration, topics: [topic], logger: testLogger("c"))
+            .running()
         let first = try await read(consumer) { !$0.isEmpty }
         // One batch is with the reader and two wait in the buffer; the poll thread must take no more.
         try await withTimeout(.seconds(30), "the buffer to fill") {

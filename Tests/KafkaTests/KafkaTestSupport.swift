@@ -35,7 +35,7 @@ func makeConsumer(
         topics: [topic],
         listener: listener,
         logger: testLogger(group)
-    )
+    ).running()
 }
 
 func makeProducer(_ cluster: some TestKafkaBroker, label: String = "producer") throws -> KafkaProducer {

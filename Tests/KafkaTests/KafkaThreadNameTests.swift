@@ -21,7 +21,8 @@ struct KafkaThreadNameTests {
         let cluster = try makeCluster(topic: topic, partitionCount: 1)
         let producer = try makeProducer(cluster)
         let consumer = try KafkaConsumer(
-            configuration: consumerConfiguration(cluster, group: "names"), topics: [topic], logger: testLogger("c"))
+            configuration: consumerConfiguration(cluster, group: "names"), topics: [topic], logger: testLogger("c")
+        ).running()
         // A thread names itself once it runs, a moment after it is started (at least 30 s allowed).
         var names = try Self.threadNames()
         for _ in 0..<1500 where !(names.contains("kafka-prod-poll") && names.contains("kafka-cons-poll")) {

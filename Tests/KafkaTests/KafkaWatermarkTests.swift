@@ -22,7 +22,7 @@ private func producedAndFetched(
     let consumer = try KafkaConsumer(
         configuration: consumerConfiguration(broker, group: "watermarks-\(UUID())"),
         readingFromStart: [KafkaPartition(topic: topic, partition: 0)], logger: testLogger("watermarks")
-    )
+    ).running()
     let received = try await read(consumer) { $0.count >= count }
     #expect(received.count == count)
     return consumer
@@ -76,7 +76,7 @@ struct MockClusterWatermarkTests {
         let consumer = try KafkaConsumer(
             configuration: consumerConfiguration(cluster, group: "unfetched"), readingFromStart: [],
             logger: testLogger("unfetched")
-        )
+        ).running()
         defer { Task { await consumer.close() } }
         let (_, high) = try await consumer.queryWatermarks(
             for: KafkaPartition(topic: "unfetched", partition: 0), timeout: .seconds(5))

@@ -13,6 +13,8 @@ final class ConsumerContext: Sendable {
     let closeTimeout: Duration
     let logger: Logger
     let closeRequested = Atomic<Bool>(false)
+    /// Whether ``KafkaConsumer/run()`` started the poll thread.
+    let phase = Mutex(ClientPhase.idle)
     /// Set once the poll thread closed and destroyed the consumer.
     let closed = AsyncCondition(false)
     /// The listener's calls from the poll thread, for ``serveListener()`` to run; finished once the poll thread

@@ -195,6 +195,32 @@ final class RDKafkaPartitionList {
     }
 }
 
+/// Whether a client's `run()` started its poll thread: nothing starts in `init`, and nothing after the close.
+enum ClientPhase {
+    case idle
+    case running
+    case closed
+}
+
+extension Mutex where Value == ClientPhase {
+    /// Moves from idle to running; whether it did (a second `run()`, or one after the close, starts nothing).
+    func start() -> Bool {
+        self.withLock { phase in
+            guard phase == .idle else { return false }
+            phase = .running
+            return true
+        }
+    }
+
+    /// Moves to closed; what it was.
+    func close() -> ClientPhase {
+        self.withLock { phase in
+            defer { phase = .closed }
+            return phase
+        }
+    }
+}
+
 /// Starts a thread that runs `body`, named `name` as `top`, `perf` and `/proc/<pid>/task/*/comm` show it.
 ///
 /// Linux keeps at most 15 bytes of a thread's name and refuses a longer one outright (Foundation's `Thread.name`

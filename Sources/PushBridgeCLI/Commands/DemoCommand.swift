@@ -131,7 +131,7 @@ struct DemoCommand: AsyncParsableCommand {
                 configuration.outcomes.deadLetters,
             ],
             logger: logger.with(label: "pushbridge.demo.reader")
-        )
+        ).running()
         let started = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask {
