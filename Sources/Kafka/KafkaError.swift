@@ -38,15 +38,6 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
             self.rawValue = rawValue
         }
 
-        init(_ error: rd_kafka_resp_err_t) {
-            self.rawValue = error.rawValue
-        }
-
-        var resp: rd_kafka_resp_err_t { rd_kafka_resp_err_t(rawValue: self.rawValue) }
-
-        /// librdkafka's name for the code, e.g. `_MSG_TIMED_OUT` or `NOT_ENOUGH_REPLICAS`.
-        package var name: String { String(cString: rd_kafka_err2name(self.resp)) }
-
         /// The name.
         package var description: String { self.name }
 
@@ -84,25 +75,6 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let topicAuthorizationFailed = Code(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
         /// `ILLEGAL_GENERATION`: a group request carried a generation the coordinator has moved past.
         package static let illegalGeneration = Code(RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION)
-    }
-}
-
-extension KafkaError {
-    /// An error from a plain `rd_kafka_resp_err_t`, with librdkafka's description as the message.
-    init(_ error: rd_kafka_resp_err_t, context: String? = nil) {
-        let text = String(cString: rd_kafka_err2str(error))
-        self.init(code: Code(error), message: context.map { "\($0): \(text)" } ?? text)
-    }
-
-    /// An error from an `rd_kafka_error_t` object; destroys the object.
-    init(consuming error: OpaquePointer, context: String? = nil) {
-        let text = String(cString: rd_kafka_error_string(error))
-        self.init(
-            code: Code(rd_kafka_error_code(error)),
-            message: context.map { "\($0): \(text)" } ?? text,
-            isFatal: rd_kafka_error_is_fatal(error) != 0
-        )
-        rd_kafka_error_destroy(error)
     }
 }
 

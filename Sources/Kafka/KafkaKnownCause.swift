@@ -1,5 +1,3 @@
-import CRdKafka
-
 /// A Kafka client failure whose cause is known from librdkafka's own words, with what fixes it: `doctor` prints
 /// it instead of a bare "no metadata", and the clients of `pushbridge run` log it.
 package struct KafkaKnownCause: Sendable, Hashable, CustomStringConvertible {
@@ -22,21 +20,21 @@ package struct KafkaKnownCause: Sendable, Hashable, CustomStringConvertible {
     package var description: String { "\(self.cause) (fix: \(self.fix))" }
 
     /// The version of the librdkafka this process runs with, e.g. `2.0.2`.
-    package static var librdkafkaVersion: String { String(cString: rd_kafka_version_str()) }
+    package static var librdkafkaVersion: String { RDKafkaVersion.text }
 
     /// librdkafka 2.2.0 as `rd_kafka_version()` numbers it (0xMMmmrrpp): the first release with PR #4278.
     static let taggedFieldsFixVersion: Int32 = 0x0202_0000
 
     /// The known cause that `text` (an error or log line of librdkafka's) shows, if it shows one, for a
     /// librdkafka of `version` (`rd_kafka_version()`).
-    static func recognize(_ text: String, version: Int32 = rd_kafka_version()) -> KafkaKnownCause? {
+    static func recognize(_ text: String, version: Int32 = RDKafkaVersion.number) -> KafkaKnownCause? {
         // The FAIL line and the error callback say the first; with `debug=protocol` the PROTOUFLOW line says the
         // second. Both come only from parsing an ApiVersions answer that ended before librdkafka expected.
         let underflow =
             text.contains("ApiVersionRequest failed: Local: Read underflow")
             || text.contains("Protocol read buffer underflow for ApiVersion")
         guard underflow, version < Self.taggedFieldsFixVersion else { return nil }
-        let running = String(cString: rd_kafka_version_str())
+        let running = RDKafkaVersion.text
         return KafkaKnownCause(
             kind: .apiVersionsTaggedFields,
             cause: "librdkafka \(running) cannot read the broker's ApiVersions answer (\"ApiVersionRequest failed: "

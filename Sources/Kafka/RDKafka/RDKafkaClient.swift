@@ -195,6 +195,14 @@ final class RDKafkaPartitionList {
     }
 }
 
+/// The librdkafka this process runs with.
+enum RDKafkaVersion {
+    /// Its version as text, e.g. `2.0.2`.
+    static var text: String { String(cString: rd_kafka_version_str()) }
+    /// Its version as `rd_kafka_version()` numbers it (0xMMmmrrpp).
+    static var number: Int32 { rd_kafka_version() }
+}
+
 /// Whether a client's `run()` started its poll thread: nothing starts in `init`, and nothing after the close.
 enum ClientPhase {
     case idle
