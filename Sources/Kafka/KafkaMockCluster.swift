@@ -26,9 +26,7 @@ package final class KafkaMockCluster: Sendable {
         )
         self.client = client
         self.brokerIDs = 1...brokerCount
-        self.bootstrapServers =
-            client.mockCluster.flatMap { rd_kafka_mock_cluster_bootstraps($0) }
-            .map { String(cString: $0) } ?? ""
+        self.bootstrapServers = client.mockCluster.map(RDKafkaMock.bootstrapServers) ?? ""
     }
 
     deinit {
@@ -38,30 +36,25 @@ package final class KafkaMockCluster: Sendable {
     /// Creates `topic` with `partitionCount` partitions. Creating an existing topic fails.
     package func createTopic(_ topic: String, partitionCount: Int32, replicationFactor: Int32 = 1) throws {
         try self.call("creating topic \(topic)") {
-            rd_kafka_mock_topic_create($0, topic, partitionCount, replicationFactor)
+            RDKafkaMock.createTopic($0, topic, partitionCount: partitionCount, replicationFactor: replicationFactor)
         }
     }
 
     /// Takes broker `brokerID` down: its connections close and new ones are refused until ``setBrokerUp(_:)``.
     package func setBrokerDown(_ brokerID: Int32) throws {
-        try self.call("taking broker \(brokerID) down") { rd_kafka_mock_broker_set_down($0, brokerID) }
+        try self.call("taking broker \(brokerID) down") { RDKafkaMock.setBroker($0, brokerID, up: false) }
     }
 
     /// Brings broker `brokerID` back up.
     package func setBrokerUp(_ brokerID: Int32) throws {
-        try self.call("bringing broker \(brokerID) up") { rd_kafka_mock_broker_set_up($0, brokerID) }
+        try self.call("bringing broker \(brokerID) up") { RDKafkaMock.setBroker($0, brokerID, up: true) }
     }
 
     /// Makes the next `errors.count` requests of type `request` (on any broker) fail with `errors`, in order.
     /// `_TRANSPORT` makes the broker drop the connection instead.
     package func injectErrors(_ errors: [KafkaError.Code], on request: RequestType) throws {
         let codes = errors.map(\.resp)
-        try self.call("injecting errors") { cluster in
-            codes.withUnsafeBufferPointer {
-                rd_kafka_mock_push_request_errors_array(cluster, request.apiKey, $0.count, $0.baseAddress)
-            }
-            return RD_KAFKA_RESP_ERR_NO_ERROR
-        }
+        try self.call("injecting errors") { RDKafkaMock.pushRequestErrors($0, codes, apiKey: request.apiKey) }
     }
 
     /// Stops the brokers and frees the cluster. Clients still connected see their connections drop.
