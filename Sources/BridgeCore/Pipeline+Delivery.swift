@@ -84,7 +84,7 @@ extension Pipeline {
         /// A record the producer could not take without waiting.
         case publish(OutgoingRecord, acknowledged: @Sendable () -> Void)
         /// A record Kafka failed, to publish again after a backoff.
-        case publishAfterBackoff(PublishRetry)
+        case publishAfterBackoff(RecordPublication)
     }
 
     /// Starts a delivery. The common case, the line open and the first answer final, runs without a task: the

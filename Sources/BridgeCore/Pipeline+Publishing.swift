@@ -48,15 +48,14 @@ extension Pipeline {
             self.resumptions.continuation.yield(.publish(record, acknowledged: acknowledged))
             return
         }
-        RecordPublication(self, record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)
-            .acknowledged(error)
+        RecordPublication(self, record, refit: nil, acknowledged: acknowledged).acknowledged(error)
     }
 
     /// Publishes a record ``publishOutcome(_:invalidToken:of:status:reason:invalidTokenReason:)`` could not hand
     /// over at once (its
     /// acknowledgement already returns the room).
     func publishLater(_ record: OutgoingRecord, acknowledged: @escaping @Sendable () -> Void) async {
-        await self.publish(record, attempt: 0, refit: nil, failing: nil, acknowledged: acknowledged)
+        await self.publish(RecordPublication(self, record, refit: nil, acknowledged: acknowledged))
     }
 
     /// What a single record (a dead letter) calls once acknowledged: `acknowledged`, then the piece's room is
@@ -79,36 +78,28 @@ extension Pipeline {
     ) async {
         let budget = RefitBudget(maxBytes: self.configuration.maxRecordBytes, refit: refit)
         await self.publish(
-            record, attempt: 0, refit: budget, failing: nil,
-            acknowledged: self.acknowledgement(bytes: bytes, lane: lane, acknowledged: acknowledged))
+            RecordPublication(
+                self, record, refit: budget,
+                acknowledged: self.acknowledgement(bytes: bytes, lane: lane, acknowledged: acknowledged)))
     }
 
     /// The smallest size a dead letter is cut down to when the broker keeps refusing it as too large.
     static let minimumRefitBytes = 4096
 
-    private func publish(
-        _ record: OutgoingRecord, attempt: Int, refit: RefitBudget?, failing: UInt64?,
-        acknowledged: @escaping @Sendable () -> Void
-    ) async {
-        await self.sink.publish(
-            record,
-            acknowledgement: RecordPublication(
-                self, record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged))
+    private func publish(_ publication: RecordPublication) async {
+        await self.sink.publish(publication.record, acknowledgement: publication)
     }
 
-    /// Handles the sink's answer for `record`: acknowledged, or published again after a backoff (cut down first
-    /// when too large and `refit` allows).
-    fileprivate func answered(
-        _ error: (any Error)?, record: OutgoingRecord, attempt: Int, refit: RefitBudget?, failing: UInt64?,
-        acknowledged: @escaping @Sendable () -> Void
-    ) {
+    /// Handles the sink's answer for `publication`: acknowledged, or published again after a backoff (cut down
+    /// first when too large and its refit budget allows).
+    fileprivate func answered(_ publication: RecordPublication, error: (any Error)?) {
         guard let error else {
-            if let failing { self.unpublished.remove(failing) }
-            return acknowledged()
+            if let failing = publication.failing { self.unpublished.remove(failing) }
+            return publication.done()
         }
-        let attempt = attempt + 1
-        var record = record
-        var refit = refit
+        let attempt = publication.attempt + 1
+        var record = publication.record
+        var refit = publication.refit
         if error is RecordTooLargeError, let budget = refit, budget.maxBytes > Self.minimumRefitBytes {
             // The broker's limit is below the producer's (a topic's max.message.bytes): cut it down further.
             let smaller = budget.halved(minimum: Self.minimumRefitBytes)
@@ -116,15 +107,15 @@ extension Pipeline {
             refit = smaller
         }
         let failing =
-            failing.map { self.unpublished.update($0, error: "\(error)") }
+            publication.failing.map { self.unpublished.update($0, error: "\(error)") }
             ?? self.unpublished.add(error: "\(error)")
         self.metrics.unpublishedRecords.record(self.unpublished.count)
         self.logger.warning(
             "Publishing a record failed; retrying", error: error,
             metadata: ["kafka.topic": "\(record.topic)", "pipeline.attempt": "\(attempt)"]
         )
-        let retry = PublishRetry(
-            record: record, attempt: attempt, refit: refit, failing: failing, acknowledged: acknowledged)
+        let retry = RecordPublication(
+            self, record, attempt: attempt, refit: refit, failing: failing, acknowledged: publication.done)
         if case .terminated = self.resumptions.continuation.yield(.publishAfterBackoff(retry)) {
             // The pipeline finished: nothing waits for this record any more.
             self.unpublished.remove(failing)
@@ -134,31 +125,33 @@ extension Pipeline {
     /// Publishes a record Kafka failed once more, after the backoff for its attempt; in a task of ``run()``'s.
     /// Not once the drain gave up on in-flight work, nor once the task is cancelled: a cancelled send fails at once,
     /// and trying it again would go round without waiting (the record's event stays uncommitted instead).
-    func publishAfterBackoff(_ retry: PublishRetry) async {
+    func publishAfterBackoff(_ retry: RecordPublication) async {
         try? await Task.sleep(for: self.configuration.publishBackoff.delay(afterAttempt: retry.attempt))
         guard !self.isAbandoned, !Task.isCancelled else {
-            self.unpublished.remove(retry.failing)
+            if let failing = retry.failing { self.unpublished.remove(failing) }
             return
         }
-        await self.publish(
-            retry.record, attempt: retry.attempt, refit: retry.refit, failing: retry.failing,
-            acknowledged: retry.acknowledged)
+        await self.publish(retry)
     }
 }
 
 /// A record published through the path with retries (a dead letter, or an outcome record that failed once or could
-/// not be handed over at once), as the sink's acknowledgement: its answer goes to
-/// ``Pipeline/answered(_:record:attempt:refit:failing:acknowledged:)``.
-private final class RecordPublication: RecordAcknowledgement, @unchecked Sendable {
+/// not be handed over at once), as the sink's acknowledgement, whose answer goes to
+/// ``Pipeline/answered(_:error:)``; after a failure, a new one carries the record to
+/// ``Pipeline/publishAfterBackoff(_:)``.
+final class RecordPublication: RecordAcknowledgement, @unchecked Sendable {
     private let pipeline: Pipeline
-    private let record: OutgoingRecord
-    private let attempt: Int
-    private let refit: RefitBudget?
-    private let failing: UInt64?
-    private let done: @Sendable () -> Void
+    let record: OutgoingRecord
+    /// Failed attempts so far.
+    let attempt: Int
+    let refit: RefitBudget?
+    /// Its entry in ``Pipeline/unpublished`` once it failed.
+    let failing: UInt64?
+    /// What the record's acknowledgement does.
+    let done: @Sendable () -> Void
 
     init(
-        _ pipeline: Pipeline, _ record: OutgoingRecord, attempt: Int, refit: RefitBudget?, failing: UInt64?,
+        _ pipeline: Pipeline, _ record: OutgoingRecord, attempt: Int = 0, refit: RefitBudget?, failing: UInt64? = nil,
         acknowledged: @escaping @Sendable () -> Void
     ) {
         self.pipeline = pipeline
@@ -171,21 +164,8 @@ private final class RecordPublication: RecordAcknowledgement, @unchecked Sendabl
     }
 
     override func acknowledged(_ error: (any Error)?) {
-        self.pipeline.answered(
-            error, record: self.record, attempt: self.attempt, refit: self.refit, failing: self.failing,
-            acknowledged: self.done)
+        self.pipeline.answered(self, error: error)
     }
-}
-
-/// A record to publish again after a failure (see ``Pipeline/publishAfterBackoff(_:)``).
-struct PublishRetry: Sendable {
-    var record: OutgoingRecord
-    /// Failed attempts so far.
-    var attempt: Int
-    var refit: RefitBudget?
-    /// Its entry in ``Pipeline/unpublished``.
-    var failing: UInt64
-    var acknowledged: @Sendable () -> Void
 }
 
 /// How large a refittable record may be made now, and how to make it.
