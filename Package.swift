@@ -92,6 +92,7 @@ let package = Package(
             name: "APNSCore",
             dependencies: [
                 "CSHA1",
+                "Waiting",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
