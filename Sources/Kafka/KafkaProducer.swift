@@ -44,13 +44,15 @@ package final class KafkaProducer: Sendable {
     }
 
     deinit {
-        guard !self.context.closing.exchange(true, ordering: .relaxed) else { return }
         // Released without close(): no send can be pending (each holds the producer). A running poll thread frees
         // the handle once it stops; without one, a thread of its own does, since librdkafka's destroy can block.
-        if self.context.phase.close() == .running {
+        switch self.context.phase.close() {
+        case .closed:
+            return
+        case .running:
             self.context.destroyWhenStopped.store(true, ordering: .relaxed)
             self.context.stopPolling.store(true, ordering: .relaxed)
-        } else {
+        case .idle:
             let (client, context) = (self.client, self.context)
             startThread(named: "kafka-prod-free") { KafkaProducer.purgeAndDestroy(client, context: context) }
         }
@@ -286,12 +288,13 @@ package final class KafkaProducer: Sendable {
     package func close(timeout: Duration = .seconds(10)) async {
         let client = self.client
         let context = self.context
-        guard !context.closing.exchange(true, ordering: .relaxed) else {
+        // From here run() starts no thread; one it started is stopped below.
+        let previous = context.phase.close()
+        guard previous != .closed else {
             _ = await context.closed.waitUntilSet()
             return
         }
-        // From here run() starts no thread; one it started is stopped below.
-        let running = context.phase.close() == .running
+        let running = previous == .running
         _ = try? await self.calls.run {
             client.stopAccepting()
             let handle = client.pointer
@@ -418,7 +421,6 @@ final class ProducerContext: Sendable {
     /// Whether ``KafkaProducer/run()`` started the poll thread.
     let phase = Mutex(ClientPhase.idle)
     let stopPolling = Atomic<Bool>(false)
-    let closing = Atomic<Bool>(false)
     let destroyWhenStopped = Atomic<Bool>(false)
     let pollThreadStopped = DispatchSemaphore(value: 0)
     /// ``KafkaProducer/queueFullRefusalCount``.
