@@ -1,4 +1,3 @@
-import CRdKafka
 import Dispatch
 import Foundation
 import Logging
@@ -87,35 +86,22 @@ package final class KafkaConsumer: Sendable {
             logger: logger
         )
         let client = try RDKafkaClient.make(
-            RD_KAFKA_CONSUMER,
+            .consumer,
             properties: configuration.librdkafkaProperties,
             callbacks: RDKafkaCallbacks(
                 logger: logger, rebalance: { context.rebalance($0, $1, $2) },
                 offsetCommit: { context.committed($0) })
         )
         // Everything (rebalances, errors, messages) is served from the consumer queue by the poll thread.
-        rd_kafka_poll_set_consumer(client.pointer)
-        switch start {
-        case .subscribe(let topics):
-            let subscription = RDKafkaPartitionList(capacity: topics.count)
-            for topic in topics {
-                subscription.add(KafkaPartition(topic: topic, partition: RD_KAFKA_PARTITION_UA), offset: nil)
+        client.pollFromConsumerQueue()
+        do {
+            switch start {
+            case .subscribe(let topics): try client.subscribe(topics)
+            case .assign(let partitions): try client.assignFromStart(partitions)
             }
-            let error = rd_kafka_subscribe(client.pointer, subscription.pointer)
-            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                client.destroy()
-                throw KafkaError(error, context: "subscribing to \(topics.joined(separator: ", "))")
-            }
-        case .assign(let partitions):
-            let assignment = RDKafkaPartitionList(capacity: partitions.count)
-            for partition in partitions {
-                assignment.add(partition, offset: Int64(RD_KAFKA_OFFSET_BEGINNING))
-            }
-            let error = rd_kafka_assign(client.pointer, assignment.pointer)
-            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                client.destroy()
-                throw KafkaError(error, context: "assigning \(partitions.map(\.description).joined(separator: ", "))")
-            }
+        } catch {
+            client.destroy()
+            throw error
         }
         self.client = client
         self.context = context
@@ -180,19 +166,7 @@ package final class KafkaConsumer: Sendable {
 
     /// ``storeOffset(_:for:)`` for several partitions at once.
     package func storeOffsets(_ nextOffsets: [KafkaPartition: Int64]) throws {
-        let list = RDKafkaPartitionList(capacity: nextOffsets.count)
-        for (partition, offset) in nextOffsets {
-            list.add(partition, offset: offset)
-        }
-        try self.client.withHandle { handle in
-            let error = rd_kafka_offsets_store(handle, list.pointer)
-            if let partitionError = list.firstError(context: "storing the offset of") {
-                throw partitionError
-            }
-            if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-                throw KafkaError(error, context: "storing offsets")
-            }
-        }
+        try self.client.storeOffsets(nextOffsets)
         self.context.recordStored(nextOffsets.lazy.map { ($0.key, $0.value) })
     }
 
@@ -201,11 +175,10 @@ package final class KafkaConsumer: Sendable {
         guard !partitions.isEmpty else {
             return
         }
-        let list = RDKafkaPartitionList(partitions)
         try self.context.assignmentChange.withLock { _ in
             // A paused partition needs no waking, and a seek would move where it resumes from.
             self.context.forgetWakes(of: partitions)
-            try self.client.withHandle { handle in try Self.setPaused(true, list, handle) }
+            try self.client.setPaused(true, partitions)
             self.context.markPaused(partitions, true)
         }
     }
@@ -236,33 +209,16 @@ package final class KafkaConsumer: Sendable {
         guard !partitions.isEmpty else {
             return
         }
-        let list = RDKafkaPartitionList(partitions)
         try self.context.assignmentChange.withLock { _ in
             let positions = self.context.deliveredPositions(of: partitions)
             // Marked first: should resuming fail half-way, the poll thread must not count them as paused.
             self.context.markPaused(partitions, false)
-            try self.client.withHandle { handle in
-                try Self.setPaused(false, list, handle)
-                if self.wakesFetchersOnResume {
-                    seekWithoutWaiting(handle, to: positions.map { ($0.partition, $0.offset) })
-                }
-            }
+            try self.client.setPaused(
+                false, partitions,
+                thenSeek: self.wakesFetchersOnResume ? positions.map { ($0.partition, $0.offset) } : [])
             if self.wakesFetchersOnResume {
                 self.context.wakeLater(positions)
             }
-        }
-    }
-
-    /// Sets or clears the application's pause flag of `list`'s partitions; throws the call's error, else the first
-    /// partition's.
-    private static func setPaused(_ paused: Bool, _ list: RDKafkaPartitionList, _ handle: OpaquePointer) throws {
-        let error =
-            paused ? rd_kafka_pause_partitions(handle, list.pointer) : rd_kafka_resume_partitions(handle, list.pointer)
-        if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-            throw KafkaError(error, context: paused ? "pausing partitions" : "resuming partitions")
-        }
-        if let partitionError = list.firstError(context: paused ? "pausing" : "resuming") {
-            throw partitionError
         }
     }
 
@@ -270,46 +226,19 @@ package final class KafkaConsumer: Sendable {
     /// between: for tests of the poll thread's duplicate filter.
     func rewind(_ partition: KafkaPartition, to offset: Int64) throws {
         try self.context.assignmentChange.withLock { _ in
-            try self.client.withHandle { handle in seekWithoutWaiting(handle, to: [(partition, offset)]) }
+            try self.client.seek(to: [(partition, offset)])
         }
     }
 
     /// The partitions currently assigned to this member.
     package func assignment() throws -> [KafkaPartition] {
-        try self.client.withHandle { handle in
-            var assigned: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
-            let error = rd_kafka_assignment(handle, &assigned)
-            // The list librdkafka returns is ours to free, also when there is an error.
-            let list = assigned.map(RDKafkaPartitionList.init(adopting:))
-            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                throw KafkaError(error, context: "reading the assignment")
-            }
-            return list?.elements.map(\.partition) ?? []
-        }
+        try self.client.assignment()
     }
 
     /// The watermarks and position of `partitions`, from what the consumer last heard from the brokers
     /// (no network round trip, so it is cheap enough for a metrics scrape). Lag is 0 until the first fetch.
     package func lag(for partitions: [KafkaPartition]) throws -> [KafkaPartitionLag] {
-        let positions = RDKafkaPartitionList(partitions)
-        return try self.client.withHandle { handle in
-            let error = rd_kafka_position(handle, positions.pointer)
-            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                throw KafkaError(error, context: "reading positions")
-            }
-            return positions.elements.map { element in
-                var low: Int64 = -1
-                var high: Int64 = -1
-                _ = rd_kafka_get_watermark_offsets(
-                    handle, element.partition.topic, element.partition.partition, &low, &high)
-                return KafkaPartitionLag(
-                    partition: element.partition,
-                    lowWatermark: max(0, low),
-                    highWatermark: max(0, high),
-                    position: element.offset >= 0 ? element.offset : nil
-                )
-            }
-        }
+        try self.client.lag(for: partitions)
     }
 
     /// Asks the partition's leader for its current watermarks (ListOffsets, a network round trip of at most
@@ -323,25 +252,8 @@ package final class KafkaConsumer: Sendable {
         timeout: Duration
     ) async throws -> (low: Int64, high: Int64) {
         let client = self.client
-        return try await self.calls.run {
-            try client.withHandle { handle in
-                var low: Int64 = -1
-                var high: Int64 = -1
-                let error = rd_kafka_query_watermark_offsets(
-                    handle, partition.topic, partition.partition, &low, &high, timeout.milliseconds)
-                guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                    throw KafkaError(error, context: "querying the watermarks of \(partition)")
-                }
-                var cachedLow: Int64 = -1
-                var fetchedHigh: Int64 = -1
-                let cached = rd_kafka_get_watermark_offsets(
-                    handle, partition.topic, partition.partition, &cachedLow, &fetchedHigh)
-                if cached == RD_KAFKA_RESP_ERR_NO_ERROR {
-                    high = max(high, fetchedHigh)
-                }
-                return (low, high)
-            }
-        }
+        let answer = try await self.calls.run { try client.queryWatermarks(for: partition, timeout: timeout) }
+        return (answer.low, max(answer.high, answer.cachedHigh ?? answer.high))
     }
 
     /// Each partition's high watermark as its leader says it now (one ListOffsets request per leader, at most
@@ -355,24 +267,7 @@ package final class KafkaConsumer: Sendable {
     {
         guard !partitions.isEmpty else { return [:] }
         let client = self.client
-        return try await self.calls.run {
-            let list = RDKafkaPartitionList(capacity: partitions.count)
-            for partition in partitions {
-                // ListOffsets by timestamp: "latest" is the timestamp -1, which is RD_KAFKA_OFFSET_END.
-                list.add(partition, offset: Int64(RD_KAFKA_OFFSET_END))
-            }
-            return try client.withHandle { handle in
-                let error = rd_kafka_offsets_for_times(handle, list.pointer, timeout.milliseconds)
-                guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                    throw KafkaError(error, context: "querying the latest offsets")
-                }
-                var result: [KafkaPartition: Int64] = [:]
-                for element in list.elements where element.error == RD_KAFKA_RESP_ERR_NO_ERROR && element.offset >= 0 {
-                    result[element.partition] = element.offset
-                }
-                return result
-            }
-        }
+        return try await self.calls.run { try client.latestOffsets(for: partitions, timeout: timeout) }
     }
 
     /// The group's committed offsets of `partitions` (asked of the group coordinator, at most `timeout`);
@@ -382,20 +277,7 @@ package final class KafkaConsumer: Sendable {
         timeout: Duration
     ) async throws -> [KafkaPartition: Int64] {
         let client = self.client
-        return try await self.calls.run {
-            let list = RDKafkaPartitionList(partitions)
-            return try client.withHandle { handle in
-                let error = rd_kafka_committed(handle, list.pointer, timeout.milliseconds)
-                guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                    throw KafkaError(error, context: "reading committed offsets")
-                }
-                var result: [KafkaPartition: Int64] = [:]
-                for element in list.elements where element.offset >= 0 {
-                    result[element.partition] = element.offset
-                }
-                return result
-            }
-        }
+        return try await self.calls.run { try client.committedOffsets(for: partitions, timeout: timeout) }
     }
 
     /// Commits the stored offsets now and waits for the broker's answer, at most `timeout` (then it throws
@@ -404,14 +286,7 @@ package final class KafkaConsumer: Sendable {
     /// `socket.timeout.ms` (a minute by default).
     package func commit(timeout: Duration = .seconds(60)) async throws {
         let client = self.client
-        try await self.calls.run(timeout: timeout) {
-            try client.withHandle { handle in
-                let error = rd_kafka_commit(handle, nil, 0)
-                guard error == RD_KAFKA_RESP_ERR_NO_ERROR || error == RD_KAFKA_RESP_ERR__NO_OFFSET else {
-                    throw KafkaError(error, context: "committing offsets")
-                }
-            }
-        }
+        try await self.calls.run(timeout: timeout) { try client.commitStoredOffsets() }
     }
 
     /// Stops fetching, revokes the assignment (the listener runs, stored offsets are committed

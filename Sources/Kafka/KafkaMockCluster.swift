@@ -1,5 +1,3 @@
-import CRdKafka
-
 /// An in-process Kafka cluster: librdkafka's mock cluster, with brokers listening on loopback, so any
 /// Kafka client (this module's, `kcat`) can connect to ``bootstrapServers``. It backs
 /// `kafka.bootstrap_servers: embedded`, `pushbridge demo` and the tests.
@@ -53,8 +51,7 @@ package final class KafkaMockCluster: Sendable {
     /// Makes the next `errors.count` requests of type `request` (on any broker) fail with `errors`, in order.
     /// `_TRANSPORT` makes the broker drop the connection instead.
     package func injectErrors(_ errors: [KafkaError.Code], on request: RequestType) throws {
-        let codes = errors.map(\.resp)
-        try self.call("injecting errors") { RDKafkaMock.pushRequestErrors($0, codes, apiKey: request.apiKey) }
+        try self.call("injecting errors") { RDKafkaMock.pushRequestErrors($0, errors, apiKey: request.apiKey) }
     }
 
     /// Stops the brokers and frees the cluster. Clients still connected see their connections drop.
@@ -68,14 +65,14 @@ package final class KafkaMockCluster: Sendable {
         MockClusterWaker.shared.whileWaiting(on: self.bootstrapServers) { self.client.destroy() }
     }
 
-    private func call(_ what: String, _ body: (OpaquePointer) -> rd_kafka_resp_err_t) throws {
+    private func call(_ what: String, _ body: (OpaquePointer) -> KafkaError?) throws {
         try self.client.withHandle { _ in
             guard let cluster = self.client.mockCluster else {
                 return
             }
             let error = MockClusterWaker.shared.whileWaiting(on: self.bootstrapServers) { body(cluster) }
-            if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-                throw KafkaError(error, context: what)
+            if let error {
+                throw KafkaError(code: error.code, message: "\(what): \(error.message)")
             }
         }
     }

@@ -1,4 +1,3 @@
-import CRdKafka
 import Dispatch
 import Foundation
 import Logging
@@ -29,7 +28,7 @@ package final class KafkaProducer: Sendable {
     ) throws(KafkaError) {
         let context = ProducerContext(logger: logger)
         self.client = try RDKafkaClient.make(
-            RD_KAFKA_PRODUCER,
+            .producer,
             properties: configuration.librdkafkaProperties,
             callbacks: RDKafkaCallbacks(
                 logger: logger,
@@ -69,7 +68,7 @@ package final class KafkaProducer: Sendable {
             startThread(named: "kafka-prod-poll") {
                 // Delivery reports and errors are served here, in the callbacks below.
                 while !context.stopPolling.load(ordering: .relaxed) {
-                    rd_kafka_poll(client.pointer, 100)
+                    client.serveReports(waitingAtMost: 100)
                 }
                 if context.destroyWhenStopped.load(ordering: .relaxed) {
                     KafkaProducer.purgeAndDestroy(client, context: context)
@@ -99,12 +98,7 @@ package final class KafkaProducer: Sendable {
     /// Makes librdkafka raise a fatal error as if the broker had caused one (`rd_kafka_test_fatal_error`),
     /// so tests can check what the owner does then. Never call it in production.
     package func raiseFatalErrorForTesting(reason: String) throws {
-        try self.client.withHandle { handle in
-            let error = rd_kafka_test_fatal_error(handle, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason)
-            guard error == RD_KAFKA_RESP_ERR_NO_ERROR else {
-                throw KafkaError(error, context: "raising a test fatal error")
-            }
-        }
+        try self.client.raiseFatalErrorForTesting(reason: reason)
     }
 
     /// Produces one message and waits for its delivery report. The partition follows from the key unless
@@ -181,90 +175,23 @@ package final class KafkaProducer: Sendable {
     ) -> Bool {
         // Retained once here, released once: by the delivery report, or below if produce fails.
         let opaque = Unmanaged.passRetained(handler)
+        // Counted first: the report may come before produce returns.
+        self.context.willProduce()
         do {
-            try self.produce(
-                topic: topic, partition: partition, key: key, value: value, headers: headers, opaque: opaque)
+            try self.client.produce(
+                topic: topic, partition: partition, key: key, value: value, headers: headers,
+                opaque: opaque.toOpaque())
             return true
         } catch let error as KafkaError where error.code == .queueFull {
+            self.context.didNotProduce()
             opaque.release()
             self.context.queueFullRefusals.add(1, ordering: .relaxed)
             return false
         } catch {
+            self.context.didNotProduce()
             opaque.release()
             handler.delivered(.failure(error as? KafkaError ?? KafkaError(code: .state, message: "\(error)")))
             return true
-        }
-    }
-
-    private func produce(
-        topic: String,
-        partition: Int32?,
-        key: [UInt8]?,
-        value: [UInt8]?,
-        headers: [KafkaHeader],
-        opaque: Unmanaged<KafkaDeliveryHandler>
-    ) throws {
-        try self.client.withHandle { handle in
-            var headerList: OpaquePointer?
-            if !headers.isEmpty {
-                headerList = rd_kafka_headers_new(headers.count)
-                for header in headers {
-                    if let bytes = header.value {
-                        bytes.withUnsafeBytes { buffer in
-                            _ = rd_kafka_header_add(headerList, header.name, -1, buffer.baseAddress, buffer.count)
-                        }
-                    } else {
-                        _ = rd_kafka_header_add(headerList, header.name, -1, nil, 0)
-                    }
-                }
-            }
-            self.context.willProduce()
-            let error = withBytes(of: key) { keyPointer, keyCount in
-                withBytes(of: value) { valuePointer, valueCount in
-                    topic.withCString { topicName in
-                        withUnsafeTemporaryAllocation(of: rd_kafka_vu_t.self, capacity: 7) { fields in
-                            var count = 0
-                            func append(_ type: rd_kafka_vtype_t, _ set: (inout rd_kafka_vu_t) -> Void) {
-                                var field = rd_kafka_vu_t()
-                                field.vtype = type
-                                set(&field)
-                                fields[count] = field
-                                count += 1
-                            }
-                            append(RD_KAFKA_VTYPE_TOPIC) { $0.u.cstr = topicName }
-                            if let partition {
-                                append(RD_KAFKA_VTYPE_PARTITION) { $0.u.i32 = partition }
-                            }
-                            append(RD_KAFKA_VTYPE_MSGFLAGS) { $0.u.i = RD_KAFKA_MSG_F_COPY }
-                            append(RD_KAFKA_VTYPE_OPAQUE) { $0.u.ptr = opaque.toOpaque() }
-                            if let keyPointer {
-                                append(RD_KAFKA_VTYPE_KEY) {
-                                    $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: keyPointer)
-                                    $0.u.mem.size = keyCount
-                                }
-                            }
-                            if let valuePointer {
-                                append(RD_KAFKA_VTYPE_VALUE) {
-                                    $0.u.mem.ptr = UnsafeMutableRawPointer(mutating: valuePointer)
-                                    $0.u.mem.size = valueCount
-                                }
-                            }
-                            if let headerList {
-                                append(RD_KAFKA_VTYPE_HEADERS) { $0.u.headers = headerList }
-                            }
-                            return rd_kafka_produceva(handle, fields.baseAddress, count)
-                        }
-                    }
-                }
-            }
-            if let error {
-                // On failure the headers stay ours, and no delivery report will come.
-                if let headerList {
-                    rd_kafka_headers_destroy(headerList)
-                }
-                self.context.didNotProduce()
-                throw KafkaError(consuming: error, context: "producing to \(topic)")
-            }
         }
     }
 
@@ -273,12 +200,7 @@ package final class KafkaProducer: Sendable {
     package func flush(timeout: Duration) async throws {
         let client = self.client
         try await self.calls.run {
-            try client.withHandle { handle in
-                let error = rd_kafka_flush(handle, timeout.milliseconds)
-                if error != RD_KAFKA_RESP_ERR_NO_ERROR {
-                    throw KafkaError(error, context: "flushing \(rd_kafka_outq_len(handle)) outstanding messages")
-                }
-            }
+            try client.withHandle { _ in try client.flush(timeout: timeout) }
         }
     }
 
@@ -297,12 +219,12 @@ package final class KafkaProducer: Sendable {
         let running = previous == .running
         _ = try? await self.calls.run {
             client.stopAccepting()
-            let handle = client.pointer
-            let flushError = rd_kafka_flush(handle, timeout.milliseconds)
-            if flushError != RD_KAFKA_RESP_ERR_NO_ERROR {
+            do {
+                try client.flush(timeout: timeout)
+            } catch {
                 context.logger.warning(
                     "Producer closed with undelivered messages; failing them",
-                    metadata: ["kafka.outstanding": "\(rd_kafka_outq_len(handle))"]
+                    metadata: ["kafka.outstanding": "\(client.outstandingMessageCount)"]
                 )
             }
             if running {
@@ -321,29 +243,13 @@ extension KafkaProducer {
     /// resumed), and frees the handle. Runs after the poll thread stopped.
     fileprivate static func purgeAndDestroy(_ client: RDKafkaClient, context: ProducerContext) {
         client.stopAccepting()
-        let handle = client.pointer
-        _ = rd_kafka_purge(handle, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT)
+        client.purgeOutstanding()
         let deadline = ContinuousClock.now.advanced(by: .seconds(5))
         while context.inFlightCount > 0, ContinuousClock.now < deadline {
-            rd_kafka_poll(handle, 50)
+            client.serveReports(waitingAtMost: 50)
         }
         client.destroy()
     }
-}
-
-/// Calls `body` with a pointer to `bytes` and their count; an empty array still gets a non-null pointer
-/// (librdkafka tells an empty value from a null one by the pointer).
-private func withBytes<Result>(
-    of bytes: [UInt8]?,
-    _ body: (UnsafeRawPointer?, Int) -> Result
-) -> Result {
-    guard let bytes else {
-        return body(nil, 0)
-    }
-    if bytes.isEmpty {
-        return withUnsafeTemporaryAllocation(byteCount: 1, alignment: 1) { body(UnsafeRawPointer($0.baseAddress), 0) }
-    }
-    return bytes.withUnsafeBytes { body($0.baseAddress, $0.count) }
 }
 
 /// Where a produced message's delivery report goes: subclass it and override ``delivered(_:)``. It travels
@@ -412,106 +318,5 @@ final class AwaitedDelivery: KafkaDeliveryHandler, @unchecked Sendable {
             }
             if let reported { continuation.resume(with: reported.mapError { $0 }) }
         }
-    }
-}
-
-/// The producer's state shared by its poll thread, its delivery reports and its package API.
-final class ProducerContext: Sendable {
-    let logger: Logger
-    /// Whether ``KafkaProducer/run()`` started the poll thread.
-    let phase = Mutex(ClientPhase.idle)
-    let stopPolling = Atomic<Bool>(false)
-    let destroyWhenStopped = Atomic<Bool>(false)
-    let pollThreadStopped = DispatchSemaphore(value: 0)
-    /// ``KafkaProducer/queueFullRefusalCount``.
-    let queueFullRefusals = Atomic<Int>(0)
-    /// Messages handed to librdkafka and not yet reported, and reports not yet passed to a waiting sender.
-    private struct Deliveries {
-        var inFlight = 0
-        var reported = 0
-    }
-
-    private let deliveries = AsyncCondition(Deliveries())
-    /// Set once ``KafkaProducer/close(timeout:)`` finished.
-    let closed = AsyncCondition(false)
-    let fatal = Mutex<KafkaError?>(nil)
-
-    init(logger: Logger) {
-        self.logger = logger
-    }
-
-    var inFlightCount: Int {
-        self.deliveries.read { $0.inFlight }
-    }
-
-    func willProduce() {
-        self.deliveries.withLock { $0.inFlight += 1 }
-    }
-
-    /// One message left librdkafka (delivered, failed, or never accepted): the oldest sender waiting for room in
-    /// its queue goes on.
-    func didDeliver() {
-        self.deliveries.withLock { deliveries in
-            deliveries.inFlight -= 1
-            deliveries.reported += 1
-        } settle: { deliveries, waiting in
-            // A report nobody waits for is not kept: a later sender tries librdkafka's queue itself first, and waits
-            // only when that is full again.
-            if waiting == 0 { deliveries.reported = 0 }
-        }
-    }
-
-    /// A message librdkafka refused (its queue is full, or the message is invalid) never entered it: no longer in
-    /// flight, but no report either, so it lets no waiting sender go on. When it did, two senders waiting for room in
-    /// a full queue woke each other in turn with their refusals, on every core, for as long as the brokers were
-    /// away (issue 28).
-    func didNotProduce() {
-        self.deliveries.withLock { $0.inFlight -= 1 }
-    }
-
-    /// Returns `true` after the next delivery report that no other waiting sender took (at once when nothing is in
-    /// flight to report); `false` at once when the task is cancelled, so that no sender retries a full queue in a
-    /// loop after cancellation. Senders wait in turn: one report lets one sender try again.
-    func waitForDelivery() async -> Bool {
-        let result = await self.deliveries.wait(inTurn: true) { deliveries -> Void? in
-            if deliveries.reported > 0 {
-                deliveries.reported -= 1
-                return ()
-            }
-            return deliveries.inFlight == 0 ? () : nil
-        }
-        if case .satisfied = result { return true }
-        return false
-    }
-
-    /// The name of the last topic a report was for: reports come in runs for one topic (the outcomes), and
-    /// making a `String` for each one cost an allocation per record. Compared by its bytes, not by librdkafka's
-    /// topic handle, whose memory may be reused for another topic.
-    private let lastTopic = Mutex<String>("")
-
-    private func topicName(_ handle: OpaquePointer) -> String {
-        guard let cName = rd_kafka_topic_name(handle) else { return "" }
-        let bytes = UnsafeBufferPointer(
-            start: UnsafeRawPointer(cName).assumingMemoryBound(to: UInt8.self), count: strlen(cName))
-        return self.lastTopic.withLock { last in
-            if !last.utf8.elementsEqual(bytes) { last = String(decoding: bytes, as: UTF8.self) }
-            return last
-        }
-    }
-
-    func delivered(_ message: UnsafePointer<rd_kafka_message_t>) {
-        let fields = message.pointee
-        if let opaque = fields._private {
-            let handler = Unmanaged<KafkaDeliveryHandler>.fromOpaque(opaque).takeRetainedValue()
-            let topic = fields.rkt.map { self.topicName($0) } ?? ""
-            let partition = KafkaPartition(topic: topic, partition: fields.partition)
-            if fields.err == RD_KAFKA_RESP_ERR_NO_ERROR {
-                handler.delivered(
-                    .success(KafkaDelivery(partition: partition, offset: fields.offset >= 0 ? fields.offset : nil)))
-            } else {
-                handler.delivered(.failure(KafkaError(fields.err, context: "delivering to \(partition)")))
-            }
-        }
-        self.didDeliver()
     }
 }

@@ -39,9 +39,15 @@ final class RDKafkaClient: @unchecked Sendable {
         self.lock.deallocate()
     }
 
-    /// Creates a client of `type` from `properties`, applied in order, with `callbacks` installed.
+    /// What a client does: produce, or consume in a group.
+    enum Kind {
+        case producer
+        case consumer
+    }
+
+    /// Creates a client of `kind` from `properties`, applied in order, with `callbacks` installed.
     static func make(
-        _ type: rd_kafka_type_t,
+        _ kind: Kind,
         properties: [(String, String)],
         callbacks: RDKafkaCallbacks?
     ) throws(KafkaError) -> RDKafkaClient {
@@ -66,6 +72,7 @@ final class RDKafkaClient: @unchecked Sendable {
         }
         callbacks?.install(on: conf)
         // rd_kafka_new takes the configuration over only when it succeeds.
+        let type = kind == .producer ? RD_KAFKA_PRODUCER : RD_KAFKA_CONSUMER
         guard let handle = rd_kafka_new(type, conf, &errorText, errorText.count) else {
             rd_kafka_conf_destroy(conf)
             throw KafkaError(
@@ -81,7 +88,7 @@ final class RDKafkaClient: @unchecked Sendable {
         brokerCount: Int32,
         properties: [(String, String)]
     ) throws(KafkaError) -> RDKafkaClient {
-        let host = try Self.make(RD_KAFKA_PRODUCER, properties: properties, callbacks: nil)
+        let host = try Self.make(.producer, properties: properties, callbacks: nil)
         guard let cluster = rd_kafka_mock_cluster_new(host.pointer, brokerCount) else {
             host.destroy()
             throw KafkaError(code: .invalidArgument, message: "librdkafka could not start a mock cluster")

@@ -12,7 +12,7 @@ enum RDKafkaMetadataRequest {
         var silent = Logger(label: "pushbridge.kafka.metadata")
         silent.logLevel = .critical
         let callbacks = RDKafkaCallbacks(logger: silent)
-        let client = try RDKafkaClient.make(RD_KAFKA_PRODUCER, properties: ordered, callbacks: callbacks)
+        let client = try RDKafkaClient.make(.producer, properties: ordered, callbacks: callbacks)
         defer { client.destroy() }
         return try client.withHandle { handle throws(KafkaError) in
             var metadata: UnsafePointer<rd_kafka_metadata>?
