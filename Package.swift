@@ -416,7 +416,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // The tests' waits (timeouts, polling), depending on nothing else so that every test target can use them.
-        .target(name: "TestWaiting", path: "Sources/TestWaiting", swiftSettings: strict),
+        .target(name: "TestWaiting", dependencies: ["Waiting"], path: "Sources/TestWaiting", swiftSettings: strict),
         // What the pipeline tests share, without a C library (BridgeCoreTests link nothing else).
         .target(
             name: "PipelineTestSupport",

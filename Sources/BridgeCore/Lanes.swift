@@ -199,7 +199,7 @@ extension Pipeline {
 
     /// Waits until nothing is in flight, in the lanes or the line, or `timeout` passes; `true` when drained. Once
     /// shutdown began nothing takes room again, so a lane found empty stays empty.
-    func waitUntilEmpty(timeout: Duration) async -> Bool {
+    package func waitUntilEmpty(timeout: Duration) async -> Bool {
         guard let lanes = self.lanes else { return await self.flow.waitUntilEmpty(timeout: timeout) }
         let deadline = ContinuousClock.now + timeout
         for lane in lanes.withRetired {

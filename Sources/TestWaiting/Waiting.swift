@@ -1,7 +1,9 @@
 import Testing
+import Waiting
 
-// The tests' ways to wait, in one module that depends on nothing else, so that every test target can use them
-// (the pipeline core's tests link no I/O library). Prefer awaiting an event; poll only state that has none.
+// The tests' ways to wait, in one module that depends only on `Waiting`, so that every test target can use them
+// (the pipeline core's tests link no I/O library). Prefer awaiting an event (``waitUntil(_:_:timeout:_:)`` on an
+// `AsyncCondition`, `ProcessOutput` for a child's output); poll only state that has none.
 
 /// What a wait throws when what it waits for does not happen in time.
 package struct TimedOut: Error, CustomStringConvertible {
@@ -66,9 +68,25 @@ package func eventually(
     return await condition()
 }
 
+/// Waits until `condition` holds for `state`'s value, checked at once and after every change of it; when it does not
+/// hold within `timeout`, records an issue naming `what` and throws. The one wait for state a test double or a server
+/// in the test keeps: it polls nothing.
+package func waitUntil<State: Sendable>(
+    _ what: String,
+    _ state: AsyncCondition<State>,
+    timeout: Duration = .seconds(60),
+    _ condition: @escaping @Sendable (State) -> Bool
+) async throws {
+    let result = await state.wait(deadline: .now + timeout) { condition($0) ? () : nil }
+    guard result.value != nil else {
+        Issue.record("\(what): not within \(timeout)")
+        throw TimedOut(what: what)
+    }
+}
+
 /// Polls `condition` every `interval` (2 ms unless told); when it does not hold within `timeout`, records an issue and
-/// throws. For state that has no event to wait on: the pipeline's own counters, which the hot path keeps without a
-/// signal; a child process's log file or metrics page; a server's statistics.
+/// throws. Only for state that has no event to wait on: the pipeline's own counters, which the hot path keeps without a
+/// signal; a page a child process serves.
 package func waitUntil(
     timeout: Duration = .seconds(60), every interval: Duration = .milliseconds(2), _ condition: () async -> Bool
 ) async throws {

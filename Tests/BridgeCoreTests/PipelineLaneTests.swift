@@ -61,12 +61,12 @@ struct PipelineLaneTests {
             try await Task.sleep(for: .milliseconds(200))
             #expect(sender.sent.filter { $0.hasPrefix("u") }.isEmpty, "the urgent events did not wait: proves nothing")
             sender.open()
-            try await waitUntil { harness.source.committed[Self.urgentPartition] == 5 }
+            try await harness.source.waitFor(committed: 5, of: Self.urgentPartition)
             harness.source.finish()
             try await run.value
             return
         }
-        try await waitUntil { harness.source.committed[Self.urgentPartition] == 5 }
+        try await harness.source.waitFor(committed: 5, of: Self.urgentPartition)
         // The bulk lane is full and stuck, and only its partition waits.
         #expect(harness.pipeline.inFlight(lane: "default")?.count == 10)
         // Its 40 events queued are far below the lane's bound: the partition is held back but not paused.
@@ -76,7 +76,8 @@ struct PipelineLaneTests {
         #expect(harness.source.committed[Self.bulkPartition] == nil)
         #expect(sender.expedited == Set((0..<5).map { "u\($0)" }), "only the urgent lane's requests are expedited")
         sender.open()
-        try await waitUntil { harness.source.committed[Self.bulkPartition] == 50 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 50, of: Self.bulkPartition)
+        try await harness.drained()
         #expect(!harness.source.isPaused(Self.bulkPartition), "the partition is resumed once it caught up")
         #expect(sender.sent.filter { $0.hasPrefix("b") } == (0..<50).map { "b\($0)" }, "bulk order")
         #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 55)
@@ -92,10 +93,8 @@ struct PipelineLaneTests {
         let sender = GatedSender { $0.hasPrefix("b") }
         let harness = Self.backlogThenTrickle(to: sender)
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil {
-            harness.source.committed[Self.urgentPartition] == 5
-                && harness.pipeline.inFlight(lane: "default")?.count == 10
-        }
+        try await harness.source.waitFor(committed: 5, of: Self.urgentPartition)
+        try await waitUntil { harness.pipeline.inFlight(lane: "default")?.count == 10 }
         #expect(harness.pipeline.heldBackPartitionsByLane()["default"] == 1)
 
         harness.pipeline.reloadLanes([
@@ -112,7 +111,8 @@ struct PipelineLaneTests {
         #expect(harness.pipeline.lanes?.lane(named: "default").flow.acquireNow(bytes: 1) == nil)
         #expect(harness.pipeline.inFlight(lane: "default")?.count == 30)
         sender.open()
-        try await waitUntil { harness.source.committed[Self.bulkPartition] == 50 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 50, of: Self.bulkPartition)
+        try await harness.drained()
         #expect(sender.sent.filter { $0.hasPrefix("b") } == (0..<50).map { "b\($0)" }, "bulk order")
         #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 55)
         harness.source.finish()
@@ -126,9 +126,8 @@ struct PipelineLaneTests {
         let sender = GatedSender { $0.hasPrefix("u") }
         let harness = Self.backlogThenTrickle(to: sender)
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil {
-            harness.source.committed[Self.bulkPartition] == 50 && harness.pipeline.inFlight(lane: "urgent")?.count == 5
-        }
+        try await harness.source.waitFor(committed: 50, of: Self.bulkPartition)
+        try await waitUntil { harness.pipeline.inFlight(lane: "urgent")?.count == 5 }
         let urgent = try #require(harness.pipeline.lanes?.lane(named: "urgent"))
 
         harness.pipeline.reloadLanes([
@@ -143,7 +142,8 @@ struct PipelineLaneTests {
         #expect(harness.pipeline.inFlight == 5)
         #expect(await harness.pipeline.waitUntilEmpty(timeout: .milliseconds(50)) == false)
         sender.open()
-        try await waitUntil { harness.source.committed[Self.urgentPartition] == 5 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 5, of: Self.urgentPartition)
+        try await harness.drained()
         #expect(urgent.flow.inFlight.count == 0)
         #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 55)
 
@@ -180,10 +180,11 @@ struct PipelineLaneTests {
         let harness = Harness(
             events: events, configuration: configuration, mapper: LaneMapper { _ in [nil] }, sender: sender)
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.source.isPaused(Self.bulkPartition) }
+        try await harness.source.waitUntilPaused(Self.bulkPartition)
         #expect(harness.pipeline.inFlight(lane: "default")?.count == 10)
         sender.open()
-        try await waitUntil { harness.source.committed[Self.bulkPartition] == 100 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 100, of: Self.bulkPartition)
+        try await harness.drained()
         #expect(!harness.source.isPaused(Self.bulkPartition), "resumed once its queued events were taken")
         #expect(sender.sent == (0..<100).map { "b\($0)" })
         harness.source.finish()
@@ -210,7 +211,8 @@ struct PipelineLaneTests {
             events: events, configuration: configuration, mapper: LaneMapper { _ in ["a", "b"] }, sender: sender)
         let run = Task { try await harness.pipeline.run() }
         // Not `runToEnd()`: in flight falls to 0 between a lane's releases and the held-back partition taking room.
-        try await waitUntil { harness.source.committed[Self.bulkPartition] == 12 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 12, of: Self.bulkPartition)
+        try await harness.drained()
         harness.source.finish()
         try await run.value
         #expect(harness.sink.values(topic: "pushbridge.outcomes").count == 72)
@@ -246,7 +248,7 @@ struct PipelineLaneTests {
         }
         #expect(harness.pipeline.heldBackPartitionsByLane()["a"] == 0)
         sender.open()
-        try await waitUntil { harness.pipeline.inFlight == 0 }
+        try await harness.drained()
         #expect(sender.sent == ["x0"], "nothing of the revoked partition was sent after its revocation")
         #expect(harness.source.committed[Self.bulkPartition] == nil)
         harness.source.finish()

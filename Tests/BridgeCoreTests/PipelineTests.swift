@@ -7,6 +7,7 @@ import Routing
 import ServiceLifecycle
 import Synchronization
 import TestWaiting
+import Waiting
 import Testing
 
 @testable import BridgeCore
@@ -63,15 +64,15 @@ struct PipelineTests {
         }
         harness.sink.holdAcknowledgements(forKey: "aa01")
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.sink.values(topic: "pushbridge.outcomes").count == 2 }
-        try await waitUntil { harness.source.committed[PartitionID(topic: "in", partition: 0)] == 1 }
+        try await harness.sink.waitFor(2, recordsOn: "pushbridge.outcomes")
+        try await harness.source.waitFor(committed: 1)
         try await Task.sleep(for: .milliseconds(50))
         // Offset 2 is done, but offset 1's outcome is not acknowledged: the commit stays at 1, and its
         // notification still holds a permit although its task has ended.
         #expect(harness.source.committed[PartitionID(topic: "in", partition: 0)] == 1)
         #expect(harness.pipeline.inFlight == 1)
         harness.sink.releaseAcknowledgements()
-        try await waitUntil { harness.source.committed[PartitionID(topic: "in", partition: 0)] == 3 }
+        try await harness.source.waitFor(committed: 3)
         #expect(harness.pipeline.inFlight == 0)
         harness.source.finish()
         try await run.value
@@ -141,7 +142,8 @@ struct PipelineTests {
         await listener.partitionsAssigned([partition], generation: 2)
         harness.source.deliver(again)
         release.set()
-        try await waitUntil { harness.source.committed[partition] == 3 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 3, of: partition)
+        try await harness.drained()
         let delivered = harness.sink.values(topic: "pushbridge.outcomes").compactMap { $0["device_token"] as? String }
         // Offset 0 was sent under the first assignment, and is sent again (at-least-once); offset 1, begun before the
         // revocation and waiting for room, is not sent once room comes back (its partition moved), nor is offset 2
@@ -207,18 +209,18 @@ struct PipelineTests {
                     APNSResponse(status: 403, reason: .invalidProviderToken, invalidSinceEpochMilliseconds: nil))
         }
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.pipeline.gate.current != nil }
+        try #require(await harness.pipeline.gate.waitUntilHalted(deadline: .now + .seconds(60)) != nil)
         #expect(harness.pipeline.readiness == .notReady("halted: app default: InvalidProviderToken"))
-        try await waitUntil { harness.source.isPaused(PartitionID(topic: "in", partition: 0)) }
+        try await harness.source.waitUntilPaused(PartitionID(topic: "in", partition: 0))
         try await Task.sleep(for: .milliseconds(50))
         #expect(harness.sink.values(topic: "pushbridge.outcomes").isEmpty)
         #expect(harness.source.committed.isEmpty)
         accepting.set()
-        try await waitUntil { harness.sink.values(topic: "pushbridge.outcomes").count == 5 }
+        try await harness.sink.waitFor(5, recordsOn: "pushbridge.outcomes")
         #expect(harness.pipeline.readiness == .ready)
         #expect(!harness.source.isPaused(PartitionID(topic: "in", partition: 0)))
         #expect(harness.sink.values(topic: "pushbridge.outcomes").allSatisfy { $0["status"] as? String == "delivered" })
-        try await waitUntil { harness.source.committed[PartitionID(topic: "in", partition: 0)] == 5 }
+        try await harness.source.waitFor(committed: 5)
         harness.source.finish()
         try await run.value
     }
@@ -267,7 +269,7 @@ struct PipelineTests {
         #expect(reason.contains("not published"))
         #expect(reason.contains("Message timed out"))
         harness.sink.failNext(0)
-        try await waitUntil { harness.source.committed[PartitionID(topic: "in", partition: 0)] == 1 }
+        try await harness.source.waitFor(committed: 1)
         #expect(harness.pipeline.readiness == .ready)
         #expect(harness.pipeline.unpublished.count == 0)
         harness.source.finish()
@@ -312,7 +314,7 @@ struct PipelineTests {
             .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.source.committed[partition] == 1 }
+        try await harness.source.waitFor(committed: 1, of: partition)
         let listener = try #require(harness.source.listener)
         await listener.partitionsRevoked([partition])
         // Generation 2 was assigned, but the pipeline has not heard of it yet.
@@ -320,9 +322,10 @@ struct PipelineTests {
             TestEvent.json(offset: 0, #"{"tokens":["bb00"]}"#, generation: 1),
             TestEvent.json(offset: 1, #"{"tokens":["aa01"]}"#, generation: 2),
         ])
-        try await waitUntil { harness.sink.values(topic: "pushbridge.outcomes").count == 2 }
+        try await harness.sink.waitFor(2, recordsOn: "pushbridge.outcomes")
         await listener.partitionsAssigned([partition], generation: 2)
-        try await waitUntil { harness.source.committed[partition] == 2 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 2, of: partition)
+        try await harness.drained()
         let tokens = harness.sink.values(topic: "pushbridge.outcomes").compactMap { $0["device_token"] as? String }
         #expect(tokens.sorted() == ["aa00", "aa01"], "the revoked generation's event is dropped")
         harness.source.finish()
@@ -342,7 +345,8 @@ struct PipelineTests {
             configuration: .init(services: [.init(service: harness.pipeline)], logger: Logger(label: "test"))
         )
         let run = Task { try await group.run() }
-        try await waitUntil { harness.pipeline.gate.current != nil && harness.pipeline.inFlight == 2 }
+        try #require(await harness.pipeline.gate.waitUntilHalted(deadline: .now + .seconds(60)) != nil)
+        try await waitUntil { harness.pipeline.inFlight == 2 }
         try await Task.sleep(for: .milliseconds(50))
         let stopped = ContinuousClock.now
         await group.triggerGracefulShutdown()
@@ -424,7 +428,8 @@ final class MemorySource: EventSource {
         var listener: (any RebalanceListener)?
     }
     private let events: [SourceEvent]
-    private let state = Mutex(State())
+    /// Every change of it wakes the tests' waits (``waitFor(committed:of:)``, ``waitUntilPaused(_:)``).
+    private let state = AsyncCondition(State())
 
     init(events: [SourceEvent]) { self.events = events }
 
@@ -457,6 +462,25 @@ final class MemorySource: EventSource {
     var committed: [PartitionID: Int64] { self.state.withLock { $0.committed } }
     var closed: Bool { self.state.withLock { $0.closed } }
     func isPaused(_ partition: PartitionID) -> Bool { self.state.withLock { $0.paused.contains(partition) } }
+
+    /// Waits until the pipeline marked `partition` finished up to `nextOffset` (its commit position is it).
+    func waitFor(committed nextOffset: Int64, of partition: PartitionID = PartitionID(topic: "in", partition: 0))
+        async throws
+    {
+        try await waitUntil("\(partition) committed at \(nextOffset)", self.state) {
+            $0.committed[partition] == nextOffset
+        }
+    }
+
+    /// Waits until the pipeline marked anything of `partition` finished.
+    func waitForAnyCommit(of partition: PartitionID) async throws {
+        try await waitUntil("a commit of \(partition)", self.state) { $0.committed[partition] != nil }
+    }
+
+    /// Waits until the pipeline paused `partition`.
+    func waitUntilPaused(_ partition: PartitionID) async throws {
+        try await waitUntil("\(partition) paused", self.state) { $0.paused.contains(partition) }
+    }
 }
 
 final class MemorySink: RecordSink {
@@ -470,7 +494,8 @@ final class MemorySink: RecordSink {
         var maxRecordBytes = Int.max
         var takesAtOnce = false
     }
-    private let state = Mutex(State())
+    /// Every change of it wakes the tests' waits (``waitFor(_:recordsOn:)``).
+    private let state = AsyncCondition(State())
 
     /// Records a record and acknowledges it at once, unless acknowledgements for its key are held, or fails
     /// it (as a broker that did not take it) while failures are due.
@@ -546,6 +571,13 @@ final class MemorySink: RecordSink {
         }
     }
     var flushed: Bool { self.state.withLock { $0.flushed } }
+
+    /// Waits until `count` records were taken for `topic`.
+    func waitFor(_ count: Int, recordsOn topic: String) async throws {
+        try await waitUntil("\(count) records on \(topic)", self.state) { state in
+            state.records.lazy.filter { $0.topic == topic }.count == count
+        }
+    }
 }
 
 private struct KafkaTestError: Error, CustomStringConvertible {
@@ -579,12 +611,19 @@ struct Harness {
         )
     }
 
+    /// Waits until nothing is in flight in the pipeline (its lanes' and lines' room is all back).
+    func drained() async throws {
+        guard await self.pipeline.waitUntilEmpty(timeout: .seconds(60)) else {
+            Issue.record("the pipeline still has work in flight after 60 s")
+            throw TimedOut(what: "the pipeline's drain")
+        }
+    }
+
     /// Runs until every event's records are published, then ends the stream and waits for the drain.
     func runToEnd() async throws {
         let run = Task { try await self.pipeline.run() }
-        try await waitUntil {
-            self.source.committed[PartitionID(topic: "in", partition: 0)] != nil && self.pipeline.inFlight == 0
-        }
+        try await self.source.waitForAnyCommit(of: PartitionID(topic: "in", partition: 0))
+        try await self.drained()
         self.source.finish()
         try await run.value
     }
@@ -703,13 +742,14 @@ struct PipelineOrderingTests {
             events: hot + others, configuration: configuration, mapper: try self.mapper(), sender: sender)
         let run = Task { try await harness.pipeline.run() }
         // Every other key is delivered while the hot key's first notification is still unanswered.
-        try await waitUntil { harness.source.committed[otherPartition] == 30 }
+        try await harness.source.waitFor(committed: 30, of: otherPartition)
         let whileHeld = sender.record
         #expect(whileHeld.sends["hot"] == [0], "the hot key went on before its first answer")
         #expect(harness.pipeline.deepestOrderingLine <= 5)
         #expect(harness.source.isPaused(hotPartition), "the held-back partition must be paused at the source")
         hold.set()
-        try await waitUntil { harness.source.committed[hotPartition] == 60 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 60, of: hotPartition)
+        try await harness.drained()
         #expect((sender.record.sends["hot"] ?? []) == Array(0..<60))
         #expect(!harness.source.isPaused(hotPartition), "the partition is resumed once its line drained")
         #expect(sender.record.overlaps == [])
@@ -983,13 +1023,15 @@ extension PipelineTests {
             })
         let partition = PartitionID(topic: "in", partition: 0)
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.source.committed[partition] == 1 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 1, of: partition)
+        try await harness.drained()
         harness.pipeline.reload(
             Pipeline.LiveSettings(
                 mapper: RenamedRouteMapper(route: "after"), maxAttempts: 3,
                 retryBackoff: Backoff(initial: .milliseconds(1), maximum: .milliseconds(2))))
         harness.source.deliver([TestEvent.json(offset: 1, #"{"tokens":["bb02"]}"#)])
-        try await waitUntil { harness.source.committed[partition] == 2 && harness.pipeline.inFlight == 0 }
+        try await harness.source.waitFor(committed: 2, of: partition)
+        try await harness.drained()
         harness.source.finish()
         try await run.value
         let outcomes = harness.sink.values(topic: "pushbridge.outcomes")
