@@ -100,6 +100,14 @@ package final class APNSSimulatorServer: Sendable {
         await self.engine.waitForAnswers(count, deadline: .now + timeout)
     }
 
+    /// Waits until `condition` holds for ``statistics``, woken by each request handled; `false` when `timeout` passed
+    /// first.
+    package func waitForStatistics(
+        timeout: Duration, until condition: @escaping @Sendable (SimulatorStatistics) -> Bool
+    ) async -> Bool {
+        await self.engine.waitForStatistics(deadline: .now + timeout, until: condition)
+    }
+
     /// The first requests received, in order, when the scenario asks for them (`receive_log`).
     package var receivedRequests: [ReceivedRequest] { self.engine.receivedRequests }
 

@@ -4,6 +4,7 @@ import NIOPosix
 import NIOSSL
 import NIOTLS
 import Synchronization
+import Waiting
 
 /// The simulator's feedback service for the binary protocol: TLS with a client certificate signed by the given
 /// CA, like the gateway. Once a connection's handshake completes it writes one `time | token length | token`
@@ -23,7 +24,7 @@ package final class BinaryFeedbackService: Sendable {
     }
 
     private let gateway: BinaryGateway
-    private let counts = Mutex(Statistics())
+    private let counts = AsyncCondition(Statistics())
     private let listener = Mutex<(any Channel)?>(nil)
 
     private init(gateway: BinaryGateway) {
@@ -55,7 +56,15 @@ package final class BinaryFeedbackService: Sendable {
     package var port: Int { self.listener.withLock { $0?.localAddress?.port } ?? 0 }
 
     /// The counts so far.
-    package var statistics: Statistics { self.counts.withLock { $0 } }
+    package var statistics: Statistics { self.counts.read { $0 } }
+
+    /// Waits until `condition` holds for the counts, checked at once and after every change; `false` when `timeout`
+    /// passed first.
+    package func waitForStatistics(
+        timeout: Duration, until condition: @escaping @Sendable (Statistics) -> Bool
+    ) async -> Bool {
+        await self.counts.wait(deadline: .now + timeout) { condition($0) ? () : nil }.value != nil
+    }
 
     /// Stops listening.
     package func close() async {

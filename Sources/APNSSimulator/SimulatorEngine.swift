@@ -176,16 +176,21 @@ package final class SimulatorEngine: Sendable {
     /// A snapshot of the counts so far.
     package var statistics: SimulatorStatistics { self.state.withLock { $0.statistics } }
 
-    /// ``SimulatorStatistics/requestsAnswered``, for waiting on: a test waits until so many requests were answered
-    /// instead of polling the statistics.
-    let answered = AsyncCondition(0)
+    /// How many requests were handled, for waiting on: bumped after each, so that a test waits for the statistics to
+    /// show something instead of polling them.
+    let handled = AsyncCondition(UInt64(0))
 
     /// Waits until at least `count` requests were answered; `false` when `deadline` passed first.
     package func waitForAnswers(_ count: Int, deadline: ContinuousClock.Instant) async -> Bool {
-        if case .satisfied = await self.answered.wait(deadline: deadline, until: { $0 >= count ? () : nil }) {
-            return true
-        }
-        return false
+        await self.waitForStatistics(deadline: deadline) { $0.requestsAnswered >= count }
+    }
+
+    /// Waits until `condition` holds for the statistics, checked at once and after every request handled; `false` when
+    /// `deadline` passed first.
+    package func waitForStatistics(
+        deadline: ContinuousClock.Instant, until condition: @escaping @Sendable (SimulatorStatistics) -> Bool
+    ) async -> Bool {
+        await self.handled.wait(deadline: deadline) { _ in condition(self.statistics) ? () : nil }.value != nil
     }
 
     /// The upper bound of the answers' random extra delay, in whole milliseconds (0: none).
@@ -231,7 +236,7 @@ package final class SimulatorEngine: Sendable {
         let token = Self.deviceToken(inPath: request.path)
         let fields = SimulatorRequestFields(request.headers)
         let now = self.clock.now()
-        let (decision, answered) = self.state.withLock { state in
+        let decision = self.state.withLock { state in
             state.statistics.requestsReceived += 1
             if let certificate = request.clientCertificate {
                 state.statistics.byClientCertificate[certificate, default: 0] += 1
@@ -250,9 +255,9 @@ package final class SimulatorEngine: Sendable {
                     ReceivedRequest(
                         path: request.path, deviceToken: token, apnsID: fields.messageID, status: status))
             }
-            return (decision, state.statistics.requestsAnswered)
+            return decision
         }
-        self.answered.withLock { $0 = max($0, answered) }
+        self.handled.withLock { $0 += 1 }
         return decision
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TestWaiting
+import Testing
 import Waiting
 
 /// Runs the built `pushbridge` executable as a child process, the way a user does.
@@ -124,7 +125,16 @@ extension PushBridgeExecutable {
         let exited = AsyncCondition(false)
         process.terminationHandler = { _ in exited.set() }
         try process.run()
-        return RunningPushBridge(process: process, exited: exited)
+        return RunningPushBridge(process: process, exited: exited, output: nil)
+    }
+
+    /// ``start(_:standardOutput:standardError:)`` with both standard output and error going to `output`, which the
+    /// returned process offers for waits (``RunningPushBridge/waitForOutput(containing:timeout:)``).
+    package static func start(_ arguments: [String], output: ProcessOutput) throws -> RunningPushBridge {
+        let started = try self.start(arguments, standardOutput: output.pipe, standardError: output.pipe)
+        // The child has its own copy of the write end: once it exits, the reader sees the end.
+        try? output.pipe.fileHandleForWriting.close()
+        return RunningPushBridge(process: started.process, exited: started.exited, output: output)
     }
 }
 
@@ -132,11 +142,30 @@ extension PushBridgeExecutable {
 package struct RunningPushBridge: Sendable {
     package let process: Process
     /// Set when the process ended (its termination handler, on Foundation's thread).
-    private let exited: AsyncCondition<Bool>
+    fileprivate let exited: AsyncCondition<Bool>
+    /// Its standard output and error, when it was started with a ``ProcessOutput``.
+    package let output: ProcessOutput?
 
-    init(process: Process, exited: AsyncCondition<Bool>) {
+    init(process: Process, exited: AsyncCondition<Bool>, output: ProcessOutput?) {
         self.process = process
         self.exited = exited
+        self.output = output
+    }
+
+    /// Waits until what it printed holds `condition`, at most `timeout`; records an issue naming `what` and throws
+    /// otherwise, or when it was started without a ``ProcessOutput``.
+    package func waitForOutput(
+        _ what: String, timeout: Duration = .seconds(60), until condition: @escaping @Sendable (String) -> Bool
+    ) async throws {
+        guard let output = self.output, await output.wait(timeout: timeout, until: condition) != nil else {
+            Issue.record("\(what): not printed within \(timeout)")
+            throw TimedOut(what: what)
+        }
+    }
+
+    /// Waits until it printed `text`, at most `timeout` (``waitForOutput(_:timeout:until:)``).
+    package func waitForOutput(containing text: String, timeout: Duration = .seconds(60)) async throws {
+        try await self.waitForOutput("\"\(text)\"", timeout: timeout) { $0.contains(text) }
     }
 
     package var isRunning: Bool { !self.exited.read { $0 } }
@@ -157,49 +186,68 @@ package struct RunningPushBridge: Sendable {
         guard await self.exited.waitUntilSet(deadline: .now + timeout) else {
             Foundation.kill(self.process.processIdentifier, SIGKILL)
             _ = await self.exited.waitUntilSet(deadline: .now + .seconds(10))
+            await self.output?.waitForEnd(timeout: .seconds(10))
             return -1
         }
+        // What it printed last is read (and copied) once the pipe ends.
+        await self.output?.waitForEnd(timeout: .seconds(10))
         return self.process.terminationReason == .uncaughtSignal
             ? self.process.terminationStatus + 128 : self.process.terminationStatus
     }
 }
 
-/// A child process's standard output (or error), collected as it arrives, with a bounded wait for a piece of text.
+/// A child process's standard output (or error), collected as it arrives, and copied to a file when one is given, with
+/// a bounded wait for what it printed. Waits are woken by what arrives: nothing polls.
 package final class ProcessOutput: Sendable {
-    private struct State {
-        var text = ""
-        var waiter: AsyncStream<Void>.Continuation?
+    package let pipe: Pipe
+    /// Everything read so far, and whether the pipe's last writer closed it.
+    private let state = AsyncCondition((text: "", ended: false))
+
+    /// Collects the pipe's output; with `file`, appends it there too (before a wait can see it, so a test that waited
+    /// for a line finds it in the file).
+    package convenience init(copyingTo file: URL? = nil) {
+        self.init(reading: Pipe(), copyingTo: file)
     }
 
-    package let pipe = Pipe()
-    private let state = Mutex(State())
-
-    package init() {
+    /// Collects what arrives on `pipe` from now on (for a pipe a test filled before the child started).
+    package init(reading pipe: Pipe, copyingTo file: URL? = nil) {
+        self.pipe = pipe
+        let copy = file.flatMap { url -> FileHandle? in
+            _ = FileManager.default.createFile(atPath: url.path, contents: nil)
+            return try? FileHandle(forWritingTo: url)
+        }
+        let state = self.state
         self.pipe.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
-            let waiter = self.state.withLock { state in
-                if data.isEmpty {
-                    handle.readabilityHandler = nil
-                } else {
-                    state.text += String(decoding: data, as: UTF8.self)
-                }
-                return state.waiter
+            guard !data.isEmpty else {
+                handle.readabilityHandler = nil
+                try? copy?.close()
+                state.withLock { $0.ended = true }
+                return
             }
-            waiter?.yield()
+            try? copy?.write(contentsOf: data)
+            state.withLock { $0.text += String(decoding: data, as: UTF8.self) }
         }
+    }
+
+    /// Everything printed so far.
+    package var printed: String { self.state.read { $0.text } }
+
+    /// The whole output once `condition` holds for it; `nil` after `timeout`.
+    package func wait(timeout: Duration = .seconds(20), until condition: @escaping @Sendable (String) -> Bool) async
+        -> String?
+    {
+        await self.state.wait(deadline: .now + timeout) { state in condition(state.text) ? state.text : nil }.value
+    }
+
+    /// Waits until every writer closed the pipe (the child exited), at most `timeout`: then all it printed is here, and
+    /// in the copy.
+    package func waitForEnd(timeout: Duration) async {
+        _ = await self.state.wait(deadline: .now + timeout) { $0.ended ? () : nil }
     }
 
     /// The whole output once it contains `needle`; `nil` after `timeout`.
     package func wait(containing needle: String, timeout: Duration = .seconds(20)) async -> String? {
-        let (changes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        self.state.withLock { $0.waiter = continuation }
-        continuation.yield()
-        return await withTimeout(timeout) {
-            for await _ in changes {
-                let text = self.state.withLock { $0.text }
-                if text.contains(needle) { return text }
-            }
-            return nil
-        }
+        await self.wait(timeout: timeout) { $0.contains(needle) }
     }
 }

@@ -89,7 +89,7 @@ struct EgressProxyClientTests {
         let port = proxy.port
         let client = self.client(harness, proxy: EgressProxy(host: "127.0.0.1", port: port))
         let sent = Task { await client.send(Fixtures.notification(token: Fixtures.deviceToken(1))) }
-        try await waitUntil { harness.simulator.statistics.requestsReceived == 1 }
+        try #require(await harness.simulator.waitForStatistics(timeout: .seconds(60)) { $0.requestsReceived == 1 })
         proxy.stop()  // SIGKILL: the tunnel closes with the request unanswered
         proxy = try await TinyProxy.start(connectPorts: [harness.simulator.port], port: port)
         defer { proxy.stop() }

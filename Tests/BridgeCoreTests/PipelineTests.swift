@@ -7,8 +7,8 @@ import Routing
 import ServiceLifecycle
 import Synchronization
 import TestWaiting
-import Waiting
 import Testing
+import Waiting
 
 @testable import BridgeCore
 

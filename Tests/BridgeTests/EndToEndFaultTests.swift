@@ -32,7 +32,7 @@ struct EndToEndFaultTests {
             defer { if bridge.process.isRunning { bridge.kill(signal: SIGKILL) } }
             let resumed = "Partitions assigned again after a lost assignment start where this consumer had finished"
             _ = try await world.results(timeout: .seconds(60)) { Set($0.outcomes.map(\.token)).count >= count }
-            try await waitUntil(timeout: .seconds(60)) { world.log("lost.log").contains(resumed) }
+            try await bridge.waitForOutput(containing: resumed)
             // What came back after the loss must not be sent again: give a restart from the committed offsets
             // (none: the earliest) the time to show, then count.
             try await Task.sleep(for: .seconds(2))
@@ -188,9 +188,11 @@ struct EndToEndFaultTests {
 typealias BridgeProcess = RunningPushBridge
 
 extension RunningPushBridge {
+    /// `pushbridge run --config configurationPath`, its standard output and error copied to `log` as they come, and
+    /// waited on through ``waitForOutput(containing:timeout:)``.
     static func start(configurationPath: String, log: URL) throws -> RunningPushBridge {
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        return try self.start(configurationPath: configurationPath, output: try FileHandle(forWritingTo: log))
+        try PushBridgeExecutable.start(
+            ["run", "--config", configurationPath], output: ProcessOutput(copyingTo: log))
     }
 
     /// `pushbridge run --config configurationPath` with its standard output and error on `output`.

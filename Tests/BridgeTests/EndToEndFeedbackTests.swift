@@ -132,7 +132,14 @@ struct EndToEndFeedbackTests {
             func polls(_ fingerprint: String) -> Int {
                 feedback.statistics.connectionsByClientCertificate[fingerprint, default: 0]
             }
-            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) { polls(old) >= 2 }
+            /// Waits until the service was polled `count` times with the certificate of `fingerprint`.
+            func waitForPolls(_ count: Int, _ fingerprint: String) async throws {
+                try #require(
+                    await feedback.waitForStatistics(timeout: .seconds(60)) {
+                        $0.connectionsByClientCertificate[fingerprint, default: 0] >= count
+                    }, "\(count) polls with \(fingerprint)")
+            }
+            try await waitForPolls(2, old)
 
             let renewed = try world.tls.issueClientCertificate(commonName: "legacy-2027")
             let new = try TestTLS.simulatorFingerprint(ofCertificateAt: renewed.certificatePath)
@@ -140,12 +147,9 @@ struct EndToEndFeedbackTests {
                 Issue.record("the renewed files could not be renamed into place")
                 return
             }
-            let logged = { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
-            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
-                logged().contains("reload.feedback=apps.legacy")
-            }
+            try await bridge.waitForOutput(containing: "reload.feedback=apps.legacy")
             // The new poller polls at once and then every second; the old one stopped after its poll in progress.
-            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) { polls(new) >= 2 }
+            try await waitForPolls(2, new)
             let oldPolls = polls(old)
 
             // A token the gateway refuses now reaches the feedback service, and the new poller publishes it.
@@ -155,10 +159,10 @@ struct EndToEndFeedbackTests {
                     $0["schema"] == "pushbridge.invalid-token.v2" && $0["device_token"] == dead
                 }
             }
-            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) { polls(new) >= 4 }
+            try await waitForPolls(4, new)
             bridge.kill(signal: SIGTERM)
             let status = await bridge.waitForExit()
-            let output = logged()
+            let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             #expect(status == 0, "\(output)")
             #expect(polls(old) == oldPolls, "the replaced poller polled again")
             #expect(feedback.statistics.connectionsByClientCertificate.keys.sorted() == [old, new].sorted())

@@ -23,7 +23,8 @@ struct EndToEndReloadTests {
             // Events flow for the whole test.
             let produced = ProducedCount.flowing(into: world)
             defer { produced.stop() }
-            try await waitUntil { world.simulator.statistics.byStatus[200, default: 0] >= 50 }
+            try #require(
+                await world.simulator.waitForStatistics(timeout: .seconds(60)) { $0.byStatus[200, default: 0] >= 50 })
 
             // The rotation as docs/operations.md describes it: the new key is created at Apple (so APNs trusts both),
             // its file is added beside the old one, then the configuration names it.
@@ -87,7 +88,10 @@ struct EndToEndReloadTests {
             let old = try TestTLS.simulatorFingerprint(ofCertificateAt: certificateFile)
             let produced = ProducedCount.flowing(into: world)
             defer { produced.stop() }
-            try await waitUntil { world.simulator.statistics.byClientCertificate[old, default: 0] >= 50 }
+            try #require(
+                await world.simulator.waitForStatistics(timeout: .seconds(60)) {
+                    $0.byClientCertificate[old, default: 0] >= 50
+                })
 
             // Renewed: a new certificate with a new key from the same CA, each file renamed over the old one.
             let connectionsBefore = world.simulator.transportStatistics.connectionsAccepted
@@ -278,13 +282,16 @@ extension EndToEndReloadTests {
                 !process.isRunning || Self.signalPending(process.processIdentifier, SIGHUP) == false
             }
             let collected = output.startReading()
-            try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
-                !process.isRunning || collected.text.contains("Configuration reloads on SIGHUP")
+            // Printed once the start goes on; the pipe ends first when the SIGHUP ended the bridge.
+            let printed = await collected.wait(timeout: .seconds(60)) {
+                $0.contains("Configuration reloads on SIGHUP") || !process.isRunning
             }
+            #expect(printed != nil)
             #expect(process.isRunning, "the SIGHUP during the start ended the bridge")
             bridge.kill(signal: SIGTERM)
             #expect(await bridge.waitForExit() == 0)
-            let logs = collected.text
+            await collected.waitForEnd(timeout: .seconds(10))
+            let logs = collected.printed
             #expect(logs.contains("Configuration reloads on SIGHUP"))
             #expect(!logs.contains("Configuration reloaded"), "the early SIGHUP was not a reload request")
         }
@@ -328,32 +335,8 @@ private final class FullPipe: Sendable {
     /// Closes this process's copy of the write end (the child keeps its own).
     func closeWriter() throws { try self.pipe.fileHandleForWriting.close() }
 
-    /// Reads everything on a thread of its own until the child closes its end; the filler is left out.
-    func startReading() -> Collected {
-        let collected = Collected()
-        let fd = self.pipe.fileHandleForReading.fileDescriptor
-        Thread.detachNewThread {
-            // Whatever is there, as it comes (FileHandle's read(upToCount:) would wait for the whole count).
-            var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if count > 0 {
-                    collected.append(Data(buffer[..<count]))
-                } else if count == 0 || errno != EINTR {
-                    break
-                }
-            }
-        }
-        return collected
-    }
-
-    final class Collected: Sendable {
-        private let data = Mutex(Data())
-        func append(_ more: Data) { self.data.withLock { $0.append(more) } }
-        var text: String {
-            self.data.withLock { String(decoding: $0, as: UTF8.self) }.trimmingCharacters(in: .newlines)
-        }
-    }
+    /// Reads what the child writes from now on, beginning with the filler.
+    func startReading() -> ProcessOutput { ProcessOutput(reading: self.pipe) }
 }
 
 /// `pushbridge run` as a child process with its configuration file, logs at info level and an admin port.
@@ -378,8 +361,8 @@ private struct RunningBridge {
             bridge: bridge, configurationPath: path, log: log, port: port, assignmentsAtStart: 0)
         try await running.waitForLog("Configuration reloads on SIGHUP")
         // The consumer's line and the pipeline's for the one assignment of the group's first generation.
-        try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
-            ((try? running.logs()) ?? "").count(of: "Partitions assigned") >= 2
+        try await bridge.waitForOutput("the first assignment's two lines") {
+            $0.count(of: "Partitions assigned") >= 2
         }
         running = RunningBridge(
             bridge: bridge, configurationPath: path, log: log, port: port,
@@ -390,9 +373,7 @@ private struct RunningBridge {
     func logs() throws -> String { try String(contentsOf: self.log, encoding: .utf8) }
 
     func waitForLog(_ text: String) async throws {
-        try await waitUntil(timeout: .seconds(60), every: .milliseconds(100)) {
-            ((try? self.logs()) ?? "").contains(text)
-        }
+        try await self.bridge.waitForOutput(containing: text)
     }
 
     /// `pushbridge_config_reloads_total{result}` on `/metrics`.

@@ -138,12 +138,8 @@ struct EndToEndScalingTests {
             try #require(await world.simulator.waitForAnswers(40, timeout: .seconds(60)))
             try start("b")
             // B takes half the partitions (the join completes after the mock's 5 s), then leaves again.
-            try await waitUntil(timeout: .seconds(60)) {
-                let log = try? String(contentsOf: world.directory.appendingPathComponent("b.log"), encoding: .utf8)
-                return log?.split(separator: "\n").contains {
-                    $0.contains("Partitions assigned") && $0.contains("events[")
-                }
-                    == true
+            try await #require(bridges["b"]).waitForOutput("b's assignment of events partitions") { printed in
+                printed.split(separator: "\n").contains { $0.contains("Partitions assigned") && $0.contains("events[") }
             }
             try await Task.sleep(for: .seconds(2))
             bridges["b"]?.kill(signal: SIGTERM)
