@@ -373,7 +373,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "HTTP2Tests", dependencies: ["HTTP2", "EgressProxy", "TestSupport", "TestWaiting"],
+            name: "HTTP2Tests", dependencies: ["HTTP2", "EgressProxy", "TestSupport", "TestWaiting", "Waiting"],
             swiftSettings: strict),
         .testTarget(name: "BinaryProviderTests", dependencies: ["BinaryProvider", "APNSCore"], swiftSettings: strict),
         .testTarget(

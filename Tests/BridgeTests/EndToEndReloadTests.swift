@@ -6,6 +6,7 @@ import Synchronization
 import TestSupport
 import TestWaiting
 import Testing
+import Waiting
 
 // Reloading the configuration of a running `pushbridge run` (docs/configuration.md, "Reloading"), as an operator does
 // it: files replaced the way Kubernetes replaces them (a new file renamed over the old), or SIGHUP.
@@ -43,7 +44,7 @@ struct EndToEndReloadTests {
             try await running.waitForLog("Previous APNs sender shut down after its last answer")
             world.simulator.revoke(keyID: EndToEnd.keyID)
             let atRevocation = produced.count
-            try await waitUntil { produced.count >= atRevocation + 100 }
+            try await produced.waitFor(atRevocation + 100)
             let total = try await produced.finish()
 
             let results = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= total }
@@ -104,7 +105,7 @@ struct EndToEndReloadTests {
             // From here on the old certificate's connections are closed: every request presents the new one.
             let oldRequests = world.simulator.statistics.byClientCertificate[old, default: 0]
             let atSwap = produced.count
-            try await waitUntil { produced.count >= atSwap + 100 }
+            try await produced.waitFor(atSwap + 100)
             let total = try await produced.finish()
 
             let results = try await world.results(timeout: .seconds(120)) { $0.outcomes.count >= total }
@@ -405,12 +406,16 @@ private struct RunningBridge {
 
 /// How many events the producing task produced (Kafka acknowledged them), and whether it should stop.
 private final class ProducedCount: Sendable {
-    private let state = Mutex((count: 0, stopped: false))
+    private let state = AsyncCondition((count: 0, stopped: false))
     private let task = Mutex<Task<Void, any Error>?>(nil)
     func add(_ count: Int) { self.state.withLock { $0.count += count } }
     var count: Int { self.state.withLock { $0.count } }
     func stop() { self.state.withLock { $0.stopped = true } }
     var stopped: Bool { self.state.withLock { $0.stopped } }
+    /// Waits until `count` events were produced.
+    func waitFor(_ count: Int) async throws {
+        try await waitUntil("\(count) events produced", self.state) { $0.count >= count }
+    }
 
     /// Events flowing into `world`'s input topic until ``finish()``: 10 every 100 ms, each to a device of its own.
     static func flowing(into world: EndToEnd) -> ProducedCount {

@@ -2,6 +2,7 @@ import HTTP2
 import Synchronization
 import TestWaiting
 import Testing
+import Waiting
 
 /// Expedited requests (``HTTP2Request/expedited``, a lane with `expedite: true`): ahead of the others that wait for
 /// a stream.
@@ -10,7 +11,7 @@ import Testing
         // The server records the order requests arrive in, and holds the first until the test lets it go: with one
         // stream, everything sent meanwhile queues in the client.
         let arrivals = Mutex<[String]>([])
-        let first = Mutex<HTTP2ServerResponder?>(nil)
+        let first = AsyncCondition<HTTP2ServerResponder?>(nil)
         let server = try await startServer { request, _, responder in
             arrivals.withLock { $0.append(request.path) }
             if request.path == "/first" {
@@ -37,7 +38,7 @@ import Testing
         connection.send(contentsOf: [
             HTTP2ClientConnection.Submission(request: HTTP2Request(path: "/first"), completion: complete)
         ])
-        try await waitUntil { first.withLock { $0 } != nil }
+        try await waitUntil("the first request held", first) { $0 != nil }
         let paths = ["/n0", "/n1", "/e0", "/n2", "/e1"]
         connection.send(
             contentsOf: paths.map { path in
@@ -50,7 +51,7 @@ import Testing
             Issue.record("the five did not queue: \(state), failures \(seen.failures), arrivals \(seen.arrivals)")
             return
         }
-        first.withLock { $0 }?.respond(HTTP2ServerResponse(status: 200))
+        first.read { $0 }?.respond(HTTP2ServerResponse(status: 200))
         for await _ in all.stream {}
         #expect(arrivals.withLock { $0 } == ["/first", "/e0", "/e1", "/n0", "/n1", "/n2"])
         #expect(failures.withLock { $0 }.isEmpty)
