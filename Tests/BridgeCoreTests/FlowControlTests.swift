@@ -2,6 +2,7 @@ import Foundation
 import PipelineTestSupport
 import Routing
 import Synchronization
+import TestWaiting
 import Testing
 
 @testable import BridgeCore
@@ -359,10 +360,7 @@ extension FlowControlTests {
         let waiting = Task { await controller.acquire(bytes: 1) }
         while controller.flow.full == false { await Task.yield() }
         #expect(source.isPaused(self.p0) == false, "full, not stalled yet")
-        let deadline = ContinuousClock.now + .seconds(30)
-        while source.isPaused(self.p0) != true, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        _ = try await eventually(timeout: .seconds(30), every: .milliseconds(5)) { source.isPaused(self.p0) == true }
         #expect(source.isPaused(self.p0) == true)
         #expect(ContinuousClock.now - started >= .milliseconds(500))
         controller.release(bytes: 1)

@@ -175,9 +175,8 @@ struct AdminServerTests {
                 connection.send("GET /readyz HTTP/1.1\r\n")
                 connections.append(connection)
             }
-            let deadline = ContinuousClock.now + .seconds(20)
-            while connections.filter(\.isClosed).count < 290, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
+            _ = try await eventually(timeout: .seconds(20), every: .milliseconds(20)) {
+                connections.filter(\.isClosed).count >= 290
             }
             #expect(connections.filter(\.isClosed).count == 290, "all but 10 are closed")
             #expect(connections.filter { !$0.isClosed }.count == 10, "10 are within the limit and stay open")

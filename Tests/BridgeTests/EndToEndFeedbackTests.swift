@@ -48,9 +48,8 @@ struct EndToEndFeedbackTests {
                     && results.invalidTokens.count >= 2 + feedbackTokens.count
             }
             // The end offsets are committed while it runs (every commit_interval), and again on the way out.
-            let deadline = ContinuousClock.now + .seconds(30)
-            while try await world.committed() != perPartition, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(200))
+            _ = try await eventually(timeout: .seconds(30), every: .milliseconds(200)) {
+                (try? await world.committed()) == perPartition
             }
             bridge.kill(signal: SIGTERM)
             let status = await bridge.waitForExit()

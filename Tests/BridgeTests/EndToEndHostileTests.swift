@@ -42,14 +42,13 @@ struct EndToEndHostileTests {
             // Done when the lag (high watermark minus committed offset, as `pushbridge_consumer_lag`) is 0 on every partition. The
             // committed offsets themselves are read after the bridge stopped: a reader in the bridge's group
             // would make it rebalance.
-            let deadline = ContinuousClock.now + .seconds(150)
             var metrics = ""
-            while bridge.process.isRunning, ContinuousClock.now < deadline {
-                try await Task.sleep(for: .seconds(1))
-                guard let (_, text) = try? await httpGet(port: adminPort, path: "/metrics") else { continue }
+            _ = try await eventually(timeout: .seconds(150), every: .seconds(1)) {
+                guard bridge.process.isRunning else { return true }
+                guard let (_, text) = try? await httpGet(port: adminPort, path: "/metrics") else { return false }
                 metrics = text
                 let lags = metricSamples(text, "pushbridge_consumer_lag")
-                if lags.count == 4, lags.allSatisfy({ $0 == 0 }), metricSum(text, "pushbridge_in_flight") == 0 { break }
+                return lags.count == 4 && lags.allSatisfy { $0 == 0 } && metricSum(text, "pushbridge_in_flight") == 0
             }
             #expect(bridge.process.isRunning, "the bridge died on a hostile event; see hostile.log")
             let (readyStatus, readyBody) = try await httpGet(port: adminPort, path: "/readyz")
@@ -303,17 +302,14 @@ struct EndToEndFatalProducerTests {
                     _ = try await world.results { $0.outcomes.count >= 20 }
                     try started.producer.raiseFatalErrorForTesting(reason: "test: sequence desynchronised")
                     // The bridge stops by itself; the admin server answers until the very end.
-                    let deadline = ContinuousClock.now + .seconds(30)
-                    while ContinuousClock.now < deadline {
+                    _ = try await eventually(timeout: .seconds(30), every: .milliseconds(2)) {
                         guard let (health, _) = try? await httpGet(port: started.adminPort, path: "/healthz") else {
-                            break
+                            return true
                         }
-                        if health == 503 {
-                            let ready = try? await httpGet(port: started.adminPort, path: "/readyz")
-                            observed.withLock { $0 = (health, ready?.0) }
-                            break
-                        }
-                        try await Task.sleep(for: .milliseconds(2))
+                        guard health == 503 else { return false }
+                        let ready = try? await httpGet(port: started.adminPort, path: "/readyz")
+                        observed.withLock { $0 = (health, ready?.0) }
+                        return true
                     }
                 }
             }

@@ -31,11 +31,9 @@ struct EndToEndLagTests {
             let total = Double(first + backlog)
             var lag = 0.0
             // The gauge is refreshed every 5 s; nothing is committed while halted, so the lag is everything produced.
-            let deadline = ContinuousClock.now + .seconds(60)
-            while ContinuousClock.now < deadline {
+            _ = try await eventually(timeout: .seconds(60), every: .milliseconds(500)) {
                 lag = (try? await consumerLag(port: port)) ?? 0
-                if lag >= total { break }
-                try await Task.sleep(for: .milliseconds(500))
+                return lag >= total
             }
             bridge.kill(signal: SIGTERM)
             #expect(await bridge.waitForExit() == 0)

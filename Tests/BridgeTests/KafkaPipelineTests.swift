@@ -193,11 +193,9 @@ struct KafkaGroupPipelineTests {
         // Every outcome exists, but A's last commit may have been refused during the rebalance (the mock answers
         // REBALANCE_IN_PROGRESS), so B must also have fetched and finished what A processed after its last
         // commit, before it stops and commits.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while ContinuousClock.now < deadline {
+        _ = try await eventually(timeout: .seconds(60), every: .milliseconds(100)) {
             let lags = await sourceB.lag(timeout: .seconds(2))
-            if lags.count == 4, lags.allSatisfy({ $0.lagMessageCount == 0 }), pipelineB.inFlight == 0 { break }
-            try await Task.sleep(for: .milliseconds(100))
+            return lags.count == 4 && lags.allSatisfy { $0.lagMessageCount == 0 } && pipelineB.inFlight == 0
         }
         await groupB.triggerGracefulShutdown()
         try await runB.value

@@ -2,6 +2,7 @@ import APNSSimulator
 import Foundation
 import Kafka
 import TestSupport
+import TestWaiting
 import Testing
 
 @testable import Bridge
@@ -73,12 +74,10 @@ struct RealBrokerEndToEndTests {
                 configurationPath: pathB, log: world.directory.appendingPathComponent("b.log"))
             // An instance reports lag for the partitions it was assigned (every 5 s): once both report some, the
             // group has a generation with both members (a partition reported by both was moved by a rebalance).
-            let deadline = ContinuousClock.now + .seconds(90)
-            while ContinuousClock.now < deadline {
+            _ = try await eventually(timeout: .seconds(90), every: .milliseconds(500)) {
                 let a = await Self.assignedPartitions(adminPort: ports.0)
                 let b = await Self.assignedPartitions(adminPort: ports.1)
-                if !a.isEmpty, !b.isEmpty { break }
-                try await Task.sleep(for: .milliseconds(500))
+                return !a.isEmpty && !b.isEmpty
             }
             let firstBatch = 200
             var produced = try await world.produce((0..<firstBatch).map { EndToEnd.alert([EndToEnd.token($0)]) })
