@@ -231,7 +231,7 @@ struct HTTP2ClientServerTests {
         let server = try await startServer(handler: held.handler)
         let connection = try await HTTP2ClientConnection.connect(configuration: try clientConfiguration(server))
         let sending = Task { await http2Error { try await connection.send(HTTP2Request(path: "/cancel-me")) } }
-        await held.waitFor(1)
+        try await held.waitFor(1)
         #expect(connection.state.activeStreams == 1)
         sending.cancel()
         #expect(await sending.value?.code == .cancelled)
@@ -292,7 +292,7 @@ struct HTTP2ClientServerTests {
                 return await group.reduce(into: [(Int, HTTP2Error?)]()) { $0.append($1) }
             }
         }
-        await held.waitFor(4)
+        try await held.waitFor(4)
         // Streams 1 and 3 are processed; 5 and 7 are not.
         server.sendGoAway(lastStreamID: 3, errorCode: .noError, debugData: Array(#"{"reason":"Shutdown"}"#.utf8))
         #expect(try await eventually { !connection.isAcceptingRequests })
@@ -324,7 +324,7 @@ struct HTTP2ClientServerTests {
                 return await group.reduce(into: [HTTP2Error?]()) { $0.append($1) }
             }
         }
-        await held.waitFor(10)
+        try await held.waitFor(10)
         server.dropConnections()
         let errors = await failures.value
         #expect(errors.count == 10)

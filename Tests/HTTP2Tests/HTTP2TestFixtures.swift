@@ -4,7 +4,9 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 import TestSupport
+import TestWaiting
 import Testing
+import Waiting
 
 /// TLS material shared by the tests of this target (generated once per process).
 enum Material {
@@ -81,31 +83,21 @@ let echoHandler: HTTP2ServerHandler = { request, context, responder in
 
 /// Requests the server received but has not answered yet, for tests that answer late or never.
 final class HeldRequests: Sendable {
-    private let held = Mutex<[(HTTP2ServerRequest, HTTP2ServerResponder)]>([])
-    private let arrivals: AsyncStream<Int>.Continuation
-    /// Yields the number of held requests each time one arrives.
-    let counts: AsyncStream<Int>
-
-    init() {
-        (self.counts, self.arrivals) = AsyncStream.makeStream(of: Int.self)
-    }
+    /// Every change wakes ``waitFor(_:)``.
+    private let held = AsyncCondition<[(HTTP2ServerRequest, HTTP2ServerResponder)]>([])
 
     var handler: HTTP2ServerHandler {
         { request, _, responder in
-            let count = self.held.withLock {
-                $0.append((request, responder))
-                return $0.count
-            }
-            self.arrivals.yield(count)
+            self.held.withLock { $0.append((request, responder)) }
         }
     }
 
     /// Requests held now.
-    var count: Int { self.held.withLock { $0.count } }
+    var count: Int { self.held.read { $0.count } }
 
-    /// Waits until `count` requests are held (bounded by the test's time limit and the stream's end).
-    func waitFor(_ count: Int) async {
-        for await held in self.counts where held >= count { return }
+    /// Waits until `count` requests are held (at most a minute, then the test fails).
+    func waitFor(_ count: Int) async throws {
+        try await waitUntil("\(count) requests held", self.held) { $0.count >= count }
     }
 
     /// Answers every held request with 200 and its path as body.
