@@ -26,22 +26,16 @@ package final class HostileBinaryGateway: Sendable {
     /// The receive buffer of a connection with ``Behaviour/stopReading`` (the kernel doubles it).
     package static let stoppedReceiveBufferBytes = 64 * 1024
 
-    /// The bound port on 127.0.0.1.
-    package let port: Int
-    private let channel: any Channel
-    private let accepted: Accepted
+    private let listener: CountingListener
 
-    private final class Accepted: Sendable {
-        let count = Atomic<Int>(0)
-    }
+    /// The bound port on 127.0.0.1.
+    package var port: Int { self.listener.port }
 
     /// Connections accepted so far.
-    package var connectionsAccepted: Int { self.accepted.count.load(ordering: .relaxed) }
+    package var connectionsAccepted: Int { self.listener.connectionsAccepted }
 
-    private init(port: Int, channel: any Channel, accepted: Accepted) {
-        self.port = port
-        self.channel = channel
-        self.accepted = accepted
+    private init(listener: CountingListener) {
+        self.listener = listener
     }
 
     /// Starts a server on 127.0.0.1 with `tls`'s server certificate (no client certificate asked for).
@@ -50,32 +44,24 @@ package final class HostileBinaryGateway: Sendable {
             configuration: TLSConfiguration.makeServerConfiguration(
                 certificateChain: try tls.serverCertificateChain().map { .certificate($0) },
                 privateKey: .privateKey(try tls.serverPrivateKey())))
-        let accepted = Accepted()
-        var bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-        if case .stopReading = behaviour {
+        let listener = try await CountingListener.bind { bootstrap in
+            guard case .stopReading = behaviour else { return bootstrap }
             // Set on the listening socket so that accepted ones inherit it before the window is negotiated.
-            bootstrap = bootstrap.serverChannelOption(.socketOption(.so_rcvbuf), value: Self.stoppedReceiveBufferBytes)
-        }
-        let channel = try await bootstrap.childChannelInitializer { channel in
-            accepted.count.add(1, ordering: .relaxed)
-            return channel.eventLoop.makeCompletedFuture {
-                if case .tarpit = behaviour {
-                    try channel.syncOptions?.setOption(.autoRead, value: false)
-                    return
-                }
-                try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
-                try channel.pipeline.syncOperations.addHandler(HostileBinaryHandler(behaviour: behaviour))
+            return bootstrap.serverChannelOption(.socketOption(.so_rcvbuf), value: Self.stoppedReceiveBufferBytes)
+        } initialize: { channel in
+            if case .tarpit = behaviour {
+                try channel.syncOptions?.setOption(.autoRead, value: false)
+                return
             }
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+            try channel.pipeline.syncOperations.addHandler(HostileBinaryHandler(behaviour: behaviour))
         }
-        .bind(host: "127.0.0.1", port: 0)
-        .get()
-        return HostileBinaryGateway(port: channel.localAddress?.port ?? 0, channel: channel, accepted: accepted)
+        return HostileBinaryGateway(listener: listener)
     }
 
     /// Stops listening.
     package func shutdown() async {
-        try? await self.channel.close()
+        await self.listener.shutdown()
     }
 }
 

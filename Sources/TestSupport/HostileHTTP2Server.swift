@@ -26,22 +26,16 @@ package final class HostileHTTP2Server: Sendable {
         case pingAckThenGoAway
     }
 
-    /// The bound port on 127.0.0.1.
-    package let port: Int
-    private let channel: any Channel
-    private let accepted: Accepted
+    private let listener: CountingListener
 
-    private final class Accepted: Sendable {
-        let count = Atomic<Int>(0)
-    }
+    /// The bound port on 127.0.0.1.
+    package var port: Int { self.listener.port }
 
     /// TLS connections accepted so far.
-    package var connectionsAccepted: Int { self.accepted.count.load(ordering: .relaxed) }
+    package var connectionsAccepted: Int { self.listener.connectionsAccepted }
 
-    private init(port: Int, channel: any Channel, accepted: Accepted) {
-        self.port = port
-        self.channel = channel
-        self.accepted = accepted
+    private init(listener: CountingListener) {
+        self.listener = listener
     }
 
     /// Starts a server on 127.0.0.1 with `tls`'s server certificate (ALPN `h2`).
@@ -52,24 +46,16 @@ package final class HostileHTTP2Server: Sendable {
         )
         configuration.applicationProtocols = ["h2"]
         let context = try NIOSSLContext(configuration: configuration)
-        let accepted = Accepted()
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                accepted.count.add(1, ordering: .relaxed)
-                return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
-                    try channel.pipeline.syncOperations.addHandler(RawHTTP2Handler(behaviour: behaviour))
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0)
-            .get()
-        return HostileHTTP2Server(port: channel.localAddress?.port ?? 0, channel: channel, accepted: accepted)
+        let listener = try await CountingListener.bind { channel in
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: context))
+            try channel.pipeline.syncOperations.addHandler(RawHTTP2Handler(behaviour: behaviour))
+        }
+        return HostileHTTP2Server(listener: listener)
     }
 
     /// Stops listening.
     package func shutdown() async {
-        try? await self.channel.close()
+        await self.listener.shutdown()
     }
 }
 
