@@ -201,10 +201,13 @@ final class FlowController: Sendable {
 
     /// Waits until nothing is in flight, or `timeout` passes. Returns `true` when drained.
     func waitUntilEmpty(timeout: Duration) async -> Bool {
-        let drained = await self.state.wait(deadline: .now + timeout) { state in
-            state.flow.isEmpty ? () : nil
-        }
-        return drained.value != nil
+        await self.waitUntil(timeout: timeout) { $0.isEmpty }
+    }
+
+    /// Waits until `condition` holds for the levels and pause state, checked at once and after every change, or
+    /// `timeout` passes; `true` when it held. For shutdown's drain and for tests: nothing on the hot path waits here.
+    func waitUntil(timeout: Duration, _ condition: @escaping @Sendable (FlowControl) -> Bool) async -> Bool {
+        await self.state.wait(deadline: .now + timeout) { state in condition(state.flow) ? () : nil }.value != nil
     }
 
     /// Called inside the lock.

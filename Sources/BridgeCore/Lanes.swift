@@ -241,6 +241,25 @@ extension Pipeline {
         return lanes.all.first { $0.name == name }.map { ($0.flow.inFlight.count, $0.flow.inFlight.bytes) }
     }
 
+    /// Waits until `condition` holds for the lane named `name` (the line's own without lanes): its pieces in flight,
+    /// and whether it is stalled (full, with nothing released for the stall time). Checked at once and after every
+    /// change of the lane; `false` when `timeout` passed first or there is no such lane. For tests, which would
+    /// otherwise poll ``inFlight(lane:)`` and ``readiness(lane:)``.
+    package func waitForLane(
+        _ name: String = LaneSpec.defaultName, timeout: Duration,
+        until condition: @escaping @Sendable (_ inFlight: Int, _ stalled: Bool) -> Bool
+    ) async -> Bool {
+        let flow: FlowController
+        if let lanes = self.lanes {
+            guard let lane = lanes.all.first(where: { $0.name == name }) else { return false }
+            flow = lane.flow
+        } else {
+            guard name == LaneSpec.defaultName else { return false }
+            flow = self.flow
+        }
+        return await flow.waitUntil(timeout: timeout) { condition($0.inFlight.count, $0.stalled) }
+    }
+
     /// What `/readyz?lane=NAME` says: the instance's readiness, and then whether the lane moves: not ready while
     /// it is full and nothing of it was released for the stall time (one second). `nil` for a lane that does not
     /// exist.

@@ -2,6 +2,7 @@ import CoreMetrics
 import Logging
 import SafeText
 import Synchronization
+import Waiting
 
 extension Pipeline {
     /// Hands a notification's outcome record (and maybe its invalid-token record) to the sink without waiting, for
@@ -191,7 +192,9 @@ package final class UnpublishedRecords: Sendable {
         var entries: [UInt64: Entry] = [:]
     }
 
-    private let state = Mutex(State())
+    /// Changed only when a record fails, and when a failed one is acknowledged or abandoned: never for a record
+    /// published at its first try.
+    private let state = AsyncCondition(State())
 
     /// The longest error text kept: errors come from the broker and the client, and end up in `/readyz`.
     static let maximumErrorBytes = 300
@@ -217,7 +220,12 @@ package final class UnpublishedRecords: Sendable {
     }
 
     /// How many records are failing now.
-    package var count: Int { self.state.withLock { $0.entries.count } }
+    package var count: Int { self.state.read { $0.entries.count } }
+
+    /// Waits until `count` records are failing, at most `timeout`; `false` when they were not. For tests.
+    package func waitFor(count: Int, timeout: Duration) async -> Bool {
+        await self.state.wait(deadline: .now + timeout) { $0.entries.count == count ? () : nil }.value != nil
+    }
 
     /// The record failing longest: how long, its last error, and how many fail.
     func oldest() -> (age: Duration, error: String, count: Int)? {

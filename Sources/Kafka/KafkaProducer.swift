@@ -66,7 +66,7 @@ package final class KafkaProducer: Sendable {
         let (client, context) = (self.client, self.context)
         if context.phase.start() {
             startThread(named: "kafka-prod-poll") {
-                // Delivery reports and errors are served here, in the callbacks below.
+                // Delivery reports and errors are served here, in the callbacks (ProducerContext.delivered).
                 while !context.stopPolling.load(ordering: .relaxed) {
                     client.serveReports(waitingAtMost: 100)
                 }

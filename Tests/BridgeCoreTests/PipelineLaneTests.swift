@@ -57,7 +57,7 @@ struct PipelineLaneTests {
         let run = Task { try await harness.pipeline.run() }
         guard lanes else {
             // One line of 15: ten bulk notifications would not stop it, but fifteen do, and the urgent events wait.
-            try await waitUntil { harness.pipeline.inFlight == 15 }
+            try await harness.waitFor(inFlight: 15)
             try await Task.sleep(for: .milliseconds(200))
             #expect(sender.sent.filter { $0.hasPrefix("u") }.isEmpty, "the urgent events did not wait: proves nothing")
             sender.open()
@@ -94,14 +94,14 @@ struct PipelineLaneTests {
         let harness = Self.backlogThenTrickle(to: sender)
         let run = Task { try await harness.pipeline.run() }
         try await harness.source.waitFor(committed: 5, of: Self.urgentPartition)
-        try await waitUntil { harness.pipeline.inFlight(lane: "default")?.count == 10 }
+        try await harness.waitFor(inFlight: 10, lane: "default")
         #expect(harness.pipeline.heldBackPartitionsByLane()["default"] == 1)
 
         harness.pipeline.reloadLanes([
             LaneSpec(name: "default", maxInFlight: 30, maxInFlightBytes: 1 << 20),
             LaneSpec(name: "urgent", maxInFlight: 2, maxInFlightBytes: 1 << 20, expedite: false),
         ])
-        try await waitUntil { harness.pipeline.inFlight(lane: "default")?.count == 30 }
+        try await harness.waitFor(inFlight: 30, lane: "default")
         #expect(sender.sent.filter { $0.hasPrefix("b") }.count == 30)
         #expect(harness.pipeline.lanes?.lane(named: "urgent").expedite == false)
         #expect(harness.pipeline.lanes?.lane(named: "urgent").flow.flow.limits.count == 2)
@@ -127,7 +127,7 @@ struct PipelineLaneTests {
         let harness = Self.backlogThenTrickle(to: sender)
         let run = Task { try await harness.pipeline.run() }
         try await harness.source.waitFor(committed: 50, of: Self.bulkPartition)
-        try await waitUntil { harness.pipeline.inFlight(lane: "urgent")?.count == 5 }
+        try await harness.waitFor(inFlight: 5, lane: "urgent")
         let urgent = try #require(harness.pipeline.lanes?.lane(named: "urgent"))
 
         harness.pipeline.reloadLanes([
@@ -262,14 +262,15 @@ struct PipelineLaneTests {
         let sender = GatedSender { $0.hasPrefix("b") }
         let harness = Self.backlogThenTrickle(to: sender)
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.pipeline.readiness(lane: "default")?.isReady == false }
+        try await harness.waitForLane("default", "stalled") { _, stalled in stalled }
         let reason = harness.pipeline.readiness(lane: "default")?.reason ?? ""
         #expect(reason.contains("lane default: full (10 of 10 in flight"), "\(reason)")
         #expect(harness.pipeline.readiness(lane: "urgent") == .ready)
         #expect(harness.pipeline.readiness == .ready, "a stuck lane does not make the instance unready")
         #expect(harness.pipeline.readiness(lane: "nonesuch") == nil)
         sender.open()
-        try await waitUntil { harness.pipeline.readiness(lane: "default") == .ready }
+        try await harness.waitForLane("default", "moving again") { _, stalled in !stalled }
+        #expect(harness.pipeline.readiness(lane: "default") == .ready)
         harness.source.finish()
         try await run.value
     }

@@ -135,7 +135,7 @@ struct PipelineTests {
             return .answered(APNSResponse(status: 200, reason: nil, invalidSinceEpochMilliseconds: nil))
         }
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.pipeline.inFlight == 1 }
+        try await harness.waitFor(inFlight: 1)
         try await Task.sleep(for: .milliseconds(20))
         let listener = try #require(harness.source.listener)
         await listener.partitionsRevoked([partition])
@@ -262,7 +262,7 @@ struct PipelineTests {
         }
         harness.sink.failNext(1_000_000)
         let run = Task { try await harness.pipeline.run() }
-        try await waitUntil { harness.pipeline.unpublished.count == 1 }
+        try #require(await harness.pipeline.unpublished.waitFor(count: 1, timeout: .seconds(60)))
         #expect(harness.pipeline.readiness == .ready, "a short failure is not a stall")
         try await waitUntil { !harness.pipeline.readiness.isReady }
         let reason = try #require(harness.pipeline.readiness.reason)
@@ -346,7 +346,7 @@ struct PipelineTests {
         )
         let run = Task { try await group.run() }
         try #require(await harness.pipeline.gate.waitUntilHalted(deadline: .now + .seconds(60)) != nil)
-        try await waitUntil { harness.pipeline.inFlight == 2 }
+        try await harness.waitFor(inFlight: 2)
         try await Task.sleep(for: .milliseconds(50))
         let stopped = ContinuousClock.now
         await group.triggerGracefulShutdown()
@@ -393,7 +393,7 @@ struct PipelineTests {
             configuration: .init(services: [.init(service: harness.pipeline)], logger: Logger(label: "test"))
         )
         let run = Task { try await group.run() }
-        try await waitUntil { harness.pipeline.inFlight > 0 }
+        try await harness.waitForLane("default", "work in flight") { inFlight, _ in inFlight > 0 }
         await group.triggerGracefulShutdown()
         try await run.value
         #expect(
@@ -617,6 +617,23 @@ struct Harness {
             Issue.record("the pipeline still has work in flight after 60 s")
             throw TimedOut(what: "the pipeline's drain")
         }
+    }
+
+    /// Waits until `condition` holds for the lane `lane` (the line's own without lanes): its pieces in flight, and
+    /// whether it is stalled.
+    func waitForLane(
+        _ lane: String = "default", _ what: String,
+        until condition: @escaping @Sendable (_ inFlight: Int, _ stalled: Bool) -> Bool
+    ) async throws {
+        guard await self.pipeline.waitForLane(lane, timeout: .seconds(60), until: condition) else {
+            Issue.record("lane \(lane): \(what), not within 60 s")
+            throw TimedOut(what: what)
+        }
+    }
+
+    /// Waits until `count` pieces are in flight in the lane `lane` (the line's own without lanes).
+    func waitFor(inFlight count: Int, lane: String = "default") async throws {
+        try await self.waitForLane(lane, "\(count) in flight") { inFlight, _ in inFlight == count }
     }
 
     /// Runs until every event's records are published, then ends the stream and waits for the drain.
