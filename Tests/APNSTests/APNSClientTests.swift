@@ -176,10 +176,12 @@ struct APNSClientTests {
     @Test("a callback send with no server ends unreachable, not silent")
     func callbackUnreachable() async throws {
         let harness = try await SimulatorHarness.start()
-        let client = harness.client()
-        await harness.stop()
+        let refusing = try RefusingPort()
+        let client = harness.client(port: refusing.port)
         let results = await sendManyWithCallbacks(client, count: 3)
         await client.shutdown()
+        await harness.stop()
+        withExtendedLifetime(refusing) {}
         #expect(results.values.flatMap { $0 }.count == 3)
         for result in results.values.flatMap({ $0 }) {
             guard case .failed(.unreachable) = result else {
@@ -213,11 +215,11 @@ struct APNSClientTests {
     @Test("no server: the result is unreachable, not a hang")
     func unreachable() async throws {
         let harness = try await SimulatorHarness.start()
-        let port = harness.simulator.port
         await harness.stop()
+        let refusing = try RefusingPort()
         let client = APNSClient(
             configuration: APNSClientConfiguration(
-                endpoint: .init(host: "127.0.0.1", port: port),
+                endpoint: .init(host: "127.0.0.1", port: refusing.port),
                 authentication: .token(harness.tokenSource()),
                 requestTimeout: .milliseconds(500),
                 connectTimeout: .milliseconds(300),
@@ -228,6 +230,7 @@ struct APNSClientTests {
         ).running()
         let result = await client.send(Fixtures.notification())
         await client.shutdown()
+        withExtendedLifetime(refusing) {}
         guard case .failed(.unreachable) = result else {
             Issue.record("expected unreachable, got \(result)")
             return

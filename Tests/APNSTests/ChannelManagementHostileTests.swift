@@ -166,9 +166,8 @@ struct ChannelManagementHostileTests {
 
     @Test("nothing listening is unreachable, within the request timeout")
     func unreachable() async throws {
-        let server = try await self.answering(status: 200)
-        let port = server.port
-        await server.shutdown()
+        let refusing = try RefusingPort()
+        let port = refusing.port
         let client = ChannelManagementClient(
             configuration: APNSClientConfiguration(
                 endpoint: .init(host: "127.0.0.1", port: port),
@@ -183,5 +182,6 @@ struct ChannelManagementHostileTests {
         }
         await client.shutdown()
         #expect(error?.code == .unreachable)
+        withExtendedLifetime(refusing) {}
     }
 }

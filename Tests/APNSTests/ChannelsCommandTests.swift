@@ -156,9 +156,15 @@ struct ChannelsCommandTests {
     @Test("an unreachable management endpoint exits 1 within the timeout, with one error line")
     func unreachable() async throws {
         let setup = try await Setup.start()
-        await setup.harness.simulator.shutdown()
+        // The management endpoint moved to a port that refuses connections (not the stopped simulator's, which
+        // another test's server may be given meanwhile).
+        let refusing = try RefusingPort()
+        let yaml = try String(contentsOfFile: setup.config, encoding: .utf8).replacingOccurrences(
+            of: "127.0.0.1:\(setup.harness.simulator.port)", with: "127.0.0.1:\(refusing.port)")
+        try Data(yaml.utf8).write(to: URL(fileURLWithPath: setup.config))
         let result = try await setup.run("list", "--timeout", "2")
         await setup.stop()
+        withExtendedLifetime(refusing) {}
         #expect(result.status == 1)
         #expect(result.standardError.hasPrefix("error: no connection"), "one error line, no log noise")
     }

@@ -89,11 +89,10 @@ struct FeedbackClientTests {
 
     @Test("nothing listening fails the poll, naming the service")
     func nothingListening() async throws {
-        let (gateway, feedback) = try await self.simulator(BinaryGatewayBehaviour())
-        let port = feedback.port
-        await feedback.close()
-        await gateway.close()
+        let refusing = try RefusingPort()
+        let port = refusing.port
         let failure = await #expect(throws: FeedbackFailure.self) { try await self.client(port: port).poll() }
+        withExtendedLifetime(refusing) {}
         #expect(failure?.reason.contains("127.0.0.1:\(port)") == true)
     }
 

@@ -35,16 +35,17 @@ struct SimulatorHarness {
         )
     }
 
-    /// A client for the simulator.
+    /// A client for the simulator (or, with `port`, for whatever is on that port of 127.0.0.1).
     func client(
         authentication: APNSAuthentication? = nil,
         connections: Int = 2,
         requestTimeout: Duration = .seconds(10),
-        maxResends: Int = 3
+        maxResends: Int = 3,
+        port: Int? = nil
     ) -> APNSClient {
         APNSClient(
             configuration: APNSClientConfiguration(
-                endpoint: .init(host: "127.0.0.1", port: self.simulator.port),
+                endpoint: .init(host: "127.0.0.1", port: port ?? self.simulator.port),
                 authentication: authentication ?? .token(self.tokenSource()),
                 connectionCount: connections,
                 requestTimeout: requestTimeout,

@@ -148,10 +148,8 @@ struct FeedbackPollerTests {
     @Test("a service that cannot be reached is counted and polled again every interval")
     func unreachableServiceIsRetried() async throws {
         try await withEndToEnd { world in
-            let (gateway, service) = try await world.tls.startBinarySimulator()
-            let port = service.port
-            await service.close()
-            await gateway.close()
+            let refusing = try RefusingPort()
+            let port = refusing.port
             let producer = try self.producer(world)
             let registry = PrometheusCollectorRegistry()
             let poller = try self.poller(
@@ -159,6 +157,7 @@ struct FeedbackPollerTests {
             _ = try await self.runThenShutDown(poller) { Self.failures(registry) >= 3 }
             #expect(Self.failures(registry) >= 3)
             await producer.close()
+            withExtendedLifetime(refusing) {}
         }
     }
 

@@ -84,10 +84,10 @@ struct EgressProxyConnectTests {
 
     @Test("no proxy listening: cannot connect to the proxy, naming it")
     func proxyDown() async throws {
-        let proxy = try await HostileProxy.start(behaviour: .silent)
-        let port = proxy.port
-        await proxy.shutdown()
+        let refusing = try RefusingPort()
+        let port = refusing.port
         let error = await self.connect(through: port)
+        withExtendedLifetime(refusing) {}
         let text = error.map { "\($0)" } ?? "no error"
         #expect(text.contains("through the proxy http://****@127.0.0.1:\(port)"), "\(text)")
         #expect(text.contains("cannot connect to the proxy"), "\(text)")
