@@ -52,9 +52,9 @@ struct DoctorTests {
 
     @Test func unreachableKafkaFailsWithinTheTimeout() async throws {
         try await withDoctorSetup { setup in
-            let closed = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
-            let address = closed.bootstrapServers
-            closed.close()
+            let refusing = try RefusingPort()
+            let address = "127.0.0.1:\(refusing.port)"
+            defer { withExtendedLifetime(refusing) {} }
             let started = ContinuousClock.now
             let checks = try await setup.doctor(
                 try setup.configuration(bootstrapServers: address), kafkaTimeout: .seconds(2))
