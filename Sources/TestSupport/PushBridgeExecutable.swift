@@ -204,12 +204,21 @@ package final class ProcessOutput: Sendable {
     private let state = AsyncCondition((text: "", ended: false))
 
     /// Collects the pipe's output; with `file`, appends it there too (before a wait can see it, so a test that waited
-    /// for a line finds it in the file).
+    /// for a line finds it in the file). The pipe holds 1 MiB, so a child that logs a burst while the test's threads
+    /// are busy does not wait for them.
     package convenience init(copyingTo file: URL? = nil) {
-        self.init(reading: Pipe(), copyingTo: file)
+        let pipe = Pipe()
+        // F_SETPIPE_SZ (Linux's F_LINUX_SPECIFIC_BASE + 7), which Glibc exposes only with _GNU_SOURCE; the default
+        // capacity (64 KiB) is kept when the system refuses.
+        _ = fcntl(pipe.fileHandleForWriting.fileDescriptor, 1031, 1 << 20)
+        self.init(reading: pipe, copyingTo: file)
     }
 
     /// Collects what arrives on `pipe` from now on (for a pipe a test filled before the child started).
+    ///
+    /// A thread of its own reads the pipe until every writer closed it, with plain blocking reads: no dispatch source
+    /// (`FileHandle.readabilityHandler`), whose file descriptor could be closed under it when the test ends first, and
+    /// no wait on a shared thread pool that a loaded suite keeps busy while the child's writes pile up.
     package init(reading pipe: Pipe, copyingTo file: URL? = nil) {
         self.pipe = pipe
         let copy = file.flatMap { url -> FileHandle? in
@@ -217,17 +226,27 @@ package final class ProcessOutput: Sendable {
             return try? FileHandle(forWritingTo: url)
         }
         let state = self.state
-        self.pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                try? copy?.close()
-                state.withLock { $0.ended = true }
-                return
+        let reading = pipe.fileHandleForReading
+        let thread = Thread {
+            // The handle stays alive (and its descriptor open) until the end is read.
+            let descriptor = reading.fileDescriptor
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count > 0 {
+                    let data = Data(buffer[..<count])
+                    try? copy?.write(contentsOf: data)
+                    state.withLock { $0.text += String(decoding: data, as: UTF8.self) }
+                } else if count == 0 || errno != EINTR {
+                    break
+                }
             }
-            try? copy?.write(contentsOf: data)
-            state.withLock { $0.text += String(decoding: data, as: UTF8.self) }
+            try? copy?.close()
+            state.withLock { $0.ended = true }
+            withExtendedLifetime(reading) {}
         }
+        thread.name = "process-output"
+        thread.start()
     }
 
     /// Everything printed so far.
