@@ -251,24 +251,10 @@ extension EndToEnd {
     }
 }
 
-/// A TCP port on 127.0.0.1 that nothing listens on now.
+/// A TCP port on 127.0.0.1 that nothing listens on now, for a child to bind (its admin server). Unlike a
+/// `RefusingPort` kept alive, the port is free again once this returns.
 func freeLoopbackPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw TimedOut(what: "a socket") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
-    }
-    guard bound == 0 else { throw TimedOut(what: "a free port") }
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-    }
-    return Int(UInt16(bigEndian: address.sin_port))
+    try RefusingPort().port
 }
 
 /// The peak resident set size of a process (`VmHWM` in /proc), in bytes.
