@@ -115,8 +115,7 @@ package final class KafkaConsumer: Sendable {
             pollTimeoutMilliseconds: configuration.pollTimeout.milliseconds
         )
         if listener == nil {
-            context.listenerCalls.continuation.finish()
-            context.listenerServed.set()
+            context.refuseListenerCalls()
         }
     }
 
@@ -152,8 +151,7 @@ package final class KafkaConsumer: Sendable {
     /// The poll loop for a consumer closed or released without running: it closes the handle at once. Nothing
     /// serves the listener then (it was never told of an assignment), so its calls are refused, not waited for.
     private func startLoopWithoutListener() {
-        self.context.listenerCalls.continuation.finish()
-        self.context.listenerServed.set()
+        self.context.refuseListenerCalls()
         let loop = self.loop
         startThread(named: "kafka-cons-poll") { loop.run() }
     }

@@ -179,14 +179,21 @@ final class ConsumerContext: Sendable {
     }
 
     /// Runs the listener's calls from the poll thread, each in a task of its own group (a stuck one does not hold up
-    /// the next), until the poll thread ends and every call returned. The consumer's one task: started with it,
-    /// joined by ``KafkaConsumer/close()``.
+    /// the next), until the poll thread ends and every call returned. A child task of ``KafkaConsumer/run()``;
+    /// ``KafkaConsumer/close()`` waits for it.
     func serveListener() async {
         await withDiscardingTaskGroup { group in
             for await call in self.listenerCalls.stream {
                 group.addTask { await call() }
             }
         }
+        self.listenerServed.set()
+    }
+
+    /// Nothing serves the listener (there is none, or the consumer closes without having run): its calls are refused
+    /// instead of waited for, and it counts as served.
+    func refuseListenerCalls() {
+        self.listenerCalls.continuation.finish()
         self.listenerServed.set()
     }
 
