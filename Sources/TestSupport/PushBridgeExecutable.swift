@@ -131,9 +131,9 @@ extension PushBridgeExecutable {
     /// ``start(_:standardOutput:standardError:)`` with both standard output and error going to `output`, which the
     /// returned process offers for waits (``RunningPushBridge/waitForOutput(containing:timeout:)``).
     package static func start(_ arguments: [String], output: ProcessOutput) throws -> RunningPushBridge {
+        // Process closes its copy of the pipe's write end once the child has it: the reader sees the end when the
+        // child exits.
         let started = try self.start(arguments, standardOutput: output.pipe, standardError: output.pipe)
-        // The child has its own copy of the write end: once it exits, the reader sees the end.
-        try? output.pipe.fileHandleForWriting.close()
         return RunningPushBridge(process: started.process, exited: started.exited, output: output)
     }
 }
@@ -157,10 +157,8 @@ package struct RunningPushBridge: Sendable {
     package func waitForOutput(
         _ what: String, timeout: Duration = .seconds(60), until condition: @escaping @Sendable (String) -> Bool
     ) async throws {
-        guard let output = self.output, await output.wait(timeout: timeout, until: condition) != nil else {
-            Issue.record("\(what): not printed within \(timeout)")
-            throw TimedOut(what: what)
-        }
+        let printed = await self.output?.wait(timeout: timeout, until: condition)
+        try requireInTime(printed != nil, "\(what) printed", within: timeout)
     }
 
     /// Waits until it printed `text`, at most `timeout` (``waitForOutput(_:timeout:until:)``).

@@ -78,7 +78,13 @@ package func waitUntil<State: Sendable>(
     _ condition: @escaping @Sendable (State) -> Bool
 ) async throws {
     let result = await state.wait(deadline: .now + timeout) { condition($0) ? () : nil }
-    guard result.value != nil else {
+    try requireInTime(result.value != nil, what, within: timeout)
+}
+
+/// Unless `held`, records an issue naming `what` and throws ``TimedOut``: how every bounded wait of the tests ends when
+/// what it waited for did not come within `timeout`.
+package func requireInTime(_ held: Bool, _ what: String, within timeout: Duration) throws {
+    guard held else {
         Issue.record("\(what): not within \(timeout)")
         throw TimedOut(what: what)
     }
@@ -90,8 +96,6 @@ package func waitUntil<State: Sendable>(
 package func waitUntil(
     timeout: Duration = .seconds(60), every interval: Duration = .milliseconds(2), _ condition: () async -> Bool
 ) async throws {
-    guard try await eventually(timeout: timeout, every: interval, condition) else {
-        Issue.record("condition not met within \(timeout)")
-        throw TimedOut(what: "a condition")
-    }
+    try requireInTime(
+        try await eventually(timeout: timeout, every: interval, condition), "a condition", within: timeout)
 }

@@ -613,10 +613,8 @@ struct Harness {
 
     /// Waits until nothing is in flight in the pipeline (its lanes' and lines' room is all back).
     func drained() async throws {
-        guard await self.pipeline.waitUntilEmpty(timeout: .seconds(60)) else {
-            Issue.record("the pipeline still has work in flight after 60 s")
-            throw TimedOut(what: "the pipeline's drain")
-        }
+        try requireInTime(
+            await self.pipeline.waitUntilEmpty(timeout: .seconds(60)), "the pipeline's drain", within: .seconds(60))
     }
 
     /// Waits until `condition` holds for the lane `lane` (the line's own without lanes): its pieces in flight, and
@@ -625,10 +623,9 @@ struct Harness {
         _ lane: String = "default", _ what: String,
         until condition: @escaping @Sendable (_ inFlight: Int, _ stalled: Bool) -> Bool
     ) async throws {
-        guard await self.pipeline.waitForLane(lane, timeout: .seconds(60), until: condition) else {
-            Issue.record("lane \(lane): \(what), not within 60 s")
-            throw TimedOut(what: what)
-        }
+        try requireInTime(
+            await self.pipeline.waitForLane(lane, timeout: .seconds(60), until: condition), "lane \(lane): \(what)",
+            within: .seconds(60))
     }
 
     /// Waits until `count` pieces are in flight in the lane `lane` (the line's own without lanes).

@@ -136,8 +136,7 @@ final class CountingSink: RecordSink {
     func wait(
         timeout: Duration, until condition: @escaping @Sendable (_ count: Int, _ keys: Set<String>) -> Bool
     ) async throws {
-        let result = await self.state.wait(deadline: .now + timeout) { condition($0.count, $0.keys) ? () : nil }
-        guard case .satisfied = result else { throw TimedOut(what: "acknowledged records") }
+        try await waitUntil("acknowledged records", self.state, timeout: timeout) { condition($0.count, $0.keys) }
     }
 }
 

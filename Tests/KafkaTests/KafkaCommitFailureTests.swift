@@ -82,8 +82,7 @@ private final class RecordedLines: Sendable {
 
     /// Waits until a line satisfies `matches`, woken by each new line; throws ``TimedOut`` after `timeout`.
     func wait(timeout: Duration, for matches: @escaping @Sendable (Line) -> Bool) async throws {
-        let result = await self.lines.wait(deadline: .now + timeout) { $0.contains(where: matches) ? () : nil }
-        guard case .satisfied = result else { throw TimedOut(what: "a log line") }
+        try await waitUntil("a log line", self.lines, timeout: timeout) { $0.contains(where: matches) }
     }
 }
 
