@@ -6,35 +6,72 @@ import Foundation
 /// and answers with the reason APNs itself would give, so a local fault and a remote one look the same
 /// downstream.
 package struct Notification: Sendable, Hashable {
+    /// The fields, in one object shared by every copy until one is changed (copy on write): a notification is
+    /// copied at every layer on its way (route, pipeline, sender, client), and a copy of the fields themselves
+    /// retained and released each of its strings and arrays, an atomic operation each, on every notification.
+    private var storage: Storage
+
     /// The device token, hex, as it goes into `/3/device/<token>`; empty for a broadcast (see ``channelID``).
-    package var deviceToken: String
+    package var deviceToken: String {
+        get { self.storage.fields.deviceToken }
+        set { self.unique().fields.deviceToken = newValue }
+    }
     /// The broadcast channel (iOS 18 Live Activities), base64, as it goes into `apns-channel-id`; `nil` for a
     /// device notification. When set, the notification is Apple's broadcast request
     /// (`POST /4/broadcasts/apps/<bundle ID>`, see ``path``) and ``deviceToken`` is empty.
-    package var channelID: String?
+    package var channelID: String? {
+        get { self.storage.fields.channelID }
+        set { self.unique().fields.channelID = newValue }
+    }
     /// The full `apns-topic`, push-type suffix included (see ``PushType/topic(for:)``).
-    package var topic: String
+    package var topic: String {
+        get { self.storage.fields.topic }
+        set { self.unique().fields.topic = newValue }
+    }
     /// `apns-push-type`.
-    package var pushType: PushType
+    package var pushType: PushType {
+        get { self.storage.fields.pushType }
+        set { self.unique().fields.pushType = newValue }
+    }
     /// `apns-priority`.
-    package var priority: Priority
+    package var priority: Priority {
+        get { self.storage.fields.priority }
+        set { self.unique().fields.priority = newValue }
+    }
     /// `apns-expiration` in UNIX epoch seconds; `nil` leaves the header out (APNs' storage policy applies),
     /// `0` asks APNs to try once and not store.
-    package var expirationEpochSeconds: Int64?
+    package var expirationEpochSeconds: Int64? {
+        get { self.storage.fields.expirationEpochSeconds }
+        set { self.unique().fields.expirationEpochSeconds = newValue }
+    }
     /// `apns-collapse-id`, at most 64 bytes; `nil` leaves the header out.
-    package var collapseID: String?
+    package var collapseID: String? {
+        get { self.storage.fields.collapseID }
+        set { self.unique().fields.collapseID = newValue }
+    }
     /// `apns-id`: sent so that an outcome and Apple's logs name the same notification.
     package var id: UUID {
-        didSet { self.apnsID = self.id.lowercasedString }
+        get { self.storage.fields.id }
+        set {
+            let storage = self.unique()
+            storage.fields.id = newValue
+            storage.fields.apnsID = newValue.lowercasedString
+        }
     }
     /// `apns-id` as APNs wants it: the canonical UUID form, lowercase. Kept with ``id``: the request and the
     /// outcome both need it, and writing it each time made a string per use.
-    package private(set) var apnsID: String
+    package var apnsID: String { self.storage.fields.apnsID }
     /// The payload: the UTF-8 bytes of one JSON object.
-    package var payload: [UInt8]
+    package var payload: [UInt8] {
+        get { self.storage.fields.payload }
+        set { self.unique().fields.payload = newValue }
+    }
     /// Whether the request goes ahead of others waiting for a free HTTP/2 stream on its connection (a lane with
     /// `expedite: true`, docs/configuration.md "Lanes"). Nothing of it is sent to APNs.
-    package var expedited = false
+    package var expedited: Bool {
+        get { self.storage.fields.expedited }
+        set { self.unique().fields.expedited = newValue }
+    }
 
     /// Creates a notification; `priority` defaults to the push type's default. With `channelID` it is a broadcast
     /// to that channel (`deviceToken` is then ignored: pass `""`).
@@ -49,16 +86,59 @@ package struct Notification: Sendable, Hashable {
         payload: [UInt8],
         channelID: String? = nil
     ) {
-        self.deviceToken = deviceToken
-        self.channelID = channelID
-        self.topic = topic
-        self.pushType = pushType
-        self.priority = priority ?? pushType.defaultPriority
-        self.expirationEpochSeconds = expirationEpochSeconds
-        self.collapseID = collapseID
-        self.id = id
-        self.apnsID = id.lowercasedString
-        self.payload = payload
+        self.storage = Storage(
+            Fields(
+                deviceToken: deviceToken,
+                channelID: channelID,
+                topic: topic,
+                pushType: pushType,
+                priority: priority ?? pushType.defaultPriority,
+                expirationEpochSeconds: expirationEpochSeconds,
+                collapseID: collapseID,
+                id: id,
+                apnsID: id.lowercasedString,
+                payload: payload,
+                expedited: false
+            ))
+    }
+
+    package static func == (lhs: Notification, rhs: Notification) -> Bool {
+        lhs.storage === rhs.storage || lhs.storage.fields == rhs.storage.fields
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(self.storage.fields)
+    }
+
+    /// The storage, copied first when another notification shares it.
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&self.storage) {
+            self.storage = Storage(self.storage.fields)
+        }
+        return self.storage
+    }
+
+    private struct Fields: Hashable {
+        var deviceToken: String
+        var channelID: String?
+        var topic: String
+        var pushType: PushType
+        var priority: Priority
+        var expirationEpochSeconds: Int64?
+        var collapseID: String?
+        var id: UUID
+        var apnsID: String
+        var payload: [UInt8]
+        var expedited: Bool
+    }
+
+    /// Mutated only through ``unique()``, that is while one notification alone holds it.
+    private final class Storage: @unchecked Sendable {
+        var fields: Fields
+
+        init(_ fields: Fields) {
+            self.fields = fields
+        }
     }
 }
 

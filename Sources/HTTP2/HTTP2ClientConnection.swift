@@ -113,13 +113,14 @@ package final class HTTP2ClientConnection: Sendable {
     package func send(contentsOf submissions: [Submission]) {
         var accepted: [PendingRequest] = []
         accepted.reserveCapacity(submissions.count)
-        for submission in submissions {
-            if let problem = Self.validate(submission.request) {
-                submission.completion(.failure(HTTP2Error(.invalidRequest, problem)))
+        // Read in place: a copy of each submission would retain and release its request and closure once more.
+        for index in submissions.indices {
+            if let problem = Self.validate(submissions[index].request) {
+                submissions[index].completion(.failure(HTTP2Error(.invalidRequest, problem)))
                 continue
             }
-            let pending = PendingRequest(request: submission.request)
-            pending.completion = submission.completion
+            let pending = PendingRequest(request: submissions[index].request)
+            pending.completion = submissions[index].completion
             accepted.append(pending)
         }
         self.submit(accepted)
