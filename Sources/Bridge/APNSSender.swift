@@ -143,7 +143,7 @@ package final class APNSSender: ManagedSender {
         app.flatMap { self.appProviders[$0] } ?? self.defaultProvider
     }
 
-    package func send(contentsOf batch: [SendRequest]) {
+    package func send(contentsOf batch: consuming [SendRequest]) {
         // Grouped per client, so each client's event loop is woken once for its share.
         var http2 = IdentityGroups<APNSClient, APNSClient.Submission>(expecting: batch.count)
         var binary = IdentityGroups<BinaryClient, APNSClient.Submission>(expecting: batch.count)

@@ -13,7 +13,7 @@ package struct LogSender: NotificationSender {
     }
 
     /// Logs each and answers at once, on the caller's thread: there is nothing to wait for.
-    package func send(contentsOf batch: [SendRequest]) {
+    package func send(contentsOf batch: consuming [SendRequest]) {
         for request in batch {
             request.completion(self.logged(request.notification, app: request.app))
         }

@@ -100,9 +100,9 @@ package final class ReloadableSender: ManagedSender {
         }
     }
 
-    package func send(contentsOf batch: [SendRequest]) {
+    package func send(contentsOf batch: consuming [SendRequest]) {
         let generation = self.enter(batch.count)
-        var counted = batch
+        var counted = consume batch
         for index in counted.indices {
             let completion = counted[index].completion
             counted[index].completion = { result in

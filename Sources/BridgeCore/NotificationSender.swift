@@ -11,7 +11,7 @@ package protocol NotificationSender: Sendable {
     /// calls its completion once with APNs' answer: from any thread, possibly before this returns, never twice.
     /// Every fault is an `APNSResult` (`.failed` when APNs gave no answer). It must not block: what needs waiting
     /// (a connection to open, a resend) goes on in the sender's own tasks or event loops.
-    func send(contentsOf batch: [SendRequest])
+    func send(contentsOf batch: consuming [SendRequest])
 }
 
 /// One notification for ``NotificationSender/send(contentsOf:)``.

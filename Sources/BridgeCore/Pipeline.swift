@@ -239,8 +239,11 @@ package final class Pipeline: Service, Sendable {
                     var sends: [SendRequest] = []
                     defer { self.send(&sends) }
                     batches: for try await batch in stream.cancelOnGracefulShutdown() {
-                        for event in batch {
-                            guard await self.takeInOrder(event, in: &group, sends: &sends) else { break batches }
+                        // By index: the iterator copied each event (a retain and a release of each of its parts).
+                        for index in batch.indices {
+                            guard await self.takeInOrder(batch[index], in: &group, sends: &sends) else {
+                                break batches
+                            }
                         }
                         self.send(&sends)
                     }
@@ -420,8 +423,13 @@ package final class Pipeline: Service, Sendable {
     /// Hands the collected notifications to the sender.
     func send(_ sends: inout [SendRequest]) {
         guard !sends.isEmpty else { return }
-        self.sender.send(contentsOf: sends)
-        sends.removeAll(keepingCapacity: true)
+        // Handed over whole (the sender takes it as `consuming`): a sender that rewrites the batch (a reload's
+        // in-flight count) then owns it alone, where a shared array would be copied, a retain per field per
+        // notification.
+        var batch: [SendRequest] = []
+        batch.reserveCapacity(Self.sendBatchSize)
+        swap(&batch, &sends)
+        self.sender.send(contentsOf: batch)
     }
 
     private func deadLetter(

@@ -59,7 +59,7 @@ extension Pipeline {
                 deviceToken: delivery.routed.notification.deviceToken,
                 channelID: delivery.routed.notification.channelID)
         case .sourceKey:
-            delivery.event.source.key.map(RecordText.boundedKey)
+            delivery.source.key.map(RecordText.boundedKey)
         case .notificationID:
             Array(delivery.routed.notification.apnsID.utf8)
         case .context:

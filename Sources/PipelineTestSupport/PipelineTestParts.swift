@@ -50,7 +50,7 @@ package protocol SimulatedAPNs: NotificationSender {
 extension SimulatedAPNs {
     package func handedOver(_ notification: APNSCore.Notification) {}
 
-    package func send(contentsOf batch: [SendRequest]) {
+    package func send(contentsOf batch: consuming [SendRequest]) {
         for request in batch {
             self.handedOver(request.notification)
             Task { request.completion(await self.answer(request.notification, app: request.app)) }

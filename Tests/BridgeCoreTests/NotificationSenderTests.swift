@@ -10,7 +10,7 @@ import Waiting
     final class HeldSender: NotificationSender {
         let held = AsyncCondition<[@Sendable (APNSResult) -> Void]>([])
 
-        func send(contentsOf batch: [SendRequest]) {
+        func send(contentsOf batch: consuming [SendRequest]) {
             self.held.withLock { $0.append(contentsOf: batch.map(\.completion)) }
         }
 

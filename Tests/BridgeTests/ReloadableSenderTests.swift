@@ -26,9 +26,10 @@ struct ReloadableSenderTests {
         var received: [String] { self.state.withLock { $0.received } }
         var isShutDown: Bool { self.state.withLock { $0.shutDown } }
 
-        func send(contentsOf batch: [SendRequest]) {
+        func send(contentsOf batch: consuming [SendRequest]) {
+            let requests = consume batch
             self.state.withLock { state in
-                for request in batch {
+                for request in requests {
                     state.received.append(request.notification.deviceToken)
                     state.held.append((request.notification.deviceToken, request.completion))
                 }
