@@ -15,7 +15,9 @@ struct PartitionProgress: Sendable {
         var finished: Bool
         /// Pieces of the event (its notifications and dead letters) not yet finished.
         var pieces: Int
-        var begun: ContinuousClock.Instant
+        /// When it was registered (not a `ContinuousClock.Instant`, whose layout is known only at run time; see
+        /// ``MonotonicTime``).
+        var begun: MonotonicTime
         /// A piece of it was dropped (``abandonPiece(offset:)``): it never finishes here.
         var abandoned = false
     }
@@ -45,7 +47,7 @@ struct PartitionProgress: Sendable {
     mutating func begin(offset: Int64, pieces: Int = 1, at now: ContinuousClock.Instant = .now) -> Bool {
         if let last = self.entries.last, last.offset >= offset { return false }
         if let commit = self.commitOffset, offset < commit { return false }
-        self.entries.append(Entry(offset: offset, finished: false, pieces: pieces, begun: now))
+        self.entries.append(Entry(offset: offset, finished: false, pieces: pieces, begun: MonotonicTime(now)))
         self.unfinishedCount += 1
         return true
     }
@@ -53,7 +55,7 @@ struct PartitionProgress: Sendable {
     /// When the oldest unfinished event was registered; `nil` when every event is finished.
     var oldestUnfinishedSince: ContinuousClock.Instant? {
         // The front entry is unfinished whenever there is one: finished entries at the front are dropped.
-        self.entries.first?.begun
+        self.entries.first?.begun.instant
     }
 
     /// Marks the event at `offset` finished. Returns `true` when ``commitOffset`` moved.

@@ -15,7 +15,9 @@ extension Pipeline {
         let routed: MappedNotification
         let route: String
         let app: String?
-        let event: SourceEvent
+        /// Where its event came from, for its records (not the whole event: its value and headers stay with
+        /// the event's own work).
+        let source: SourceCoordinates
         let ticket: Ticket
         /// The room it holds in the line.
         let bytes: Int
@@ -39,7 +41,7 @@ extension Pipeline {
             }
             self.route = route
             self.app = app
-            self.event = event
+            self.source = event.source
             self.ticket = ticket
             self.bytes = bytes
             self.extras = extras
@@ -130,7 +132,8 @@ extension Pipeline {
     private func sendRequest(_ delivery: Delivery, machine: DeliveryStateMachine) -> SendRequest {
         var machine = machine
         machine.sending(nowEpochMilliseconds: self.epochMilliseconds())
-        let started = ContinuousClock.now
+        // Not a `ContinuousClock.Instant`: the closure's context would be laid out at run time (``MonotonicTime``).
+        let started = MonotonicTime.now
         return SendRequest(notification: delivery.routed.notification, app: delivery.app) { [self, machine] result in
             if case .answered = result {
                 self.metrics.apnsRequestDuration.recordInterval(since: started)
@@ -309,7 +312,7 @@ extension Pipeline {
         let value = OutcomeRecord(
             notificationID: delivery.routed.notification.apnsID,
             route: delivery.route,
-            source: delivery.event.source,
+            source: delivery.source,
             deviceToken: delivery.routed.notification.deviceToken,
             apnsTopic: delivery.routed.notification.topic,
             pushType: delivery.routed.notification.pushType.rawValue,
@@ -342,7 +345,7 @@ extension Pipeline {
                 invalidSinceEpochMilliseconds: outcome.invalidSinceEpochMilliseconds,
                 notificationID: delivery.routed.notification.apnsID,
                 route: delivery.route,
-                source: delivery.event.source,
+                source: delivery.source,
                 context: delivery.extras?.context
             )
             // The outcome's key: the device token's (a broadcast has no invalid-token record), or what
@@ -380,5 +383,10 @@ extension Timer {
     /// Records the time since `start`.
     fileprivate func recordInterval(since start: ContinuousClock.Instant) {
         self.recordNanoseconds((ContinuousClock.now - start).saturatedNanoseconds)
+    }
+
+    /// Records the time since `start`.
+    fileprivate func recordInterval(since start: MonotonicTime) {
+        self.recordNanoseconds((MonotonicTime.now - start).saturatedNanoseconds)
     }
 }
