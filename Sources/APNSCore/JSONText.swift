@@ -1,18 +1,26 @@
 /// JSON text written straight into bytes, with no intermediate tree or `String`: the one escaper, number and
 /// timestamp writer shared by the mapper (payloads), the records (outcomes, invalid tokens, logs) and the provider
 /// token (its header and claims).
-package enum JSONText {
+///
+/// Its writers are `public` and `@inlinable`, so that they are specialised for the output where they are called (an
+/// array, a ``ByteBuilder``): this toolchain does not inline a `package` declaration's body into another module,
+/// whatever its attributes, and the generic versions went through a witness table per byte.
+public enum JSONText {
     /// Appends `text` with JSON string escaping, without the surrounding quotes.
     ///
     /// `"` and `\` are escaped, control characters (U+0000–U+001F) become `\n`, `\r`, `\t`, `\b`, `\f` or
     /// `\u00XX`, DEL (U+007F) `\u007f` (valid JSON either way; escaped so no record carries a raw control
     /// byte), and everything else, non-ASCII included, is kept as UTF-8.
-    package static func appendEscaped(_ text: String, to bytes: inout [UInt8]) {
+    @inlinable
+    public static func appendEscaped<Output: ByteOutput>(_ text: String, to bytes: inout Output) {
         text.withUTF8InPlace { Self.appendEscaped(utf8: $0, to: &bytes) }
     }
 
     /// ``appendEscaped(_:to:)`` for UTF-8 bytes.
-    package static func appendEscaped(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
+    @inlinable
+    public static func appendEscaped<Output: ByteOutput>(
+        utf8: UnsafeBufferPointer<UInt8>, to bytes: inout Output
+    ) {
         // Most values need no escape at all: find that out without an early exit (so that the compiler can check
         // many bytes at once) and copy them in one go.
         var needsEscape: UInt8 = 0
@@ -22,7 +30,7 @@ package enum JSONText {
             needsEscape |= control | quoteOrBackslash
         }
         if needsEscape == 0 {
-            bytes.append(contentsOf: utf8)
+            bytes.append(utf8: utf8)
             return
         }
         // Runs of bytes that need no escaping are copied at once.
@@ -33,7 +41,7 @@ package enum JSONText {
                 continue
             }
             if runStart < index {
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                bytes.append(utf8: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
             }
             runStart = index + 1
             bytes.append(UInt8(ascii: "\\"))
@@ -54,17 +62,21 @@ package enum JSONText {
             }
         }
         if runStart < utf8.count {
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+            bytes.append(utf8: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
         }
     }
 
     /// Appends `text` as a JSON string literal: quotes around ``appendEscaped(_:to:)``.
-    package static func appendQuoted(_ text: String, to bytes: inout [UInt8]) {
+    @inlinable
+    public static func appendQuoted<Output: ByteOutput>(_ text: String, to bytes: inout Output) {
         text.withUTF8InPlace { Self.appendQuoted(utf8: $0, to: &bytes) }
     }
 
     /// ``appendQuoted(_:to:)`` for UTF-8 bytes.
-    package static func appendQuoted(utf8: UnsafeBufferPointer<UInt8>, to bytes: inout [UInt8]) {
+    @inlinable
+    public static func appendQuoted<Output: ByteOutput>(
+        utf8: UnsafeBufferPointer<UInt8>, to bytes: inout Output
+    ) {
         bytes.append(UInt8(ascii: "\""))
         Self.appendEscaped(utf8: utf8, to: &bytes)
         bytes.append(UInt8(ascii: "\""))
@@ -79,7 +91,8 @@ package enum JSONText {
     }
 
     /// Appends `value` in decimal.
-    package static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+    @inlinable
+    public static func appendDecimal<Output: ByteOutput>(_ value: Int64, to bytes: inout Output) {
         if value >= 0, value < 10 {
             bytes.append(UInt8(ascii: "0") + UInt8(value))
             return
@@ -96,7 +109,10 @@ package enum JSONText {
     }
 
     /// Appends the lowest `width` (at most 20) decimal digits of `value`, zero-padded.
-    package static func appendDigits<T: BinaryInteger>(_ value: T, width: Int, to bytes: inout [UInt8]) {
+    @inlinable
+    public static func appendDigits<T: BinaryInteger, Output: ByteOutput>(
+        _ value: T, width: Int, to bytes: inout Output
+    ) {
         let value = UInt64(truncatingIfNeeded: value)
         // Digits are written from the right into a fixed buffer, then appended in one go.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
@@ -107,20 +123,21 @@ package enum JSONText {
                 buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
                 rest /= 10
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[0..<width]))
+            bytes.append(utf8: UnsafeBufferPointer(rebasing: buffer[0..<width]))
         }
     }
 
     /// Appends `value` in its shortest exact form, or `null` when it is not finite (JSON has no NaN or
     /// infinity).
-    package static func appendDouble(_ value: Double, to bytes: inout [UInt8]) {
+    @inlinable
+    public static func appendDouble<Output: ByteOutput>(_ value: Double, to bytes: inout Output) {
         guard value.isFinite else {
-            bytes.append(contentsOf: "null".utf8)
+            bytes.append(ascii: "null")
             return
         }
         // Swift's description is the shortest text that reads back as the same double and uses JSON's
         // exponent syntax (`1e-05`, `1e+20`).
-        bytes.append(contentsOf: value.description.utf8)
+        value.description.withUTF8InPlace { bytes.append(utf8: $0) }
     }
 
     /// An RFC 3339 timestamp in UTC with milliseconds (`2026-11-22T10:00:00.123Z`) for milliseconds since the
@@ -135,7 +152,10 @@ package enum JSONText {
     /// Appends ``timestamp(epochMilliseconds:)``'s UTF-8 to `bytes`, without quotes. A year outside 0...9999
     /// (RFC 3339 has none) is written in full, with its sign: records never carry one, since the APNs client drops
     /// timestamps outside those years.
-    package static func appendTimestamp(epochMilliseconds: Int64, to bytes: inout [UInt8]) {
+    @inlinable
+    public static func appendTimestamp<Output: ByteOutput>(
+        epochMilliseconds: Int64, to bytes: inout Output
+    ) {
         let millisecondsPerDay: Int64 = 86_400_000
         var days = epochMilliseconds / millisecondsPerDay
         var rest = epochMilliseconds % millisecondsPerDay
@@ -174,7 +194,8 @@ package enum JSONText {
         bytes.append(UInt8(ascii: "Z"))
     }
 
-    private static func hexDigit(_ value: UInt8) -> UInt8 {
+    @usableFromInline
+    static func hexDigit(_ value: UInt8) -> UInt8 {
         value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 }
