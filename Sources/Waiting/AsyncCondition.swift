@@ -62,8 +62,10 @@ public final class AsyncCondition<State: Sendable>: Sendable {
         }
 
         /// Checks the waiters in the order they came; removes those whose condition holds and returns what
-        /// resumes them.
-        @usableFromInline
+        /// resumes them. Inlinable, so that it is specialised for the state where it is used: it runs after every
+        /// change while someone waits (a release of room while the consumer waits for it), and the generic version
+        /// looked the types' metadata up on each call.
+        @inlinable
         mutating func checkWaiters() -> [@Sendable () -> Void] {
             // In place, without copying a waiter while nobody is resumed: this runs after every change while someone
             // waits (a full line checks its waiting consumer on every release), and usually resumes nobody. The
