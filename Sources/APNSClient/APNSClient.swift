@@ -63,22 +63,49 @@ package final class APNSClient: Sendable {
     }
 
     /// Sends the notifications and calls each one's completion once with its result, from any thread: the one way a
-    /// notification goes out. When a connection is open, the request goes out without a task, and a final answer
+    /// notification goes out. When a connection is open, the requests go out without a task, and a final answer
     /// comes back on the connection's event loop; what needs waiting (opening a connection, resending, renewing the
-    /// provider token) continues in a task of ``run()``'s. Those going to the same connection are handed to it
-    /// together, so a burst wakes the connection's event loop once rather than per notification.
+    /// provider token) continues in a task of ``run()``'s. The requests of one call go to one connection, the least
+    /// loaded, leased for all of them at once and handed to it together, so a burst takes the pool's lock and wakes
+    /// the connection's event loop once rather than per notification.
     package func send(contentsOf submissions: [Submission]) {
-        var batches = IdentityGroups<HTTP2ClientConnection, Request>(expecting: submissions.count)
+        var prepared: [Prepared] = []
+        prepared.reserveCapacity(submissions.count)
         for index in submissions.indices {
-            guard
-                let (connection, request) = self.dispatch(
-                    submissions[index].notification, completion: submissions[index].completion)
-            else { continue }
-            batches.append(request, to: connection)
+            switch self.prepare(submissions[index].notification) {
+            case .success(let sending):
+                prepared.append(Prepared(sending: sending, completion: submissions[index].completion))
+            case .failure(let answer):
+                submissions[index].completion(answer.result)
+            }
         }
-        for batch in batches.groups {
-            batch.key.send(contentsOf: batch.items)
+        guard !prepared.isEmpty else { return }
+        guard let connection = self.pool.leaseNow(count: prepared.count) else {
+            for index in prepared.indices {
+                let sending = prepared[index].sending
+                self.sendWhenRunning(sending, completion: prepared[index].completion) {
+                    await self.finishSending(sending, after: await self.attempt(sending.request))
+                }
+            }
+            return
         }
+        var requests: [Request] = []
+        requests.reserveCapacity(prepared.count)
+        for index in prepared.indices {
+            requests.append(
+                Request(
+                    request: prepared[index].sending.request,
+                    completion: self.answer(
+                        prepared[index].sending, on: connection, completion: prepared[index].completion)
+                ))
+        }
+        connection.send(contentsOf: requests)
+    }
+
+    /// A request ready to go and what to call with its result.
+    private struct Prepared {
+        let sending: Sending
+        let completion: @Sendable (APNSResult) -> Void
     }
 
     /// A notification and what to call with its result, for ``send(contentsOf:)``. (A struct rather than a
@@ -94,30 +121,6 @@ package final class APNSClient: Sendable {
             self.notification = notification
             self.completion = completion
         }
-    }
-
-    /// The request for `notification` and the open connection leased for it, to send without a task; `nil`
-    /// when it is already taken care of: answered locally, or going on in a task because no connection is open.
-    private func dispatch(
-        _ notification: Notification, completion: @escaping @Sendable (APNSResult) -> Void
-    ) -> (HTTP2ClientConnection, Request)? {
-        let sending: Sending
-        switch self.prepare(notification) {
-        case .success(let prepared): sending = prepared
-        case .failure(let prepared):
-            completion(prepared.result)
-            return nil
-        }
-        guard let connection = self.pool.leaseNow() else {
-            self.sendWhenRunning(sending, completion: completion) {
-                await self.finishSending(sending, after: await self.attempt(sending.request))
-            }
-            return nil
-        }
-        return (
-            connection,
-            Request(request: sending.request, completion: self.answer(sending, on: connection, completion: completion))
-        )
     }
 
     private typealias Request = HTTP2ClientConnection.Submission

@@ -149,9 +149,10 @@ final class ConnectionPool: Sendable {
     }
 
     /// A live connection when one is open now, without waiting; `nil` when one would first have to be opened or
-    /// waited for (then ``lease(deadline:)`` does that).
-    func leaseNow() -> HTTP2ClientConnection? {
-        switch self.choose() {
+    /// waited for (then ``lease(deadline:)`` does that). Leased for `count` requests, each released on its own
+    /// (``release(_:)``).
+    func leaseNow(count: Int = 1) -> HTTP2ClientConnection? {
+        switch self.choose(count: count) {
         case .use(let connection, let background):
             self.connectInBackground(background)
             return connection
@@ -213,7 +214,7 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    private func choose() -> Choice {
+    private func choose(count: Int = 1) -> Choice {
         let now = ContinuousClock.now
         return self.state.withLock { state in
             if state.isShutDown { return .shutDown }
@@ -261,7 +262,7 @@ final class ConnectionPool: Sendable {
             }
             for index in connectable { state.slots[index] = .connecting }
             if let best {
-                state.inFlight[ObjectIdentifier(best.connection), default: 0] += 1
+                state.inFlight[ObjectIdentifier(best.connection), default: 0] += count
                 return .use(best.connection, connectInBackground: connectable)
             }
             if let first = connectable.first {

@@ -74,6 +74,24 @@ struct APNSClientTests {
         #expect(source.tokensIssued == 1)
     }
 
+    @Test("batches on three connections: each batch is leased at once, every request answered exactly once")
+    func batchesLeasedWhole() async throws {
+        let harness = try await SimulatorHarness.start()
+        let client = harness.client(authentication: .token(harness.tokenSource()), connections: 3)
+        _ = await client.send(Fixtures.notification())
+        #expect(try await eventually { client.openConnections == 3 })
+        // Two rounds: a lease count that was not given back whole would skew the second round's choice, not break
+        // it, so what is checked is that every request of both rounds ends once and the connections stay up.
+        for round in 0..<2 {
+            let results = await sendManyWithCallbacks(client, count: 600, firstToken: round * 600, batch: 64)
+            #expect(results.count == 600)
+            #expect(results.values.allSatisfy { $0.count == 1 && $0[0].status == 200 })
+        }
+        #expect(client.openConnections == 3)
+        await client.shutdown()
+        await harness.stop()
+    }
+
     @Test("ExpiredProviderToken renews the token once and the request is retried")
     func renewedOnExpiry() async throws {
         let harness = try await SimulatorHarness.start()
