@@ -114,7 +114,9 @@ package struct OutcomeRecord: Sendable, Hashable {
     /// The record's value: UTF-8 JSON; v2 for a broadcast or a superseded outcome (the same fields in the same
     /// order, `device_token` null for a broadcast, then `channel_id` and `superseded_by` last); with `context`, v3:
     /// v2's fields, then `context`. The one encoder of outcomes: the pipeline makes the record and calls this.
-    package func encoded() -> [UInt8] {
+    /// Consuming: the pipeline makes the record for this call alone, and a borrowed one was copied first (a retain
+    /// and a release of each of its strings).
+    package consuming func encoded() -> [UInt8] {
         let isV2 = self.context != nil || Self.isV2(channelID: self.channelID, status: self.status)
         var json = JSONWriter(reservingCapacity: 512 + (self.context?.count ?? 0))
         json.beginObject()
