@@ -53,6 +53,8 @@ let package = Package(
         .target(name: "Waiting", swiftSettings: strict),
         // MARK: Outside text made safe for records, logs and errors, and "did you mean" (no dependencies)
         .target(name: "SafeText", swiftSettings: strict),
+        // MARK: A value shared by its copies until one changes it, for the hot path's values (no dependencies)
+        .target(name: "CopyOnWrite", swiftSettings: strict),
 
         // MARK: Kafka: the only code that calls rd_kafka_*
         .target(
@@ -74,6 +76,7 @@ let package = Package(
             name: "HTTP2",
             dependencies: [
                 "SafeText",
+                "CopyOnWrite",
                 "CNghttp2",
                 "EgressProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -92,6 +95,7 @@ let package = Package(
             name: "APNSCore",
             dependencies: [
                 "CSHA1",
+                "CopyOnWrite",
                 "Waiting",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],

@@ -1,3 +1,4 @@
+import CopyOnWrite
 import Foundation
 
 /// One APNs request, fully resolved: what the mapper produces from an event and what the client sends.
@@ -6,71 +7,69 @@ import Foundation
 /// and answers with the reason APNs itself would give, so a local fault and a remote one look the same
 /// downstream.
 package struct Notification: Sendable, Hashable {
-    /// The fields, in one object shared by every copy until one is changed (copy on write): a notification is
-    /// copied at every layer on its way (route, pipeline, sender, client), and a copy of the fields themselves
-    /// retained and released each of its strings and arrays, an atomic operation each, on every notification.
-    private var storage: Storage
+    /// The fields, in one object shared by every copy until one is changed: a notification is copied at every layer
+    /// on its way (route, pipeline, sender, client).
+    private var storage: CopyOnWrite<Fields>
 
     /// The device token, hex, as it goes into `/3/device/<token>`; empty for a broadcast (see ``channelID``).
     package var deviceToken: String {
-        get { self.storage.fields.deviceToken }
-        set { self.unique().fields.deviceToken = newValue }
+        get { self.storage.value.deviceToken }
+        set { self.storage.value.deviceToken = newValue }
     }
     /// The broadcast channel (iOS 18 Live Activities), base64, as it goes into `apns-channel-id`; `nil` for a
     /// device notification. When set, the notification is Apple's broadcast request
     /// (`POST /4/broadcasts/apps/<bundle ID>`, see ``path``) and ``deviceToken`` is empty.
     package var channelID: String? {
-        get { self.storage.fields.channelID }
-        set { self.unique().fields.channelID = newValue }
+        get { self.storage.value.channelID }
+        set { self.storage.value.channelID = newValue }
     }
     /// The full `apns-topic`, push-type suffix included (see ``PushType/topic(for:)``).
     package var topic: String {
-        get { self.storage.fields.topic }
-        set { self.unique().fields.topic = newValue }
+        get { self.storage.value.topic }
+        set { self.storage.value.topic = newValue }
     }
     /// `apns-push-type`.
     package var pushType: PushType {
-        get { self.storage.fields.pushType }
-        set { self.unique().fields.pushType = newValue }
+        get { self.storage.value.pushType }
+        set { self.storage.value.pushType = newValue }
     }
     /// `apns-priority`.
     package var priority: Priority {
-        get { self.storage.fields.priority }
-        set { self.unique().fields.priority = newValue }
+        get { self.storage.value.priority }
+        set { self.storage.value.priority = newValue }
     }
     /// `apns-expiration` in UNIX epoch seconds; `nil` leaves the header out (APNs' storage policy applies),
     /// `0` asks APNs to try once and not store.
     package var expirationEpochSeconds: Int64? {
-        get { self.storage.fields.expirationEpochSeconds }
-        set { self.unique().fields.expirationEpochSeconds = newValue }
+        get { self.storage.value.expirationEpochSeconds }
+        set { self.storage.value.expirationEpochSeconds = newValue }
     }
     /// `apns-collapse-id`, at most 64 bytes; `nil` leaves the header out.
     package var collapseID: String? {
-        get { self.storage.fields.collapseID }
-        set { self.unique().fields.collapseID = newValue }
+        get { self.storage.value.collapseID }
+        set { self.storage.value.collapseID = newValue }
     }
     /// `apns-id`: sent so that an outcome and Apple's logs name the same notification.
     package var id: UUID {
-        get { self.storage.fields.id }
+        get { self.storage.value.id }
         set {
-            let storage = self.unique()
-            storage.fields.id = newValue
-            storage.fields.apnsID = newValue.lowercasedString
+            self.storage.value.id = newValue
+            self.storage.value.apnsID = newValue.lowercasedString
         }
     }
     /// `apns-id` as APNs wants it: the canonical UUID form, lowercase. Kept with ``id``: the request and the
     /// outcome both need it, and writing it each time made a string per use.
-    package var apnsID: String { self.storage.fields.apnsID }
+    package var apnsID: String { self.storage.value.apnsID }
     /// The payload: the UTF-8 bytes of one JSON object.
     package var payload: [UInt8] {
-        get { self.storage.fields.payload }
-        set { self.unique().fields.payload = newValue }
+        get { self.storage.value.payload }
+        set { self.storage.value.payload = newValue }
     }
     /// Whether the request goes ahead of others waiting for a free HTTP/2 stream on its connection (a lane with
     /// `expedite: true`, docs/configuration.md "Lanes"). Nothing of it is sent to APNs.
     package var expedited: Bool {
-        get { self.storage.fields.expedited }
-        set { self.unique().fields.expedited = newValue }
+        get { self.storage.value.expedited }
+        set { self.storage.value.expedited = newValue }
     }
 
     /// Creates a notification; `priority` defaults to the push type's default. With `channelID` it is a broadcast
@@ -86,7 +85,7 @@ package struct Notification: Sendable, Hashable {
         payload: [UInt8],
         channelID: String? = nil
     ) {
-        self.storage = Storage(
+        self.storage = CopyOnWrite(
             Fields(
                 deviceToken: deviceToken,
                 channelID: channelID,
@@ -103,19 +102,11 @@ package struct Notification: Sendable, Hashable {
     }
 
     package static func == (lhs: Notification, rhs: Notification) -> Bool {
-        lhs.storage === rhs.storage || lhs.storage.fields == rhs.storage.fields
+        lhs.storage.isSharing(with: rhs.storage) || lhs.storage.value == rhs.storage.value
     }
 
     package func hash(into hasher: inout Hasher) {
-        hasher.combine(self.storage.fields)
-    }
-
-    /// The storage, copied first when another notification shares it.
-    private mutating func unique() -> Storage {
-        if !isKnownUniquelyReferenced(&self.storage) {
-            self.storage = Storage(self.storage.fields)
-        }
-        return self.storage
+        hasher.combine(self.storage.value)
     }
 
     private struct Fields: Hashable {
@@ -130,15 +121,6 @@ package struct Notification: Sendable, Hashable {
         var apnsID: String
         var payload: [UInt8]
         var expedited: Bool
-    }
-
-    /// Mutated only through ``unique()``, that is while one notification alone holds it.
-    private final class Storage: @unchecked Sendable {
-        var fields: Fields
-
-        init(_ fields: Fields) {
-            self.fields = fields
-        }
     }
 }
 
