@@ -383,6 +383,7 @@ let package = Package(
         .testTarget(
             name: "APNSTests",
             dependencies: [
+                "CopyOnWrite",
                 "EgressProxy",
                 "TestWaiting",
                 "APNSCore",

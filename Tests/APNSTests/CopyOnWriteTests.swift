@@ -1,4 +1,5 @@
 import APNSCore
+import CopyOnWrite
 import Foundation
 import HTTP2
 import Testing
@@ -78,5 +79,20 @@ struct CopyOnWriteTests {
         #expect(original.body == [1, 2, 3])
         #expect(!original.expedited)
         #expect(copy.method == "GET" && copy.path == "/other" && copy.expedited)
+    }
+
+    @Test("a copy shares the value until one side changes it, and then only that side has the change")
+    func boxSharesUntilChanged() {
+        let original = CopyOnWrite([1, 2, 3])
+        var copy = original
+        #expect(copy.isSharing(with: original))
+        copy.value.append(4)
+        #expect(!copy.isSharing(with: original))
+        #expect(original.value == [1, 2, 3])
+        #expect(copy.value == [1, 2, 3, 4])
+        var alone = CopyOnWrite([0])
+        let before = alone
+        alone.value[0] = 1
+        #expect(before.value == [0] && alone.value == [1])
     }
 }
