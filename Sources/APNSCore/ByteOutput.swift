@@ -78,13 +78,6 @@ public struct ByteBuilder: ByteOutput {
         bytes.withUnsafeBufferPointer { self.append(utf8: $0) }
     }
 
-    /// Cuts the buffer back to its first `count` bytes.
-    @inlinable
-    public mutating func removeLast(toCount count: Int) {
-        precondition(count >= 0 && count <= self.written, "ByteBuilder cut beyond its bytes")
-        self.written = count
-    }
-
     /// The bytes written, as an array.
     @inlinable
     public var bytes: [UInt8] {

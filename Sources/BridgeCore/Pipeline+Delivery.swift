@@ -272,7 +272,7 @@ extension Pipeline {
             guard (try? await self.gate.waitUntilOpen()) != nil else { return nil }
         }
         machine.sending(nowEpochMilliseconds: self.epochMilliseconds())
-        let started = ContinuousClock.now
+        let started = MonotonicTime.now
         let result = await self.sender.send(delivery.notification, app: delivery.app)
         if case .answered = result {
             self.metrics.apnsRequestDuration.recordInterval(since: started)
@@ -380,11 +380,6 @@ extension DeliveryStateMachine.Action {
 }
 
 extension Timer {
-    /// Records the time since `start`.
-    fileprivate func recordInterval(since start: ContinuousClock.Instant) {
-        self.recordNanoseconds((ContinuousClock.now - start).saturatedNanoseconds)
-    }
-
     /// Records the time since `start`.
     fileprivate func recordInterval(since start: MonotonicTime) {
         self.recordNanoseconds((MonotonicTime.now - start).saturatedNanoseconds)
