@@ -183,11 +183,26 @@ package final class BinaryClient: @unchecked Sendable {
     /// Open connections: 1 while connected, else 0.
     package var openConnections: Int { self.connected.load(ordering: .relaxed) }
 
-    /// NIO's count of bytes written to the connection and not yet into the socket (`bufferedWritableBytes`): what
-    /// the connection holds in the process; `nil` without a connection. For tests of the write bounds.
-    package func bufferedBytes() async -> Int? {
-        let channel = try? await self.eventLoop.submit { self.connection?.channel }.get()
-        return try? await channel?.getOption(.bufferedWritableBytes).get()
+    /// What the connection holds in the process, read at one moment on its event loop (`nil` without a connection):
+    /// for tests of the write bounds.
+    package struct Buffered: Sendable {
+        /// Plaintext the client handed to TLS whose write has not completed: what
+        /// ``BinaryClientConfiguration/maxUnwrittenBytes`` bounds.
+        package var handed: Int
+        /// The writes those bytes went out in; each is encrypted into at least one TLS record of its own.
+        package var writes: Int
+        /// NIO's count of bytes waiting for the socket (`bufferedWritableBytes`): ciphertext, so each TLS record's
+        /// header and tag are counted on top of the part of `handed` not yet in the socket.
+        package var socket: Int
+    }
+
+    package func bufferedBytes() async -> Buffered? {
+        try? await self.eventLoop.submit { () -> Buffered? in
+            guard let channel = self.connection?.channel,
+                let socket = try? channel.syncOptions?.getOption(.bufferedWritableBytes)
+            else { return nil }
+            return Buffered(handed: self.unwrittenBytes, writes: self.pendingWrites.count, socket: socket)
+        }.get()
     }
 
     /// Closes the connection after waiting (at most `timeout`) until everything written is confirmed and
