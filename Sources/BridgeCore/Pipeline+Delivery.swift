@@ -309,7 +309,7 @@ extension Pipeline {
         }
         // Fields are read through the delivery, not copied out of it as a whole: a copy of the notification retains
         // and releases each of its strings, and this runs once per notification.
-        let value = OutcomeRecord(
+        let record = OutcomeRecord(
             notificationID: delivery.routed.notification.apnsID,
             route: delivery.route,
             source: delivery.source,
@@ -330,7 +330,8 @@ extension Pipeline {
             channelID: delivery.routed.notification.channelID,
             supersededBy: outcome.supersededBy,
             context: delivery.extras?.context
-        ).encoded()
+        )
+        let value = record.encoded()
         let headers = self.recordHeaders(of: delivery)
         let outcomeRecord = OutgoingRecord(
             topic: self.configuration.outcomesTopic, key: self.outcomeKey(of: delivery), value: value, headers: headers)

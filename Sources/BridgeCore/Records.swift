@@ -27,7 +27,12 @@ package enum OutcomeStatus: String, Sendable, Hashable, CaseIterable {
 /// `pushbridge.outcome.v1`: one per notification, keyed by the device token; a broadcast's (keyed by the channel
 /// ID) and a superseded one are `pushbridge.outcome.v2`, and one of a route with `context` is `pushbridge.outcome.v3`
 /// (docs/data-contract.md).
-package struct OutcomeRecord: Sendable, Hashable {
+///
+/// Not copyable: the pipeline makes one per notification to encode it, and while the type was copyable the
+/// optimiser copied it into a temporary and destroyed the original around the call to ``encoded()``, with either
+/// `borrowing` or `consuming` (twelve retains and twenty-four releases per notification, counted with uprobes;
+/// docs/benchmarks.md). A noncopyable value can only be borrowed or moved.
+package struct OutcomeRecord: ~Copyable, Sendable {
     /// The schema name written into every outcome of a device notification that is not superseded.
     package static let schema = "pushbridge.outcome.v1"
     /// The schema name of a broadcast's outcome and of a superseded one: v1's fields with `device_token`
@@ -114,9 +119,7 @@ package struct OutcomeRecord: Sendable, Hashable {
     /// The record's value: UTF-8 JSON; v2 for a broadcast or a superseded outcome (the same fields in the same
     /// order, `device_token` null for a broadcast, then `channel_id` and `superseded_by` last); with `context`, v3:
     /// v2's fields, then `context`. The one encoder of outcomes: the pipeline makes the record and calls this.
-    /// Consuming: the pipeline makes the record for this call alone, and a borrowed one was copied first (a retain
-    /// and a release of each of its strings).
-    package consuming func encoded() -> [UInt8] {
+    package borrowing func encoded() -> [UInt8] {
         let isV2 = self.context != nil || Self.isV2(channelID: self.channelID, status: self.status)
         var json = JSONWriter(reservingCapacity: 512 + (self.context?.count ?? 0))
         json.beginObject()

@@ -91,8 +91,8 @@ struct RecordSchemaTests {
         var sent = self.superseded()
         sent.attempts = 1
         sent.sentAtEpochMilliseconds = 1_000
-        for record in [missing, sent] {
-            let report = try await RecordSchemas.validate([(.outcomeV2, record.encoded())])
+        for record in [missing.encoded(), sent.encoded()] {
+            let report = try await RecordSchemas.validate([(.outcomeV2, record)])
             #expect(report.exitStatus == 1)
         }
     }
@@ -195,8 +195,8 @@ struct RecordSchemaTests {
         ])
         #expect(report.problems == [])
         // An old reader dispatching on `schema` skips them; its schema refuses them.
-        for (schema, record) in [(RecordSchemas.Schema.outcome, delivered), (.outcomeV2, delivered)] {
-            #expect(try await RecordSchemas.validate([(schema, record.encoded())]).exitStatus == 1)
+        for schema in [RecordSchemas.Schema.outcome, .outcomeV2] {
+            #expect(try await RecordSchemas.validate([(schema, delivered.encoded())]).exitStatus == 1)
         }
         #expect(try await RecordSchemas.validate([(.invalidTokenV2, invalid.encoded())]).exitStatus == 1)
         // The v3 schema holds the context to its bounds.
