@@ -366,13 +366,16 @@ package final class Pipeline: Service, Sendable {
         _ rest: inout PiecesToStart, waits: Bool, claim: HoldClaim? = nil, in group: inout DiscardingTaskGroup,
         sends: inout [SendRequest]
     ) async -> Taken {
-        let event = rest.event
         let ticket = rest.ticket
-        while let result = rest.results.first {
-            let route = result.route
-            let lane = self.lanes?.lane(named: result.lane)
-            let extras = RecordExtras.of(result, forwarded: rest.forwarded, key: self.configuration.outcomeKey)
-            switch result.outcome {
+        // The mapping is read in place, each part once: a copy of it retained and released every part, twice.
+        while let first = rest.results.indices.first {
+            let route = rest.results[first].route
+            let app = rest.results[first].app
+            let coalesces = rest.results[first].coalesces
+            let lane = self.lanes?.lane(named: rest.results[first].lane)
+            let extras = RecordExtras.of(
+                rest.results[first], forwarded: rest.forwarded, key: self.configuration.outcomeKey)
+            switch rest.results[first].outcome {
             case .notifications(let notifications):
                 let extraBytes = extras?.recordBytes ?? 0
                 while rest.next < notifications.count {
@@ -387,14 +390,15 @@ package final class Pipeline: Service, Sendable {
                     rest.next += 1
                     self.start(
                         Delivery(
-                            routed: routed, route: route, app: result.app, event: event, ticket: ticket, bytes: bytes,
+                            routed: routed, route: route, app: app, event: rest.event, ticket: ticket, bytes: bytes,
                             extras: extras, lane: lane),
-                        coalesces: result.coalesces, retry: (rest.maxAttempts, rest.retryBackoff), in: &group,
+                        coalesces: coalesces, retry: (rest.maxAttempts, rest.retryBackoff), in: &group,
                         sends: &sends)
                     if sends.count >= Self.sendBatchSize { self.send(&sends) }
                 }
             case .deadLetter(let reason):
                 // The producer keeps a copy of the dead letter's value until Kafka acknowledges it.
+                let event = rest.event
                 var share = rest.share
                 let bytes = share.next() + (event.value?.count ?? 0) + Self.pieceOverheadBytes
                 let room = await self.room(

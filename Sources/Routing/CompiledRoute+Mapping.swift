@@ -24,19 +24,19 @@ extension CompiledRoute {
     /// What this route makes of the event in `scope`, with its context (for a dead letter too: rendering a
     /// context never fails).
     func map(_ scope: inout RenderScope, epochSeconds: @Sendable () -> Int64) -> RouteMapping {
-        var mapping: RouteMapping
-        switch self.render(&scope, epochSeconds: epochSeconds) {
+        let rendered = self.render(&scope, epochSeconds: epochSeconds)
+        // The context after the notifications, and the mapping made once with it: a mapping made first and then
+        // given its context was copied twice on the way out (a retain and a release of each of its parts).
+        let context = self.context?.render(&scope)
+        switch rendered {
         case .success(let notifications):
-            mapping = RouteMapping(
+            return RouteMapping(
                 route: self.name, app: self.app, outcome: .notifications(notifications), coalesces: self.coalesce,
-                lane: self.lane)
+                context: context, lane: self.lane)
         case .failure(let reason):
-            mapping = RouteMapping(route: self.name, app: self.app, outcome: .deadLetter(reason), lane: self.lane)
+            return RouteMapping(
+                route: self.name, app: self.app, outcome: .deadLetter(reason), context: context, lane: self.lane)
         }
-        if let context = self.context {
-            mapping.context = context.render(&scope)
-        }
-        return mapping
     }
 
     private func deadLetter(_ code: DeadLetterReason.Code, _ field: String, _ message: String) -> DeadLetterReason {

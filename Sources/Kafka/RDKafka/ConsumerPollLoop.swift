@@ -110,7 +110,7 @@ struct PollLoop: Sendable {
         var copy = Self.copy(message, topic: topic)
         copy.assignmentGeneration = generation
         collected.bytes += copy.byteCount
-        collected.messages.append(copy)
+        collected.messages.append(consume copy)
         return nil
     }
 
