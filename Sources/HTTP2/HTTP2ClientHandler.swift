@@ -51,7 +51,12 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     init(shared: ClientShared) {
         self.shared = shared
+        self.keptResponseHeaders = shared.configuration.keptResponseHeaders?.map { Array($0.utf8) }
     }
+
+    /// The names of ``HTTP2ClientConfiguration/keptResponseHeaders``, as bytes to compare with. A constant: a lazy
+    /// property's getter returned a copy, a retain and a release per response header.
+    private let keptResponseHeaders: [[UInt8]]?
 
     // MARK: Channel events
 
@@ -389,11 +394,6 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         pending.responseHeaders.append(
             HTTP2Header(headerString(name.baseAddress, name.count), headerString(value.baseAddress, value.count)))
         return true
-    }
-
-    /// The names of ``HTTP2ClientConfiguration/keptResponseHeaders``, as bytes to compare with.
-    private lazy var keptResponseHeaders: [[UInt8]]? = self.shared.configuration.keptResponseHeaders?.map {
-        Array($0.utf8)
     }
 
     /// A `:status` value: three digits, else -2 (which fails the response as malformed).
