@@ -1,0 +1,52 @@
+#!/bin/sh
+# Counts the calls to swift_retain, swift_release and swift_allocObject (the heap objects Swift makes: class
+# instances, closure contexts, array and string storage) a `pushbridge run` makes per notification, by thread,
+# during `BridgeBench --events N --live-events 0` (docs/benchmarks.md, "Counting reference operations").
+#
+# Unlike CPU time, the counts do not depend on the host's speed or load: two builds can be compared in one run each,
+# where a CPU difference under ~3% is lost in the noise of alternating runs. Root only (uprobes); needs `perf`
+# (Debian's linux-perf) and a release build of pushbridge and BridgeBench. Each probe hit costs microseconds, so
+# the bridge runs about 50x slower than usual: keep N small (5000 takes under a minute).
+#
+#   scripts/count-calls.sh [pushbridge binary] [events]
+set -eu
+binary=$(realpath "${1:-.build/release/pushbridge}")
+events=${2:-5000}
+bench=.build/release/BridgeBench
+[ "$(id -u)" = 0 ] || { echo "count-calls: root is needed to place uprobes" >&2; exit 2; }
+command -v perf >/dev/null || { echo "count-calls: perf is missing (apt-get install linux-perf)" >&2; exit 2; }
+[ -x "$bench" ] || { echo "count-calls: $bench is missing (swift build -c release)" >&2; exit 2; }
+swift_core=$(ldd "$binary" | awk '/libswiftCore/ {print $3}')
+[ -n "$swift_core" ] || { echo "count-calls: $binary does not link libswiftCore.so dynamically" >&2; exit 2; }
+
+work=$(mktemp -d)
+trap 'perf probe -q -d "count_calls:*" 2>/dev/null || true; rm -rf "$work"' EXIT
+perf probe -q -d "count_calls:*" 2>/dev/null || true
+perf probe -q -x "$swift_core" --add count_calls:retain=swift_retain
+perf probe -q -x "$swift_core" --add count_calls:release=swift_release
+perf probe -q -x "$swift_core" --add count_calls:alloc=swift_allocObject
+
+# BridgeBench starts the bridge through this wrapper: perf records one sample per probe hit (-c 1), no stacks.
+cat >"$work/wrap.sh" <<EOF
+#!/bin/sh
+exec perf record -q -o "$work/calls.data" -c 1 -e count_calls:retain -e count_calls:release -e count_calls:alloc \
+  -- "$binary" "\$@"
+EOF
+chmod +x "$work/wrap.sh"
+# The bench reports the run as incomplete, since perf, not the bridge, answers its SIGTERM; what counts is that
+# every event became an outcome.
+"$bench" --events "$events" --live-events 0 --pushbridge "$work/wrap.sh" >"$work/bench.txt" 2>&1 || true
+grep -q "events: *$events pre-loaded + 0 live -> $events outcomes" "$work/bench.txt" || {
+    cat "$work/bench.txt" >&2
+    echo "count-calls: the run did not turn every event into an outcome" >&2
+    exit 1
+}
+grep -E "events:" "$work/bench.txt"
+echo "calls per notification ($binary, $events events):"
+perf script -i "$work/calls.data" -F comm,event 2>/dev/null | awk -v n="$events" '
+    { sub(/:$/, "", $NF); sub(/^count_calls:/, "", $NF); total[$NF]++; $NF = $NF; event = $NF; $NF = ""
+      thread[$0 "|" event]++ }
+    END {
+        for (e in total) printf "  %-8s %7.1f\n", e, total[e] / n
+        for (k in thread) if (thread[k] / n >= 1) { split(k, p, "|"); printf "    %-18s %-8s %7.1f\n", p[1], p[2], thread[k] / n }
+    }' | sort
