@@ -313,7 +313,9 @@ package final class APNSClient: Sendable {
     /// `response` with everything the server chose made safe to travel into outcomes, logs and metrics: an
     /// unknown reason string at most ``maximumReasonBytes`` long with control characters escaped, ids that are
     /// short visible ASCII (else dropped), and a 410 timestamp within the years 1970 to 9999 (else dropped).
-    static func bounded(_ response: APNSResponse) -> APNSResponse {
+    static func bounded(_ response: consuming APNSResponse) -> APNSResponse {
+        // Consuming: the answer is made for this call, and a borrowed one was copied here (a retain and a release of
+        // each of its strings).
         var response = response
         if case .unknown(let raw) = response.reason {
             response.reason = .unknown(Self.boundedReason(raw))
