@@ -313,21 +313,18 @@ package final class APNSClient: Sendable {
     /// `response` with everything the server chose made safe to travel into outcomes, logs and metrics: an
     /// unknown reason string at most ``maximumReasonBytes`` long with control characters escaped, ids that are
     /// short visible ASCII (else dropped), and a 410 timestamp within the years 1970 to 9999 (else dropped).
-    static func bounded(_ response: consuming APNSResponse) -> APNSResponse {
-        // Consuming: the answer is made for this call, and a borrowed one was copied here (a retain and a release of
-        // each of its strings).
-        var response = response
-        if case .unknown(let raw) = response.reason {
-            response.reason = .unknown(Self.boundedReason(raw))
+    static func bounded(_ response: borrowing APNSResponse) -> APNSResponse {
+        var reason = response.reason
+        if case .unknown(let raw) = reason {
+            reason = .unknown(Self.boundedReason(raw))
         }
-        response.apnsID = response.apnsID.flatMap(Self.boundedID)
-        response.apnsUniqueID = response.apnsUniqueID.flatMap(Self.boundedID)
-        if let since = response.invalidSinceEpochMilliseconds,
-            !(0...Self.maximumTimestampMilliseconds).contains(since)
-        {
-            response.invalidSinceEpochMilliseconds = nil
+        let since = response.invalidSinceEpochMilliseconds.flatMap {
+            (0...Self.maximumTimestampMilliseconds).contains($0) ? $0 : nil
         }
-        return response
+        return APNSResponse(
+            status: response.status, apnsID: response.apnsID.flatMap(Self.boundedID),
+            apnsUniqueID: response.apnsUniqueID.flatMap(Self.boundedID), reason: reason,
+            invalidSinceEpochMilliseconds: since)
     }
 
     /// At most ``maximumReasonBytes`` UTF-8 bytes of `raw`, control characters (and the escape's own `\`)

@@ -1,18 +1,21 @@
 import Foundation
 
 /// An answer APNs gave to one request (Apple: *Handling notification responses from APNs*).
+///
+/// Its properties are constants: an explicit initialiser of a struct with `var` properties copies the new value once
+/// more (docs/architecture.md, "Modules"), and every answer is made by one.
 package struct APNSResponse: Sendable, Hashable {
     /// The HTTP `:status`.
-    package var status: Int
+    package let status: Int
     /// The `apns-id` response header: the request's own, or the one APNs generated.
-    package var apnsID: String?
+    package let apnsID: String?
     /// The `apns-unique-id` response header (development environment only).
-    package var apnsUniqueID: String?
+    package let apnsUniqueID: String?
     /// The reason of a non-200 answer. A body that is not Apple's JSON becomes
     /// ``Reason/unknown(_:)`` with a description of what arrived, so it is still classified by status.
-    package var reason: Reason?
+    package let reason: Reason?
     /// For 410: when APNs confirmed the token was no longer valid, in milliseconds since the epoch.
-    package var invalidSinceEpochMilliseconds: Int64?
+    package let invalidSinceEpochMilliseconds: Int64?
 
     /// Creates a response from its parts.
     package init(
@@ -35,13 +38,12 @@ package struct APNSResponse: Sendable, Hashable {
     /// non-JSON or reason-less body yields ``Reason/unknown(_:)`` (`"MalformedResponseBody"`), which
     /// ``Reason/disposition(status:)`` still classifies by status.
     package init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
-        self.status = status
-        self.apnsID = headers.first { $0.name == "apns-id" }?.value
-        self.apnsUniqueID = headers.first { $0.name == "apns-unique-id" }?.value
-        guard status != 200 else { return }
-        let parsed = ErrorBody.parse(body)
-        self.reason = parsed?.reason ?? .unknown(ErrorBody.malformedReason)
-        self.invalidSinceEpochMilliseconds = parsed?.timestampMilliseconds
+        let parsed = status == 200 ? nil : ErrorBody.parse(body)
+        self.init(
+            status: status, apnsID: headers.first { $0.name == "apns-id" }?.value,
+            apnsUniqueID: headers.first { $0.name == "apns-unique-id" }?.value,
+            reason: status == 200 ? nil : parsed?.reason ?? .unknown(ErrorBody.malformedReason),
+            invalidSinceEpochMilliseconds: parsed?.timestampMilliseconds)
     }
 
     /// What this answer means for the notification and the bridge.

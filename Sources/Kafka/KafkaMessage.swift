@@ -30,26 +30,29 @@ package struct KafkaHeader: Sendable, Hashable {
 }
 
 /// A consumed message, copied out of librdkafka.
+///
+/// Its properties are constants: an explicit initialiser of a struct with `var` properties copies the new value once
+/// more (docs/architecture.md, "Modules"), and every consumed message is made by one.
 package struct KafkaMessage: Sendable {
     /// The topic.
-    package var topic: String
+    package let topic: String
     /// The partition.
-    package var partition: Int32
+    package let partition: Int32
     /// The message's offset in its partition; the offset to store once it is finished is `offset + 1`.
-    package var offset: Int64
+    package let offset: Int64
     /// The key; `nil` when the message has none.
-    package var key: [UInt8]?
+    package let key: [UInt8]?
     /// The value; `nil` for a tombstone.
-    package var value: [UInt8]?
+    package let value: [UInt8]?
     /// The headers, in order.
-    package var headers: [KafkaHeader]
+    package let headers: [KafkaHeader]
     /// The message timestamp in milliseconds since the epoch, when the broker reports one.
-    package var timestampMilliseconds: Int64?
+    package let timestampMilliseconds: Int64?
     /// The assignment the message was fetched under: the generation
     /// ``KafkaRebalanceListener/partitionsAssigned(_:generation:)`` announced for its partition. A message
     /// whose generation is older than its partition's current one was fetched before a revocation and will
     /// be fetched again from the committed offset.
-    package var assignmentGeneration: UInt64
+    package let assignmentGeneration: UInt64
 
     /// Creates a message (for tests and adapters; consumers receive them from ``KafkaConsumer/batches``).
     package init(

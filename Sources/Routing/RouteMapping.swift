@@ -1,21 +1,24 @@
 import APNSCore
 
 /// What one matching route made of one event.
+///
+/// Its properties are constants: an explicit initialiser of a struct with `var` properties copies the new value once
+/// more (docs/architecture.md, "Modules"), and every event's mapping is made by one.
 package struct RouteMapping: Sendable {
     /// The route's name.
-    package var route: String
+    package let route: String
     /// The route's `app` (`nil`: the default `apns` block).
-    package var app: String?
+    package let app: String?
     /// Notifications, or why there are none.
-    package var outcome: Outcome
+    package let outcome: Outcome
     /// Whether the route has `coalesce: true`: a newer notification of the same ordering key replaces one that
     /// still waits (its notifications then carry ``MappedNotification/orderingKey``).
-    package var coalesces: Bool
+    package let coalesces: Bool
     /// The route's `context` rendered from the event, for its notifications' records and its dead letter; `nil`
     /// when the route has none (or no route was reached: the event is not JSON).
-    package var context: RecordContext?
+    package let context: RecordContext?
     /// The route's lane (`lane:`); `nil`: the default lane. A pipeline without lanes never reads it.
-    package var lane: String?
+    package let lane: String?
 
     /// Creates a mapping.
     package init(

@@ -1,13 +1,13 @@
 /// Where an event came from: the coordinates every record carries back to Kafka.
 package struct SourceCoordinates: Sendable, Hashable {
     /// The input topic.
-    package var topic: String
+    package let topic: String
     /// The input partition.
-    package var partition: Int32
+    package let partition: Int32
     /// The event's offset in that partition.
-    package var offset: Int64
+    package let offset: Int64
     /// The event's key bytes, if it had one.
-    package var key: [UInt8]?
+    package let key: [UInt8]?
 
     /// Creates source coordinates.
     package init(topic: String, partition: Int32, offset: Int64, key: [UInt8]?) {
@@ -20,18 +20,22 @@ package struct SourceCoordinates: Sendable, Hashable {
 
 /// One consumed event, from the broker adapter through the pipeline to the mapper: the only shape an event
 /// takes after the Kafka source read it (templates see it as `_kafka.*` and `_headers.*`).
+///
+/// Its properties are constants, as are ``SourceCoordinates``': this toolchain compiles an explicit initialiser of a
+/// struct with `var` properties, returned in memory, into a copy of the new value and the destruction of the original
+/// (a retain and a release of each reference), and every event is made by one (docs/architecture.md, "Modules").
 package struct SourceEvent: Sendable {
     /// Where it came from; `key` is the event's key.
-    package var source: SourceCoordinates
+    package let source: SourceCoordinates
     /// The value bytes; `nil` for a tombstone.
-    package var value: [UInt8]?
+    package let value: [UInt8]?
     /// The headers, in order; a name may repeat; a `nil` value is a null header (not an empty one).
-    package var headers: [(String, [UInt8]?)]
+    package let headers: [(String, [UInt8]?)]
     /// The broker timestamp in milliseconds since the epoch, when known.
-    package var timestampMilliseconds: Int64?
+    package let timestampMilliseconds: Int64?
     /// The assignment of its partition it was fetched under (the pipeline's `RebalanceListener` counts them);
     /// the mapper does not use it.
-    package var assignmentGeneration: UInt64
+    package let assignmentGeneration: UInt64
 
     /// Creates an event.
     package init(

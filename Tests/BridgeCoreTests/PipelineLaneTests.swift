@@ -297,10 +297,9 @@ private struct LaneMapper: EventMapper {
         let mapped = TokensMapper(expiration: nil).map(event)
         return self.lanes(event).flatMap { lane in
             mapped.map { mapping in
-                var mapping = mapping
-                mapping.route = "r-\(lane ?? "default")"
-                mapping.lane = lane
-                return mapping
+                RouteMapping(
+                    route: "r-\(lane ?? "default")", app: mapping.app, outcome: mapping.outcome,
+                    coalesces: mapping.coalesces, context: mapping.context, lane: lane)
             }
         }
     }

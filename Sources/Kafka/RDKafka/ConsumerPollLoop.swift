@@ -107,8 +107,7 @@ struct PollLoop: Sendable {
             collected.redelivered += 1
             return nil
         }
-        var copy = Self.copy(message, topic: topic)
-        copy.assignmentGeneration = generation
+        let copy = Self.copy(message, topic: topic, generation: generation)
         collected.bytes += copy.byteCount
         collected.messages.append(consume copy)
         return nil
@@ -146,7 +145,9 @@ struct PollLoop: Sendable {
         return nil
     }
 
-    private static func copy(_ message: UnsafeMutablePointer<rd_kafka_message_t>, topic: String) -> KafkaMessage {
+    private static func copy(
+        _ message: UnsafeMutablePointer<rd_kafka_message_t>, topic: String, generation: UInt64
+    ) -> KafkaMessage {
         let fields = message.pointee
         let value = fields.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: fields.len)) }
         let key = fields.key.map { Array(UnsafeRawBufferPointer(start: $0, count: fields.key_len)) }
@@ -176,7 +177,8 @@ struct PollLoop: Sendable {
             key: key,
             value: value,
             headers: headers,
-            timestampMilliseconds: timestamp >= 0 ? timestamp : nil
+            timestampMilliseconds: timestamp >= 0 ? timestamp : nil,
+            assignmentGeneration: generation
         )
     }
 }
