@@ -3,7 +3,7 @@ import Foundation
 /// An answer APNs gave to one request (Apple: *Handling notification responses from APNs*).
 ///
 /// Its properties are constants: an explicit initialiser of a struct with `var` properties copies the new value once
-/// more (docs/architecture.md, "Modules"), and every answer is made by one.
+/// more (docs/architecture.md, "The parts and their boundaries"), and every answer is made by one.
 package struct APNSResponse: Sendable, Hashable {
     /// The HTTP `:status`.
     package let status: Int

@@ -2,8 +2,8 @@
 /// values the hot path copies at each layer it crosses (`Notification`, `HTTP2Request`): a copy is one retain, where a
 /// copy of the value itself retained and released each of its strings and arrays, an atomic operation each.
 ///
-/// `public` and `@inlinable`: this toolchain inlines no `package` declaration into another module, and an access
-/// must compile to a load from the shared object (docs/architecture.md, "Modules").
+/// `public` and `@inlinable`: this toolchain inlines no `package` declaration into another module, and an access must
+/// compile to a load from the shared object (docs/architecture.md, "The parts and their boundaries").
 public struct CopyOnWrite<Value> {
     @usableFromInline
     final class Box {

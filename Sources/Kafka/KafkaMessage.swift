@@ -32,7 +32,7 @@ package struct KafkaHeader: Sendable, Hashable {
 /// A consumed message, copied out of librdkafka.
 ///
 /// Its properties are constants: an explicit initialiser of a struct with `var` properties copies the new value once
-/// more (docs/architecture.md, "Modules"), and every consumed message is made by one.
+/// more (docs/architecture.md, "The parts and their boundaries"), and every consumed message is made by one.
 package struct KafkaMessage: Sendable {
     /// The topic.
     package let topic: String

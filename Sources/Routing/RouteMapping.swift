@@ -3,7 +3,7 @@ import APNSCore
 /// What one matching route made of one event.
 ///
 /// Its properties are constants: an explicit initialiser of a struct with `var` properties copies the new value once
-/// more (docs/architecture.md, "Modules"), and every event's mapping is made by one.
+/// more (docs/architecture.md, "The parts and their boundaries"), and every event's mapping is made by one.
 package struct RouteMapping: Sendable {
     /// The route's name.
     package let route: String

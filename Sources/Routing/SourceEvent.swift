@@ -23,7 +23,8 @@ package struct SourceCoordinates: Sendable, Hashable {
 ///
 /// Its properties are constants, as are ``SourceCoordinates``': this toolchain compiles an explicit initialiser of a
 /// struct with `var` properties, returned in memory, into a copy of the new value and the destruction of the original
-/// (a retain and a release of each reference), and every event is made by one (docs/architecture.md, "Modules").
+/// (a retain and a release of each reference), and every event is made by one (docs/architecture.md, "The parts and
+/// their boundaries").
 package struct SourceEvent: Sendable {
     /// Where it came from; `key` is the event's key.
     package let source: SourceCoordinates
