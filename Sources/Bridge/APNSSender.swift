@@ -34,6 +34,7 @@ package final class APNSSender: ManagedSender {
 
     private let defaultProvider: Provider
     private let appProviders: [String: Provider]
+    package let sendsOnlyHTTP2: Bool
 
     /// Creates a sender over HTTP/2 clients. Connections open on the first send.
     package convenience init(defaultClient: APNSClient, appClients: [String: APNSClient]) {
@@ -44,6 +45,10 @@ package final class APNSSender: ManagedSender {
     package init(defaultProvider: Provider, appProviders: [String: Provider]) {
         self.defaultProvider = defaultProvider
         self.appProviders = appProviders
+        self.sendsOnlyHTTP2 = ([defaultProvider] + appProviders.values).allSatisfy {
+            if case .http2 = $0 { return true }
+            return false
+        }
     }
 
     /// Loads the credentials of `configuration.apns` and every app and creates their clients. Throws a

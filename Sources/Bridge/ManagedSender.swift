@@ -14,6 +14,9 @@ package protocol ManagedSender: NotificationSender {
     /// The provider protocol `app`'s notifications go out on, for the `pushbridge-protocol` header of their
     /// records (senders that are no APNs protocol, like the log sender, answer `.http2`: no header).
     func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol
+    /// Whether ``providerProtocol(app:)`` answers `.http2` for every app: then the pipeline need not ask it per
+    /// record (it is asked on the answer's thread for every outcome).
+    var sendsOnlyHTTP2: Bool { get }
     /// Runs the connections and the sends that need waiting until ``shutdown()``.
     func run() async
     /// Closes connections and ends ``run()``; called after the pipeline drained.
@@ -24,6 +27,7 @@ extension LogSender: ManagedSender {
     package var openConnections: Int { 0 }
     package func validate(_ notification: Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? { nil }
     package func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol { .http2 }
+    package var sendsOnlyHTTP2: Bool { true }
     package func run() async {}
     package func shutdown() async {}
 }

@@ -52,6 +52,8 @@ package final class ReloadableSender: ManagedSender {
     }
 
     private let state: Mutex<State>
+    /// ``ManagedSender/sendsOnlyHTTP2`` of the sender in force, read without the lock.
+    private let onlyHTTP2: Atomic<Bool>
     private let commands = AsyncStream<Command>.makeStream()
     private let retireTimeout: Duration
     private let logger: Logger
@@ -61,6 +63,7 @@ package final class ReloadableSender: ManagedSender {
     package init(_ sender: any ManagedSender, retireTimeout: Duration, logger: Logger) {
         let first = Generation(sender)
         self.state = Mutex(State(current: first))
+        self.onlyHTTP2 = Atomic(sender.sendsOnlyHTTP2)
         self.retireTimeout = retireTimeout
         self.logger = logger
         self.commands.continuation.yield(.run(first))
@@ -80,6 +83,7 @@ package final class ReloadableSender: ManagedSender {
             guard !state.isShutDown else { return nil }
             let previous = state.current
             state.current = next
+            self.onlyHTTP2.store(sender.sendsOnlyHTTP2, ordering: .relaxed)
             state.retiring[ObjectIdentifier(previous)] = previous
             return previous
         }
@@ -123,8 +127,12 @@ package final class ReloadableSender: ManagedSender {
     }
 
     package func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol {
-        self.current.providerProtocol(app: app)
+        // Asked for every outcome: with only HTTP/2 providers (the usual case), without taking the lock.
+        if self.onlyHTTP2.load(ordering: .relaxed) { return .http2 }
+        return self.current.providerProtocol(app: app)
     }
+
+    package var sendsOnlyHTTP2: Bool { self.onlyHTTP2.load(ordering: .relaxed) }
 
     /// Runs the sender in force and every sender a reload brings, and retires the replaced ones, until
     /// ``shutdown()``.

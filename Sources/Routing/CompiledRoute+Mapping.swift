@@ -6,7 +6,7 @@ import SafeText
 extension CompiledRoute {
     /// Whether every `match` condition holds for the event.
     func matches(_ scope: RenderScope) -> Bool {
-        self.match.allSatisfy { scope.resolve($0.path) == $0.value }
+        self.match.allSatisfy { scope.value(at: $0.path, equals: $0.value) }
     }
 
     /// Why the event does not match, or `nil` when it does.
@@ -382,20 +382,21 @@ extension CompiledRoute {
                 return .success((bytes, nil))
             }
         case .from(let path):
-            switch scope.resolve(path) {
-            case nil, .null?:
+            guard let located = scope.locate(path), !scope.isNull(located) else {
                 return .failure(
                     self.deadLetter(
                         .missingValue, "payload_from", "\(path.text) is missing; expected the payload object"))
-            case .object(let members)?:
-                bytes = JSONValue.object(members).serialized()
-                guard bytes.count > limit else { return .success((bytes, nil)) }
-            case let value?:
+            }
+            // Written from where it is; only a value of the wrong type is built, for its type's name.
+            guard scope.isObject(located) else {
                 return .failure(
                     self.deadLetter(
                         .invalidValue, "payload_from",
-                        "\(path.text) is \(value.typeNameWithArticle); expected the payload object"))
+                        "\(path.text) is \(scope.value(located).typeNameWithArticle); expected the payload object"))
             }
+            bytes = []
+            scope.serialize(located, into: &bytes)
+            guard bytes.count > limit else { return .success((bytes, nil)) }
         }
         if bytes.count > limit + 1 { bytes.removeSubrange((limit + 1)...) }
         return .success((bytes, .payloadTooLarge))

@@ -23,6 +23,8 @@ package struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertibl
         /// can hold it (it would become `null` or `Infinity`), so the document is refused, wherever the
         /// number is (see ``JSONParseError/path``).
         case numberOutOfRange
+        /// A document of 4 GiB or more (``JSONTape/maximumBytes``): larger than any Kafka record can be.
+        case tooLarge
     }
 
     /// What went wrong.
@@ -52,6 +54,7 @@ package struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertibl
             case .trailingBytes: "unexpected data after the JSON value"
             case .tooDeep: "nested deeper than \(JSONValue.maximumDepth) levels"
             case .numberOutOfRange: "number out of range at \(self.pathText)"
+            case .tooLarge: "a document of 4 GiB or more"
             }
         return "\(what) at byte \(self.byteOffset)"
     }

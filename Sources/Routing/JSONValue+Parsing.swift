@@ -18,13 +18,11 @@ extension JSONValue {
     /// ``JSONParseError/Code/numberOutOfRange``; one too small for a double reads as `0` (or `-0.0`). Strings
     /// must be valid UTF-8, and arrays and objects nest at most ``maximumDepth`` deep.
     ///
-    /// Memory: what is built is held in arrays that grow from empty by doubling (no container reserves room
-    /// ahead, except the root, for the members the routes read), so the tree is proportional to the input.
-    /// Measured on the worst shapes (`[[0],[0],…]` with the most spare capacity, `[0,0,…]`, `[{},{},…]`,
-    /// `[{"":0},…]`, long strings and keys), it takes at most 28 bytes per input byte, malloc's overhead
-    /// included (`JSONValueBoundsTests` checks 32); while the last array grows, old and new storage add up to
-    /// about 40 bytes per input byte at the peak. Values that are only checked (not read by any route) take
-    /// nothing.
+    /// The bytes are parsed into a ``JSONTape`` first and the tree is built from it, every array and object at
+    /// exactly its size. Memory: the tree takes at most 28 bytes per input byte, malloc's overhead included
+    /// (measured on the worst shapes: `[[0],[0],…]`, `[0,0,…]`, `[{},{},…]`, `[{"":0},…]`, long strings and
+    /// keys; `JSONValueBoundsTests` checks 32), and while it is built the tape adds at most 16 more (see
+    /// ``JSONDocument/init(parsing:projection:)``).
     package init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
         let result = bytes.withContiguousStorageIfAvailable(Self.parse)
         self = try (result ?? Array(bytes).withUnsafeBufferPointer(Self.parse)).get()
@@ -36,46 +34,84 @@ extension JSONValue {
         self = try text.withUTF8(Self.parse).get()
     }
 
-    /// Parses `bytes`, building only what `projection` names; everything else is checked as strictly as by
-    /// ``init(parsing:)-(some Collection<UInt8>)`` but not built, so the same bytes are rejected or accepted.
-    init(parsing bytes: [UInt8], projection: JSONProjection) throws(JSONParseError) {
-        self = try bytes.withUnsafeBufferPointer { buffer in
-            var parser = JSONParser(buffer)
-            return Result { () throws(JSONParseError) in try parser.parseDocument(projection: projection) }
-        }.get()
-    }
-
     private static func parse(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
-        var parser = JSONParser(buffer)
-        return Result { () throws(JSONParseError) in try parser.parseDocument(projection: .everything) }
+        Result { () throws(JSONParseError) in
+            let document = JSONDocument(taking: try JSONParser.parse(buffer, projection: .everything))
+            return withExtendedLifetime(document) { document.tape.value(JSONTape.root) }
+        }
     }
 }
 
-/// A recursive-descent parser straight over the input bytes: no intermediate tokens, and strings without
-/// escapes are decoded in one step.
+extension JSONDocument {
+    /// Parses `bytes`, putting on the tape only what `projection` names; everything else is checked as strictly
+    /// as by ``JSONValue/init(parsing:)-(some Collection<UInt8>)`` but left out, so the same bytes are rejected or
+    /// accepted whatever the projection.
+    ///
+    /// Memory: a copy of the bytes (strings with escapes are decoded in it), and 16 bytes per node; a node takes
+    /// at least two input bytes (`0,`) but the last, so the nodes take at most 8 bytes per input byte, 16 with the
+    /// spare room of their growth by doubling. Values that are only checked take no node.
+    convenience init(parsing bytes: [UInt8], projection: JSONProjection) throws(JSONParseError) {
+        let parsed = try bytes.withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONParseError) in try JSONParser.parse(buffer, projection: projection) }
+        }.get()
+        self.init(taking: parsed)
+    }
+}
+
+/// A recursive-descent parser straight over the input bytes into a ``JSONTape``: no intermediate tokens, and
+/// strings are read where they are in a copy of the input (those with escapes decoded in place).
 private struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
     private var depth = 0
+    /// The input's copy the tape's strings are in.
+    private let copy: UnsafeMutableBufferPointer<UInt8>
+    /// What to build.
+    private let projection: JSONProjection
+    /// The tape's nodes, `nodeCount` of them so far.
+    private var nodes: UnsafeMutableBufferPointer<JSONTape.Node>
+    private var nodeCount = 0
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    /// A parser that owns a copy of `bytes` and room for nodes, which ``parse(_:projection:)`` hands to the
+    /// document or frees.
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, projection: JSONProjection) {
         self.bytes = bytes
+        self.projection = projection
+        self.copy = UnsafeMutableBufferPointer.allocate(capacity: bytes.count)
+        _ = self.copy.initialize(fromContentsOf: bytes)
+        // Most events need a few dozen nodes (only what routes read is built); more grow by doubling.
+        self.nodes = UnsafeMutableBufferPointer.allocate(capacity: min(32, bytes.count / 2 + 1))
     }
 
-    mutating func parseDocument(projection: JSONProjection) throws(JSONParseError) -> JSONValue {
+    /// The document `bytes` hold, with what `projection` names on its tape.
+    static func parse(
+        _ bytes: UnsafeBufferPointer<UInt8>, projection: JSONProjection
+    ) throws(JSONParseError) -> JSONDocument.Parsed {
+        guard bytes.count <= JSONTape.maximumBytes else {
+            throw JSONParseError(code: .tooLarge, byteOffset: 0)
+        }
+        var parser = JSONParser(bytes, projection: projection)
         do throws(JSONParseError) {
-            self.skipWhitespace()
-            let value = try self.parseValue(projection)
-            self.skipWhitespace()
-            guard self.index == self.bytes.count else { throw self.error(.trailingBytes) }
-            return value
+            try parser.parseDocument()
         } catch {
+            parser.copy.deallocate()
+            parser.nodes.deallocate()
             guard error.code == .numberOutOfRange else { throw error }
             var located = error
-            var locator = JSONParser(self.bytes)
+            var locator = JSONParser(bytes, projection: .everything)
             located.path = locator.path(to: error.byteOffset) ?? []
+            locator.copy.deallocate()
+            locator.nodes.deallocate()
             throw located
         }
+        return JSONDocument.Parsed(nodes: parser.nodes, count: parser.nodeCount, bytes: parser.copy)
+    }
+
+    private mutating func parseDocument() throws(JSONParseError) {
+        self.skipWhitespace()
+        try self.parseValue(self.projection.root)
+        self.skipWhitespace()
+        guard self.index == self.bytes.count else { throw self.error(.trailingBytes) }
     }
 
     private func error(_ code: JSONParseError.Code) -> JSONParseError {
@@ -91,25 +127,65 @@ private struct JSONParser {
         }
     }
 
-    /// Parses the value at the current position; `projection` says what of it to build, `nil` nothing (the
-    /// value is checked and skipped, and the answer is `null`).
-    private mutating func parseValue(_ projection: JSONProjection?) throws(JSONParseError) -> JSONValue {
+    /// Where a string's bytes are once it is checked: in the copy, from the byte after its opening quote, escapes
+    /// decoded.
+    private struct StringSpan {
+        var start: Int
+        var count: Int
+    }
+
+    /// The index the next node gets.
+    private var nextNode: UInt32 { UInt32(truncatingIfNeeded: self.nodeCount) }
+
+    private mutating func append(_ node: JSONTape.Node) {
+        if self.nodeCount == self.nodes.count {
+            let larger = UnsafeMutableBufferPointer<JSONTape.Node>.allocate(capacity: max(16, 2 * self.nodes.count))
+            _ = larger.initialize(fromContentsOf: self.nodes)
+            self.nodes.deallocate()
+            self.nodes = larger
+        }
+        self.nodes.initializeElement(at: self.nodeCount, to: node)
+        self.nodeCount += 1
+    }
+
+    private mutating func appendLeaf(_ kind: JSONTape.Kind) {
+        self.append(JSONTape.Node(kind, end: self.nextNode + 1))
+    }
+
+    private mutating func appendString(_ span: StringSpan) {
+        self.append(
+            JSONTape.Node(
+                .string, first: UInt32(truncatingIfNeeded: span.start), second: UInt32(truncatingIfNeeded: span.count),
+                end: self.nextNode + 1))
+    }
+
+    /// The bytes of a string parsed (in the copy).
+    private func text(of span: StringSpan) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: self.copy[span.start..<span.start + span.count])
+    }
+
+    /// Parses the value at the current position; `projection` says what of it to put on the tape, `nil` nothing
+    /// (the value is checked and skipped).
+    private mutating func parseValue(_ projection: JSONProjection.Selection?) throws(JSONParseError) {
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
+        let build = projection != nil
         switch self.bytes[self.index] {
-        case UInt8(ascii: "{"): return try self.parseObject(projection)
-        case UInt8(ascii: "["): return try self.parseArray(build: projection != nil)
-        case UInt8(ascii: "\""): return .string(try self.parseString(build: projection != nil))
+        case UInt8(ascii: "{"): try self.parseObject(projection)
+        case UInt8(ascii: "["): try self.parseArray(build: build)
+        case UInt8(ascii: "\""):
+            let span = try self.parseString()
+            if build { self.appendString(span) }
         case UInt8(ascii: "t"):
             try self.expectLiteral("true")
-            return .bool(true)
+            if build { self.appendLeaf(.true) }
         case UInt8(ascii: "f"):
             try self.expectLiteral("false")
-            return .bool(false)
+            if build { self.appendLeaf(.false) }
         case UInt8(ascii: "n"):
             try self.expectLiteral("null")
-            return .null
+            if build { self.appendLeaf(.null) }
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return try self.parseNumber(build: projection != nil)
+            try self.parseNumber(build: build)
         default:
             throw self.error(.unexpectedByte)
         }
@@ -131,77 +207,87 @@ private struct JSONParser {
         guard self.depth <= JSONValue.maximumDepth else { throw self.error(.tooDeep) }
     }
 
-    private mutating func parseObject(_ projection: JSONProjection?) throws(JSONParseError) -> JSONValue {
+    /// Opens a container's node when building; answers its index.
+    private mutating func open(_ kind: JSONTape.Kind, build: Bool) -> Int {
+        let node = self.nodeCount
+        if build { self.append(JSONTape.Node(kind, end: 0)) }
+        return node
+    }
+
+    /// Closes the container opened at `node` with `count` children.
+    private mutating func close(_ node: Int, count: UInt32, build: Bool) {
+        self.index += 1
+        self.depth -= 1
+        guard build else { return }
+        self.nodes[node].second = count
+        self.nodes[node].end = self.nextNode
+    }
+
+    private mutating func parseObject(_ projection: JSONProjection.Selection?) throws(JSONParseError) {
         try self.enter()
         self.index += 1
-        var members: [(key: String, value: JSONValue)] = []
-        // Objects grow from empty (to at most twice their member count), so a document of many small objects
-        // costs memory in proportion. An object the routes read only some members of reserves room for those
-        // when it gets its first one: the root for all of them (there is one root), any other for at most 4
-        // (another such object exists only once per repetition of its key, so 4 bounds what a document of
-        // repeated keys can make it reserve). This saves most growth steps on every event.
-        let reservation = projection?.members.map { self.depth == 1 ? max(1, $0.count) : min(4, $0.count) } ?? 0
+        let build = projection != nil
+        let node = self.open(.object, build: build)
+        var count: UInt32 = 0
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "}") {
-            self.index += 1
-            self.depth -= 1
-            return .object([])
+            self.close(node, count: 0, build: build)
+            return
         }
         while true {
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: "\"") else { throw self.error(.unexpectedByte) }
-            let (key, memberProjection) = try self.parseMemberName(projection)
+            let key = try self.parseString()
+            let memberProjection = self.memberProjection(key, of: projection)
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             guard self.bytes[self.index] == UInt8(ascii: ":") else { throw self.error(.unexpectedByte) }
             self.index += 1
             self.skipWhitespace()
-            let value = try self.parseValue(memberProjection)
             if memberProjection != nil {
-                if members.isEmpty, reservation > 1 { members.reserveCapacity(reservation) }
-                members.append((key: key, value: value))
+                self.appendString(key)
+                count += 1
             }
+            try self.parseValue(memberProjection)
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
             case UInt8(ascii: ","):
                 self.index += 1
             case UInt8(ascii: "}"):
-                self.index += 1
-                self.depth -= 1
-                return .object(members)
+                self.close(node, count: count, build: build)
+                return
             default:
                 throw self.error(.unexpectedByte)
             }
         }
     }
 
-    private mutating func parseArray(build: Bool) throws(JSONParseError) -> JSONValue {
+    private mutating func parseArray(build: Bool) throws(JSONParseError) {
         try self.enter()
         self.index += 1
-        var elements: [JSONValue] = []
+        let node = self.open(.array, build: build)
+        var count: UInt32 = 0
         self.skipWhitespace()
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         if self.bytes[self.index] == UInt8(ascii: "]") {
-            self.index += 1
-            self.depth -= 1
-            return .array([])
+            self.close(node, count: 0, build: build)
+            return
         }
         while true {
             self.skipWhitespace()
-            let element = try self.parseValue(build ? .everything : nil)
-            if build { elements.append(element) }
+            try self.parseValue(build ? .everything : nil)
+            count += 1
             self.skipWhitespace()
             guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
             switch self.bytes[self.index] {
             case UInt8(ascii: ","):
                 self.index += 1
             case UInt8(ascii: "]"):
-                self.index += 1
-                self.depth -= 1
-                return .array(elements)
+                self.close(node, count: count, build: build)
+                return
             default:
                 throw self.error(.unexpectedByte)
             }
@@ -221,7 +307,7 @@ private struct JSONParser {
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         let isObject = self.bytes[self.index] == UInt8(ascii: "{")
         guard isObject || self.bytes[self.index] == UInt8(ascii: "[") else {
-            _ = try self.parseValue(nil)
+            try self.parseValue(nil)
             return nil
         }
         self.index += 1
@@ -235,7 +321,8 @@ private struct JSONParser {
             }
             var segment = String(offset)
             if isObject {
-                segment = try self.parseString(build: true)
+                let key = try self.parseString()
+                segment = String(decoding: self.text(of: key), as: UTF8.self)
                 self.skipWhitespace()
                 self.index += 1  // the colon
                 self.skipWhitespace()
@@ -247,28 +334,18 @@ private struct JSONParser {
         }
     }
 
-    /// Parses a member name starting at its opening quote, and answers it with what to build of the member's
-    /// value; `nil` when the value is not needed. A projection that names members compares the name's bytes
-    /// with them and reuses its own string, so names are only made into strings when everything is built.
-    private mutating func parseMemberName(
-        _ projection: JSONProjection?
-    ) throws(JSONParseError) -> (String, JSONProjection?) {
-        guard let projection else { return (try self.parseString(build: false), nil) }
-        guard projection.members != nil else { return (try self.parseString(build: true), .everything) }
-        let member = try self.parseString { projection.member(utf8: $0) }
-        return (member?.key ?? "", member?.projection)
+    /// What to build of the value of the member named `key` of an object built with `projection`; `nil` when
+    /// the value is not needed. A projection that names members compares the name's bytes with them.
+    private func memberProjection(
+        _ key: StringSpan, of selection: JSONProjection.Selection?
+    ) -> JSONProjection.Selection? {
+        guard let selection else { return nil }
+        return self.projection.member(of: selection, utf8: self.text(of: key))
     }
 
-    /// Parses a string starting at its opening quote; when not `build`ing, checks it and answers `""`.
-    private mutating func parseString(build: Bool) throws(JSONParseError) -> String {
-        try self.parseString { build ? String(decoding: $0, as: UTF8.self) : "" }
-    }
-
-    /// Parses a string starting at its opening quote, checks it, and answers what `body` makes of its UTF-8
-    /// bytes (escapes decoded).
-    private mutating func parseString<Answer>(
-        _ body: (UnsafeBufferPointer<UInt8>) -> Answer
-    ) throws(JSONParseError) -> Answer {
+    /// Parses a string starting at its opening quote, checks it, and answers where its bytes (escapes decoded)
+    /// are.
+    private mutating func parseString() throws(JSONParseError) -> StringSpan {
         self.index += 1
         let start = self.index
         // Fast path: no escapes, so the bytes between the quotes are the string. The scan works on locals so
@@ -307,45 +384,50 @@ private struct JSONParser {
                 throw JSONParseError(code: .invalidUTF8, byteOffset: start)
             }
             self.index += 1
-            return body(slice)
+            return StringSpan(start: start, count: position - start)
         }
         if position < count, self.bytes[position] < 0x20 { throw self.error(.invalidString) }
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
-        // Slow path: decode escapes into a scratch buffer.
-        var scratch = Array(self.bytes[start..<self.index])
+        // Slow path: decode escapes in place in the copy, behind the reading position (an escape is never shorter
+        // than what it decodes to). The bytes before the first escape are already there.
+        var written = self.index
         while self.index < self.bytes.count {
             let byte = self.bytes[self.index]
             switch byte {
             case UInt8(ascii: "\""):
                 self.index += 1
-                guard scratch.withUnsafeBufferPointer(isValidUTF8) else {
+                let span = StringSpan(start: start, count: written - start)
+                guard isValidUTF8(self.text(of: span)) else {
                     throw JSONParseError(code: .invalidUTF8, byteOffset: start)
                 }
-                return scratch.withUnsafeBufferPointer(body)
+                return span
             case UInt8(ascii: "\\"):
                 self.index += 1
-                try self.parseEscape(into: &scratch)
+                try self.parseEscape(writingAt: &written)
             case 0..<0x20:
                 throw self.error(.invalidString)
             default:
-                scratch.append(byte)
+                self.copy[written] = byte
+                written += 1
                 self.index += 1
             }
         }
         throw self.error(.unexpectedEnd)
     }
 
-    private mutating func parseEscape(into scratch: inout [UInt8]) throws(JSONParseError) {
+    /// Decodes the escape after a backslash into the copy at `written`, and moves `written` past it.
+    private mutating func parseEscape(writingAt written: inout Int) throws(JSONParseError) {
         guard self.index < self.bytes.count else { throw self.error(.unexpectedEnd) }
         let byte = self.bytes[self.index]
         self.index += 1
+        let decoded: UInt8
         switch byte {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scratch.append(byte)
-        case UInt8(ascii: "b"): scratch.append(0x08)
-        case UInt8(ascii: "f"): scratch.append(0x0C)
-        case UInt8(ascii: "n"): scratch.append(0x0A)
-        case UInt8(ascii: "r"): scratch.append(0x0D)
-        case UInt8(ascii: "t"): scratch.append(0x09)
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): decoded = byte
+        case UInt8(ascii: "b"): decoded = 0x08
+        case UInt8(ascii: "f"): decoded = 0x0C
+        case UInt8(ascii: "n"): decoded = 0x0A
+        case UInt8(ascii: "r"): decoded = 0x0D
+        case UInt8(ascii: "t"): decoded = 0x09
         case UInt8(ascii: "u"):
             var scalar = try self.parseHex4()
             if (0xD800..<0xDC00).contains(scalar) {
@@ -363,11 +445,18 @@ private struct JSONParser {
             guard let unicode = Unicode.Scalar(scalar), let encoded = UTF8.encode(unicode) else {
                 throw self.error(.invalidString)
             }
-            scratch.append(contentsOf: encoded)
+            // `\uXXXX` (6 bytes) decodes to at most 3, a surrogate pair (12) to 4.
+            for unit in encoded {
+                self.copy[written] = unit
+                written += 1
+            }
+            return
         default:
             self.index -= 1
             throw self.error(.invalidString)
         }
+        self.copy[written] = decoded
+        written += 1
     }
 
     private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
@@ -388,11 +477,11 @@ private struct JSONParser {
         return value
     }
 
-    /// Parses a number; when not `build`ing, checks its grammar and range and answers `null`.
+    /// Parses a number and, when `build`ing, puts it on the tape; otherwise only checks its grammar and range.
     ///
     /// Numbers beyond the double range are refused whether built or not, so that an event is accepted or
     /// refused the same way whatever the routes read of it.
-    private mutating func parseNumber(build: Bool) throws(JSONParseError) -> JSONValue {
+    private mutating func parseNumber(build: Bool) throws(JSONParseError) {
         let start = self.index
         var negative = false
         if self.bytes[self.index] == UInt8(ascii: "-") {
@@ -432,7 +521,7 @@ private struct JSONParser {
             {
                 throw JSONParseError(code: .numberOutOfRange, byteOffset: start)
             }
-            return .null
+            return
         }
         if isInteger {
             // Accumulate negatively so that Int64.min parses too.
@@ -450,9 +539,9 @@ private struct JSONParser {
             }
             if !overflow {
                 if !negative {
-                    if value == .min { overflow = true } else { return .integer(-value) }
+                    if value == .min { overflow = true } else { return self.appendNumber(.integer, -value) }
                 } else {
-                    return .integer(value)
+                    return self.appendNumber(.integer, value)
                 }
             }
         }
@@ -461,7 +550,15 @@ private struct JSONParser {
             throw JSONParseError(code: .invalidNumber, byteOffset: start)
         }
         guard double.isFinite else { throw JSONParseError(code: .numberOutOfRange, byteOffset: start) }
-        return .double(double)
+        self.appendNumber(.double, double.bitPattern)
+    }
+
+    private mutating func appendNumber(_ kind: JSONTape.Kind, _ value: Int64) {
+        self.appendNumber(kind, UInt64(bitPattern: value))
+    }
+
+    private mutating func appendNumber(_ kind: JSONTape.Kind, _ bits: UInt64) {
+        self.append(JSONTape.Node(kind, bits: bits, end: self.nextNode + 1))
     }
 
     /// Whether the JSON number `text` (grammar already checked) is within the double range, without

@@ -90,8 +90,8 @@ enum PayloadTemplate: Sendable {
         case .constant(let constant):
             bytes.append(contentsOf: constant)
         case .typed(let path):
-            guard let value = scope.resolve(path), !value.isNull else { return .leftOut }
-            value.serialize(into: &bytes)
+            guard let value = scope.locate(path), !scope.isNull(value) else { return .leftOut }
+            scope.serialize(value, into: &bytes)
         case .text(let template):
             bytes.append(UInt8(ascii: "\""))
             switch template.render(into: &bytes, escaped: true, budget: &budget, scope: &scope) {

@@ -1,14 +1,28 @@
 import APNSCore
 
+/// A value a template sees: a node of the event's document, or a value made for the template (`_kafka`,
+/// `_headers`).
+enum ScopeValue {
+    case node(Int)
+    case made(JSONValue)
+}
+
 /// The names a template sees while it renders: the event's JSON, `_kafka`, `_headers`, and the values of the
 /// sections it is inside.
+///
+/// Lookups answer where a value is (``locate(_:)``), not a copy of it: the event's values stay on its
+/// ``JSONDocument`` tape, and rendering writes them from there. ``resolve(_:)`` builds the ``JSONValue`` for
+/// the callers that inspect one (tokens, expiration, channel ID, context, messages).
 struct RenderScope {
     let event: SourceEvent
-    let document: JSONValue
+    let document: JSONDocument
     /// Values of the open sections, innermost last.
-    private var frames: [JSONValue] = []
+    private var frames: [ScopeValue] = []
 
-    init(event: SourceEvent, document: JSONValue) {
+    /// The document's tape; `self` keeps the document alive while it is read.
+    var tape: JSONTape { self.document.tape }
+
+    init(event: SourceEvent, document: JSONDocument) {
         self.event = event
         self.document = document
     }
@@ -17,49 +31,97 @@ struct RenderScope {
     ///
     /// The first segment is looked up in the innermost open section first, then outwards, then in the event
     /// (Mustache's rule); the rest follows from there. `_kafka` and `_headers` always name the event's metadata.
-    func resolve(_ path: TemplatePath) -> JSONValue? {
+    func locate(_ path: TemplatePath) -> ScopeValue? {
         switch path.root {
         case .implicit:
-            return self.frames.last ?? self.document
+            return self.frames.last ?? .node(JSONTape.root)
         case .kafka:
-            return self.kafka(path.segments)
+            return self.kafka(path.segments).map(ScopeValue.made)
         case .headers:
             // Templates see a null header as an empty one (dead letters keep it null).
             guard let name = path.segments.first else {
-                return .object(self.event.headers.map { (key: $0.0, value: Self.text($0.1 ?? [])) })
+                return .made(.object(self.event.headers.map { (key: $0.0, value: Self.text($0.1 ?? [])) }))
             }
-            return self.event.headers.last(where: { $0.0 == name }).map { Self.text($0.1 ?? []) }
+            return self.event.headers.last(where: { $0.0 == name }).map { .made(Self.text($0.1 ?? [])) }
         case .scope:
             // Index loops: iterators and slices would retain the arrays and copy each element.
-            let segments = path.segments
-            var start: JSONValue?
+            var start: ScopeValue?
             var frame = self.frames.count
             while frame > 0, start == nil {
                 frame -= 1
-                start = self.frames[frame].child(named: segments[0])
+                start = self.child(of: self.frames[frame], path, 0)
             }
-            guard var current = start ?? self.document.child(named: segments[0]) else { return nil }
-            var index = 1
-            while index < segments.count {
-                guard let next = current.child(named: segments[index]) else { return nil }
+            guard var current = start ?? self.tape.child(of: JSONTape.root, path: path, at: 0).map(ScopeValue.node)
+            else { return nil }
+            var position = 1
+            while position < path.keys.count {
+                guard let next = self.child(of: current, path, position) else { return nil }
                 current = next
-                index += 1
+                position += 1
             }
             return current
         }
     }
 
-    /// ``resolve(_:)``, charging `budget` for the lookup when it is made inside a section, where it may repeat
+    /// The value `path` names as a ``JSONValue``, `nil` when it names nothing.
+    func resolve(_ path: TemplatePath) -> JSONValue? {
+        guard let located = self.locate(path) else { return nil }
+        return self.value(located)
+    }
+
+    /// ``locate(_:)``, charging `budget` for the lookup when it is made inside a section, where it may repeat
     /// once per iteration (see ``lookupCost(_:)``). Outside sections a lookup runs once per template, so it
     /// costs nothing and the hot path of a template without sections pays no accounting.
-    func resolve(_ path: TemplatePath, charging budget: inout RenderBudget) -> JSONValue? {
+    func locate(_ path: TemplatePath, charging budget: inout RenderBudget) -> ScopeValue? {
         if !self.frames.isEmpty { budget.stepsLeft -= self.lookupCost(path) }
-        return self.resolve(path)
+        return self.locate(path)
+    }
+
+    /// Whether `path` names a value equal to `value` (``JSONValue``'s type-exact equality).
+    func value(at path: TemplatePath, equals value: JSONValue) -> Bool {
+        switch self.locate(path) {
+        case nil: false
+        case .node(let index)?: self.tape.value(index, equals: value)
+        case .made(let made)?: made == value
+        }
+    }
+
+    /// `value` as a ``JSONValue``.
+    func value(_ value: ScopeValue) -> JSONValue {
+        switch value {
+        case .node(let index): self.tape.value(index)
+        case .made(let made): made
+        }
+    }
+
+    /// One step of `path` from `value`, by its segment at `position`.
+    private func child(of value: ScopeValue, _ path: TemplatePath, _ position: Int) -> ScopeValue? {
+        switch value {
+        case .node(let index): self.tape.child(of: index, path: path, at: position).map(ScopeValue.node)
+        case .made(let made): made.child(named: path.segments[position]).map(ScopeValue.made)
+        }
+    }
+
+    /// What one step of a path from `value` costs, in ``RenderBudget`` steps: an object is searched member by
+    /// member, an array of the document walked to the element, anything else looked at once.
+    private func stepCost(_ value: ScopeValue, _ key: SegmentKey) -> Int {
+        switch value {
+        case .node(let index):
+            let node = self.tape.node(index)
+            switch node.kind {
+            case .object: return max(1, node.count)
+            case .array: return 1 + min(node.count, max(0, key.index ?? 0))
+            default: return 1
+            }
+        case .made(let made):
+            return made.searchCost
+        }
     }
 
     /// What looking `path` up costs, in ``RenderBudget`` steps: one per member of every object searched (each
-    /// open section's value from the innermost out, then the event, then each object on the way), one per
-    /// header scanned and per 16 bytes of header or key text decoded, and at least one.
+    /// open section's value from the innermost out, then the event, then each object on the way) and per array
+    /// element walked past, one per header scanned and per 16 bytes of header or key text decoded, and at least
+    /// one.
     private func lookupCost(_ path: TemplatePath) -> Int {
         switch path.root {
         case .implicit:
@@ -73,24 +135,93 @@ struct RenderScope {
             }
             return cost
         case .scope:
-            let first = path.segments[0]
             var cost = 0
-            var start: JSONValue?
+            var start: ScopeValue?
             for frame in self.frames.reversed() {
-                cost += frame.searchCost
-                if let value = frame.child(named: first) {
+                cost += self.stepCost(frame, path.keys[0])
+                if let value = self.child(of: frame, path, 0) {
                     start = value
                     break
                 }
             }
-            if start == nil { cost += self.document.searchCost }
-            guard var current = start ?? self.document.child(named: first) else { return cost }
-            for segment in path.segments.dropFirst() {
-                cost += current.searchCost
-                guard let next = current.child(named: segment) else { return cost }
+            let root = ScopeValue.node(JSONTape.root)
+            if start == nil { cost += self.stepCost(root, path.keys[0]) }
+            guard var current = start ?? self.child(of: root, path, 0) else { return cost }
+            for position in path.keys.indices.dropFirst() {
+                cost += self.stepCost(current, path.keys[position])
+                guard let next = self.child(of: current, path, position) else { return cost }
                 current = next
             }
             return cost
+        }
+    }
+
+    /// Whether `value` is `null`.
+    func isNull(_ value: ScopeValue) -> Bool {
+        switch value {
+        case .node(let index): self.tape.node(index).kind == .null
+        case .made(let made): made.isNull
+        }
+    }
+
+    /// Whether `value` is an object.
+    func isObject(_ value: ScopeValue) -> Bool {
+        switch value {
+        case .node(let index): self.tape.node(index).kind == .object
+        case .made(.object): true
+        case .made: false
+        }
+    }
+
+    /// Whether a section over `value` renders: everything but `null`, `false` and `[]` does.
+    func isTruthy(_ value: ScopeValue) -> Bool {
+        switch value {
+        case .node(let index):
+            let node = self.tape.node(index)
+            switch node.kind {
+            case .null, .false: return false
+            case .array: return node.count > 0
+            default: return true
+            }
+        case .made(let made):
+            return made.isTruthy
+        }
+    }
+
+    /// Appends `value` as compact JSON.
+    func serialize(_ value: ScopeValue, into bytes: inout [UInt8]) {
+        switch value {
+        case .node(let index): self.tape.serialize(index, into: &bytes)
+        case .made(let made): made.serialize(into: &bytes)
+        }
+    }
+
+    /// Appends `value` as text inside a template: strings as they are, numbers and booleans as JSON writes them,
+    /// arrays and objects as compact JSON text (see ``JSONValue/appendText(to:escaped:)``).
+    func appendText(_ value: ScopeValue, to bytes: inout [UInt8], escaped: Bool) {
+        guard case .node(let index) = value else {
+            self.value(value).appendText(to: &bytes, escaped: escaped)
+            return
+        }
+        switch self.tape.node(index).kind {
+        case .string:
+            let text = self.tape.string(index)
+            if escaped {
+                JSONText.appendEscaped(utf8: text, to: &bytes)
+            } else {
+                bytes.append(contentsOf: text)
+            }
+        case .array, .object:
+            var json: [UInt8] = []
+            self.tape.serialize(index, into: &json)
+            if escaped {
+                json.withUnsafeBufferPointer { JSONText.appendEscaped(utf8: $0, to: &bytes) }
+            } else {
+                bytes.append(contentsOf: json)
+            }
+        default:
+            // Numbers, booleans and null need no escaping.
+            self.tape.serialize(index, into: &bytes)
         }
     }
 
@@ -120,7 +251,7 @@ struct RenderScope {
     }
 
     /// Runs `body` with `value` as the innermost section value.
-    mutating func withFrame<T>(_ value: JSONValue, _ body: (inout RenderScope) -> T) -> T {
+    mutating func withFrame<T>(_ value: ScopeValue, _ body: (inout RenderScope) -> T) -> T {
         self.frames.append(value)
         defer { self.frames.removeLast() }
         return body(&self)
@@ -235,26 +366,36 @@ extension TextTemplate {
             case .text(let raw, let escapedText):
                 bytes.append(contentsOf: escaped ? escapedText : raw)
             case .variable(let path):
-                let value = scope.resolve(path, charging: &budget)
+                let value = scope.locate(path, charging: &budget)
                 if budget.isSpent { return .overBudget }
-                guard let value, !value.isNull else { return .missing(path) }
-                value.appendText(to: &bytes, escaped: escaped)
+                guard let value, !scope.isNull(value) else { return .missing(path) }
+                scope.appendText(value, to: &bytes, escaped: escaped)
             case .section(let path, let inverted, let body):
-                let value = scope.resolve(path, charging: &budget) ?? .null
+                let value = scope.locate(path, charging: &budget) ?? .made(.null)
                 if budget.isSpent { return .overBudget }
                 if inverted {
-                    if !value.isTruthy,
+                    if !scope.isTruthy(value),
                         let stop = Self.render(body, into: &bytes, escaped: escaped, budget: &budget, scope: &scope)
                     {
                         return stop
                     }
-                } else if case .array(let elements) = value {
+                } else if case .node(let index) = value, scope.tape.node(index).kind == .array {
+                    // The elements one after the other on the tape: each one's subtree ends where the next starts.
+                    let end = Int(scope.tape.node(index).end)
+                    var element = index + 1
+                    while element < end {
+                        if let stop = Self.iterate(body, over: .node(element), &bytes, escaped, &budget, &scope) {
+                            return stop
+                        }
+                        element = Int(scope.tape.node(element).end)
+                    }
+                } else if case .made(.array(let elements)) = value {
                     for element in elements {
-                        if let stop = Self.iterate(body, over: element, &bytes, escaped, &budget, &scope) {
+                        if let stop = Self.iterate(body, over: .made(element), &bytes, escaped, &budget, &scope) {
                             return stop
                         }
                     }
-                } else if value.isTruthy {
+                } else if scope.isTruthy(value) {
                     if let stop = Self.iterate(body, over: value, &bytes, escaped, &budget, &scope) { return stop }
                 }
             }
@@ -266,7 +407,7 @@ extension TextTemplate {
     /// One section iteration: a step of the budget, then `body` with `value` as the innermost section value.
     private static func iterate(
         _ body: [Segment],
-        over value: JSONValue,
+        over value: ScopeValue,
         _ bytes: inout [UInt8],
         _ escaped: Bool,
         _ budget: inout RenderBudget,

@@ -77,7 +77,7 @@ package struct Router: Sendable {
     /// large unreadable event is not multiplied by the number of routes), in the lane of the topic's first route.
     package func map(event: SourceEvent) -> [RouteMapping] {
         guard let (indices, projection) = self.routesByTopic[event.source.topic] else { return [] }
-        let document: JSONValue
+        let document: JSONDocument
         do {
             document = try Self.parseValue(of: event, projection: projection)
         } catch {
@@ -106,7 +106,7 @@ package struct Router: Sendable {
     /// against any route.
     package func trial(of event: SourceEvent, route name: String) -> RouteTrial? {
         guard let route = self.routes.first(where: { $0.name == name }) else { return nil }
-        let document: JSONValue
+        let document: JSONDocument
         do {
             document = try Self.parseValue(of: event, projection: .everything)
         } catch {
@@ -134,12 +134,12 @@ package struct Router: Sendable {
     private static func parseValue(
         of event: SourceEvent,
         projection: JSONProjection
-    ) throws(Unreadable) -> JSONValue {
+    ) throws(Unreadable) -> JSONDocument {
         guard let value = event.value else {
             throw Unreadable(code: .notJSON, message: "the event has no value (tombstone); expected a JSON document")
         }
         do {
-            return try JSONValue(parsing: value, projection: projection)
+            return try JSONDocument(parsing: value, projection: projection)
         } catch let error where error.code == .numberOutOfRange {
             // Valid JSON, but a number no JSON value here can hold: say where, so the event can be fixed.
             throw Unreadable(

@@ -20,6 +20,8 @@ struct TemplatePath: Sendable, Hashable {
     let root: Root
     /// The segments after the root (for `.scope`, all of them).
     let segments: [String]
+    /// ``segments`` as the tape compares them (``SegmentKey``).
+    let keys: [SegmentKey]
 
     /// Parses `text`; `nil` when it has an empty segment (`a..b`, `.a`, `a.`).
     init?(_ text: String) {
@@ -27,6 +29,7 @@ struct TemplatePath: Sendable, Hashable {
         if text == "." {
             self.root = .implicit
             self.segments = []
+            self.keys = []
             return
         }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
@@ -43,6 +46,55 @@ struct TemplatePath: Sendable, Hashable {
             self.root = .scope
             self.segments = parts.map(String.init)
         }
+        self.keys = self.segments.map(SegmentKey.init)
+    }
+}
+
+/// A path segment as a ``JSONTape`` compares it with member names: its length and, for names of up to 16 UTF-8
+/// bytes (nearly all), the bytes themselves in two words, so that a lookup reads no string and counts no
+/// reference; and its value when it is a decimal array index.
+struct SegmentKey: Sendable, Hashable {
+    /// The name's length in UTF-8 bytes.
+    let count: Int
+    /// The first 16 bytes, zero-padded, in memory order.
+    let words: (UInt64, UInt64)
+    /// The segment as an array index, when it is one (`Int(segment)`).
+    let index: Int?
+
+    /// The longest name held in ``words``.
+    static let inlineBytes = 16
+
+    init(_ segment: String) {
+        self.count = segment.utf8.count
+        var words: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &words) { raw in
+            for (offset, byte) in segment.utf8.prefix(Self.inlineBytes).enumerated() { raw[offset] = byte }
+        }
+        self.words = words
+        self.index = Int(segment)
+    }
+
+    /// Whether `name` (UTF-8) is this segment; `segment` is the whole text, read only for names longer than
+    /// ``inlineBytes``.
+    @inline(__always)
+    func matches(_ name: UnsafeBufferPointer<UInt8>, segment: @autoclosure () -> String) -> Bool {
+        guard name.count == self.count else { return false }
+        guard self.count <= Self.inlineBytes else { return segment().utf8.elementsEqual(name) }
+        var words: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &words) { raw in
+            raw.copyMemory(from: UnsafeRawBufferPointer(name))
+        }
+        return words.0 == self.words.0 && words.1 == self.words.1
+    }
+
+    static func == (lhs: SegmentKey, rhs: SegmentKey) -> Bool {
+        lhs.count == rhs.count && lhs.words.0 == rhs.words.0 && lhs.words.1 == rhs.words.1 && lhs.index == rhs.index
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(self.count)
+        hasher.combine(self.words.0)
+        hasher.combine(self.words.1)
     }
 }
 

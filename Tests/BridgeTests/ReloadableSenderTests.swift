@@ -49,6 +49,7 @@ struct ReloadableSenderTests {
         var openConnections: Int { self.isShutDown ? 0 : 1 }
         func validate(_ notification: APNSCore.Notification, payloadIsJSONObject: Bool, app: String?) -> Reason? { nil }
         func providerProtocol(app: String?) -> APNSSettings.ProviderProtocol { .http2 }
+        var sendsOnlyHTTP2: Bool { true }
         func run() async {
             for await _ in self.stopped.stream {}
         }

@@ -18,7 +18,7 @@ import Testing
         var diagnostics = RouteDiagnostics(routeIndex: 0, routeName: "test")
         let payload = PayloadTemplate(compiling: template, keyPath: "payload", diagnostics: &diagnostics)
         try #require(diagnostics.errors.isEmpty)
-        let document = try JSONValue(parsing: json)
+        let document = try JSONDocument(parsing: Array(json.utf8), projection: .everything)
         var scope = RenderScope(
             event: SourceEvent(topic: "t", partition: 0, offset: 0, value: Array(json.utf8)), document: document)
         var budget = RenderBudget(byteLimit: limit)
@@ -105,8 +105,8 @@ import Testing
         let template = try TextTemplate("{{#items}}{{big}}{{/items}}")
         let json = Self.event(items: 1_000, bigBytes: 100_000)
         var scope = RenderScope(
-            event: SourceEvent(topic: "t", partition: 0, offset: 0, value: nil), document: try JSONValue(parsing: json)
-        )
+            event: SourceEvent(topic: "t", partition: 0, offset: 0, value: nil),
+            document: try JSONDocument(parsing: Array(json.utf8), projection: .everything))
         guard case .overBudget(let partial) = template.renderText(limit: 256, scope: &scope) else {
             Issue.record("rendered whole")
             return
@@ -115,35 +115,49 @@ import Testing
     }
 }
 
-/// Parsing with a projection (what the bridge does) keeps the memory bound of a full parse.
+/// Parsing with a projection (what the bridge does): only what the routes read is on the tape, and the tape keeps
+/// its memory bound (``JSONDocument/init(parsing:projection:)``: a copy of the input and at most 16 bytes of nodes
+/// per input byte).
 @Suite struct ProjectedParsingTests {
-    @Test func repeatedKeysOfAnObjectTheRoutesReadReserveAtMostFourMembersEach() throws {
-        // Routes reading a.b ... a.g: every repetition of "a" is an object read in part, reserving room for
-        // at most 4 of the 6 members read (a single object, such as the root, reserves for all of them).
+    @Test func repeatedKeysOfAnObjectTheRoutesReadStayWithinTheBound() throws {
+        // Routes reading a.b ... a.g: every repetition of "a" is an object read in part.
         let projection = JSONProjection(paths: ["b", "c", "d", "e", "f", "g"].map { ["a", $0] })
-        let repeated = Array(repeating: #""a":{"b":"t"}"#, count: 100_000).joined(separator: ",")
+        let repeated = Array(repeating: #""a":{"b":"t","z":1}"#, count: 100_000).joined(separator: ",")
         let bytes = Array("{\(repeated)}".utf8)
-        let value = try JSONValue(parsing: bytes, projection: projection)
-        guard case .object(let members) = value, case .object(let first)? = members.first?.value else {
+        let document = try JSONDocument(parsing: bytes, projection: projection)
+        // The root, then per repetition the key `a`, its object, the key `b` and its string; `z` is left out.
+        #expect(document.tape.nodes.count == 1 + 4 * 100_000)
+        guard case .object(let members) = document.tape.value(JSONTape.root),
+            case .object(let first)? = members.first?.value
+        else {
             Issue.record("unexpected shape")
             return
         }
         #expect(members.count == 100_000)
-        #expect(first.capacity == 4)
-        #expect(JSONValueBoundsTests.heapBytes(value) <= JSONValueBoundsTests.bytesPerInputByte * bytes.count)
+        #expect(first.map(\.key) == ["b"])
+        #expect(document.allocatedBytes <= 17 * bytes.count)
     }
 
-    @Test func theRootReservesTheMembersTheRoutesReadNotTheObjects() throws {
+    @Test func theRootKeepsOnlyTheMembersTheRoutesRead() throws {
         let projection = JSONProjection(paths: [["a"], ["b"], ["c"], ["d"], ["e"], ["f"]])
-        // 6 members read among 56: room for the 6 (the allocator may round a few up: jemalloc gives 7), far from 56.
-        let unread = (0..<50).map { #""x\#($0)":0"# }.joined(separator: ",")
-        let value = try JSONValue(
-            parsing: Array(#"{"a":1,\#(unread),"b":2,"c":3,"d":4,"e":5,"f":6}"#.utf8), projection: projection)
-        guard case .object(let members) = value else {
+        let unread = (0..<50).map { #""x\#($0)":{"y":[1,2,3]}"# }.joined(separator: ",")
+        let document = try JSONDocument(
+            parsing: Array(#"{"a":1,\#(unread),"b":2,"c":3,"d":4,"e":5,"f":{"g":[true]}}"#.utf8),
+            projection: projection)
+        #expect(document.tape.nodes.count == 1 + 2 * 5 + 5)
+        guard case .object(let members) = document.tape.value(JSONTape.root) else {
             Issue.record("not an object")
             return
         }
         #expect(members.map(\.key) == ["a", "b", "c", "d", "e", "f"])
-        #expect(members.capacity >= 6 && members.capacity < 12)
+        #expect(members.last?.value == ["g": [true]])
+    }
+
+    @Test func aProjectionRejectsWhatTheFullParseRejects() throws {
+        let projection = JSONProjection(paths: [["a"]])
+        for text in [#"{"a":1,"b":[1,}"#, #"{"a":1,"b":"\x"}"#, #"{"b":1e999,"a":1}"#, #"{"a":1} x"#] {
+            #expect(throws: JSONParseError.self) { try JSONDocument(parsing: Array(text.utf8), projection: projection) }
+            #expect(throws: JSONParseError.self) { try JSONValue(parsing: text) }
+        }
     }
 }
