@@ -167,7 +167,7 @@ extension CompiledRoute {
     }
 
     static func compilePayload(_ spec: RouteSpec, diagnostics: inout RouteDiagnostics) -> Payload {
-        let fallback = Payload.template(.constant(Array("{}".utf8)))
+        let fallback = Payload.template(PayloadTemplate(constant: Array("{}".utf8)))
         switch (spec.payload, spec.payloadFrom) {
         case (.some, .some):
             diagnostics.report(

@@ -109,14 +109,15 @@ struct JSONTape {
         return child
     }
 
-    /// One step of `path` from the node at `index`, by its segment at `position`: an object member, or an array
-    /// element when the segment is a decimal index (as ``JSONValue``'s own lookup).
-    func child(of index: Int, path: TemplatePath, at position: Int) -> Int? {
+    /// One step of a path from the node at `index`, by the segment `key` (`segment` as text, read only for a long
+    /// name): an object member, or an array element when the segment is a decimal index (as ``JSONValue``'s own
+    /// lookup).
+    func child(of index: Int, key: SegmentKey, segment: @autoclosure () -> String) -> Int? {
         switch self.nodes[index].kind {
         case .object:
-            return self.member(of: index, key: path.keys[position], segment: path.segments[position])
+            return self.member(of: index, key: key, segment: segment())
         case .array:
-            guard let offset = path.keys[position].index else { return nil }
+            guard let offset = key.index else { return nil }
             return self.element(of: index, at: offset)
         default:
             return nil

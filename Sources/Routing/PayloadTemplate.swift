@@ -1,6 +1,53 @@
 /// A payload written as a structured template: the JSON tree of the route's `payload`, with every string leaf
-/// compiled as a template and every subtree without templates serialised once, ahead of time.
-enum PayloadTemplate: Sendable {
+/// compiled as a template and every subtree without templates serialised once, ahead of time; rendered from its
+/// ``PayloadProgram``.
+struct PayloadTemplate: Sendable {
+    /// The compiled tree.
+    let root: PayloadNode
+    /// The tree laid out for rendering.
+    let program: PayloadProgram
+
+    /// Compiles `value`, reporting template errors at `keyPath` and below.
+    init(compiling value: JSONValue, keyPath: String, diagnostics: inout RouteDiagnostics) {
+        self.init(PayloadNode(compiling: value, keyPath: keyPath, diagnostics: &diagnostics))
+    }
+
+    /// A payload of constant JSON bytes.
+    init(constant bytes: [UInt8]) {
+        self.init(.constant(bytes))
+    }
+
+    private init(_ root: PayloadNode) {
+        self.root = root
+        self.program = PayloadProgram(root)
+    }
+
+    /// The event paths the payload may read (see ``TextTemplate/readPaths``).
+    var readPaths: [[String]] { self.root.readPaths }
+
+    /// What rendering one value did.
+    enum Rendered {
+        /// The value is in `bytes`.
+        case written
+        /// The value is left out (a leaf whose value is missing or null); `bytes` may hold a partial
+        /// rendering, which the caller removes.
+        case leftOut
+        /// `bytes` passed the budget's byte limit, or its steps ran out: rendering stopped there.
+        case overBudget
+    }
+
+    /// Renders into `bytes`, stopping as soon as `bytes` is longer than the budget's byte limit.
+    ///
+    /// Objects and arrays are never left out themselves: they drop the members and elements that are, and an
+    /// object left empty stays `{}`. The size is compared after every piece written, so the payload's own
+    /// size is what counts, including a leaf that is written and then left out by a tag missing further on.
+    func render(into bytes: inout [UInt8], budget: inout RenderBudget, scope: inout RenderScope) -> Rendered {
+        self.program.render(0, into: &bytes, budget: &budget, scope: &scope)
+    }
+}
+
+/// A node of a compiled payload template.
+enum PayloadNode: Sendable {
     /// JSON bytes that never change.
     case constant([UInt8])
     /// A string leaf that is exactly one tag: the value with its JSON type.
@@ -9,7 +56,7 @@ enum PayloadTemplate: Sendable {
     case text(TextTemplate)
     /// An object or an array, between its `open` and `close` brackets. Each child is written after its
     /// `prefix`: for an object member, its key as JSON text followed by `:`; for an array element, nothing.
-    case container(open: UInt8, close: UInt8, [(prefix: [UInt8], value: PayloadTemplate)])
+    case container(open: UInt8, close: UInt8, [(prefix: [UInt8], value: PayloadNode)])
 
     /// Compiles `value`, reporting template errors at `keyPath` and below.
     init(compiling value: JSONValue, keyPath: String, diagnostics: inout RouteDiagnostics) {
@@ -26,7 +73,7 @@ enum PayloadTemplate: Sendable {
                 var key: [UInt8] = []
                 JSONValue.string(member.key).serialize(into: &key)
                 key.append(UInt8(ascii: ":"))
-                let child = PayloadTemplate(
+                let child = PayloadNode(
                     compiling: member.value, keyPath: "\(keyPath).\(member.key)", diagnostics: &diagnostics)
                 return (prefix: key, value: child)
             }
@@ -34,7 +81,7 @@ enum PayloadTemplate: Sendable {
             self.foldConstants()
         case .array(let elements):
             let compiled = elements.enumerated().map { offset, element in
-                let child = PayloadTemplate(
+                let child = PayloadNode(
                     compiling: element, keyPath: "\(keyPath)[\(offset)]", diagnostics: &diagnostics)
                 return (prefix: [UInt8](), value: child)
             }
@@ -67,56 +114,6 @@ enum PayloadTemplate: Sendable {
         }
         bytes.append(close)
         self = .constant(bytes)
-    }
-
-    /// What rendering one value did.
-    enum Rendered {
-        /// The value is in `bytes`.
-        case written
-        /// The value is left out (a leaf whose value is missing or null); `bytes` may hold a partial
-        /// rendering, which the caller removes.
-        case leftOut
-        /// `bytes` passed the budget's byte limit, or its steps ran out: rendering stopped there.
-        case overBudget
-    }
-
-    /// Renders into `bytes`, stopping as soon as `bytes` is longer than the budget's byte limit.
-    ///
-    /// Objects and arrays are never left out themselves: they drop the members and elements that are, and an
-    /// object left empty stays `{}`. The size is compared after every piece written, so the payload's own
-    /// size is what counts, including a leaf that is written and then left out by a tag missing further on.
-    func render(into bytes: inout [UInt8], budget: inout RenderBudget, scope: inout RenderScope) -> Rendered {
-        switch self {
-        case .constant(let constant):
-            bytes.append(contentsOf: constant)
-        case .typed(let path):
-            guard let value = scope.locate(path), !scope.isNull(value) else { return .leftOut }
-            scope.serialize(value, into: &bytes)
-        case .text(let template):
-            bytes.append(UInt8(ascii: "\""))
-            switch template.render(into: &bytes, escaped: true, budget: &budget, scope: &scope) {
-            case nil: bytes.append(UInt8(ascii: "\""))
-            case .missing?: return .leftOut
-            case .overBudget?: return .overBudget
-            }
-        case .container(let open, let close, let children):
-            bytes.append(open)
-            var first = true
-            // By index, not `for child in children`: the iterator copied each child (two references retained
-            // and released per child per event).
-            for index in children.indices {
-                let mark = bytes.count
-                if !first { bytes.append(UInt8(ascii: ",")) }
-                bytes.append(contentsOf: children[index].prefix)
-                switch children[index].value.render(into: &bytes, budget: &budget, scope: &scope) {
-                case .written: first = false
-                case .leftOut: bytes.removeSubrange(mark...)
-                case .overBudget: return .overBudget
-                }
-            }
-            bytes.append(close)
-        }
-        return bytes.count > budget.byteLimit ? .overBudget : .written
     }
 }
 

@@ -32,14 +32,19 @@ struct RenderScope {
     /// The first segment is looked up in the innermost open section first, then outwards, then in the event
     /// (Mustache's rule); the rest follows from there. `_kafka` and `_headers` always name the event's metadata.
     func locate(_ path: TemplatePath) -> ScopeValue? {
-        switch path.root {
+        path.withReference { self.locate($0) }
+    }
+
+    /// ``locate(_:)-(TemplatePath)`` for a name as a program holds it.
+    func locate(_ reference: PathReference) -> ScopeValue? {
+        switch reference.root {
         case .implicit:
             return self.frames.last ?? .node(JSONTape.root)
         case .kafka:
-            return self.kafka(path.segments).map(ScopeValue.made)
+            return self.kafka(reference.path.pointee.segments).map(ScopeValue.made)
         case .headers:
             // Templates see a null header as an empty one (dead letters keep it null).
-            guard let name = path.segments.first else {
+            guard let name = reference.path.pointee.segments.first else {
                 return .made(.object(self.event.headers.map { (key: $0.0, value: Self.text($0.1 ?? [])) }))
             }
             return self.event.headers.last(where: { $0.0 == name }).map { .made(Self.text($0.1 ?? [])) }
@@ -49,13 +54,12 @@ struct RenderScope {
             var frame = self.frames.count
             while frame > 0, start == nil {
                 frame -= 1
-                start = self.child(of: self.frames[frame], path, 0)
+                start = self.child(of: self.frames[frame], reference, 0)
             }
-            guard var current = start ?? self.tape.child(of: JSONTape.root, path: path, at: 0).map(ScopeValue.node)
-            else { return nil }
+            guard var current = start ?? self.child(of: .node(JSONTape.root), reference, 0) else { return nil }
             var position = 1
-            while position < path.keys.count {
-                guard let next = self.child(of: current, path, position) else { return nil }
+            while position < reference.keys.count {
+                guard let next = self.child(of: current, reference, position) else { return nil }
                 current = next
                 position += 1
             }
@@ -72,9 +76,9 @@ struct RenderScope {
     /// ``locate(_:)``, charging `budget` for the lookup when it is made inside a section, where it may repeat
     /// once per iteration (see ``lookupCost(_:)``). Outside sections a lookup runs once per template, so it
     /// costs nothing and the hot path of a template without sections pays no accounting.
-    func locate(_ path: TemplatePath, charging budget: inout RenderBudget) -> ScopeValue? {
-        if !self.frames.isEmpty { budget.stepsLeft -= self.lookupCost(path) }
-        return self.locate(path)
+    func locate(_ reference: PathReference, charging budget: inout RenderBudget) -> ScopeValue? {
+        if !self.frames.isEmpty { budget.stepsLeft -= self.lookupCost(reference) }
+        return self.locate(reference)
     }
 
     /// Whether `path` names a value equal to `value` (``JSONValue``'s type-exact equality).
@@ -94,11 +98,15 @@ struct RenderScope {
         }
     }
 
-    /// One step of `path` from `value`, by its segment at `position`.
-    private func child(of value: ScopeValue, _ path: TemplatePath, _ position: Int) -> ScopeValue? {
+    /// One step of the name `reference` from `value`, by its segment at `position`.
+    private func child(of value: ScopeValue, _ reference: PathReference, _ position: Int) -> ScopeValue? {
         switch value {
-        case .node(let index): self.tape.child(of: index, path: path, at: position).map(ScopeValue.node)
-        case .made(let made): made.child(named: path.segments[position]).map(ScopeValue.made)
+        case .node(let index):
+            self.tape.child(
+                of: index, key: reference.keys[position], segment: reference.path.pointee.segments[position]
+            ).map(ScopeValue.node)
+        case .made(let made):
+            made.child(named: reference.path.pointee.segments[position]).map(ScopeValue.made)
         }
     }
 
@@ -122,34 +130,36 @@ struct RenderScope {
     /// open section's value from the innermost out, then the event, then each object on the way) and per array
     /// element walked past, one per header scanned and per 16 bytes of header or key text decoded, and at least
     /// one.
-    private func lookupCost(_ path: TemplatePath) -> Int {
-        switch path.root {
+    private func lookupCost(_ reference: PathReference) -> Int {
+        switch reference.root {
         case .implicit:
             return 1
         case .kafka:
             return 1 + (self.event.source.key?.count ?? 0) >> 4
         case .headers:
+            let name = reference.path.pointee.segments.first
             var cost = 1 + self.event.headers.count
-            for (name, value) in self.event.headers where path.segments.first.map({ $0 == name }) ?? true {
+            for (header, value) in self.event.headers where name.map({ $0 == header }) ?? true {
                 cost += (value?.count ?? 0) >> 4
             }
             return cost
         case .scope:
+            let keys = reference.keys
             var cost = 0
             var start: ScopeValue?
             for frame in self.frames.reversed() {
-                cost += self.stepCost(frame, path.keys[0])
-                if let value = self.child(of: frame, path, 0) {
+                cost += self.stepCost(frame, keys[0])
+                if let value = self.child(of: frame, reference, 0) {
                     start = value
                     break
                 }
             }
             let root = ScopeValue.node(JSONTape.root)
-            if start == nil { cost += self.stepCost(root, path.keys[0]) }
-            guard var current = start ?? self.child(of: root, path, 0) else { return cost }
-            for position in path.keys.indices.dropFirst() {
-                cost += self.stepCost(current, path.keys[position])
-                guard let next = self.child(of: current, path, position) else { return cost }
+            if start == nil { cost += self.stepCost(root, keys[0]) }
+            guard var current = start ?? self.child(of: root, reference, 0) else { return cost }
+            for position in keys.indices.dropFirst() {
+                cost += self.stepCost(current, keys[position])
+                guard let next = self.child(of: current, reference, position) else { return cost }
                 current = next
             }
             return cost
@@ -323,7 +333,18 @@ extension TextTemplate {
         budget: inout RenderBudget,
         scope: inout RenderScope
     ) -> RenderStop? {
-        Self.render(self.segments, into: &bytes, escaped: escaped, budget: &budget, scope: &scope)
+        Self.render(self.program, into: &bytes, escaped: escaped, budget: &budget, scope: &scope)
+    }
+
+    /// Renders `program` (a template's ``program``).
+    static func render(
+        _ program: TextProgram,
+        into bytes: inout [UInt8],
+        escaped: Bool,
+        budget: inout RenderBudget,
+        scope: inout RenderScope
+    ) -> RenderStop? {
+        Self.run(program, 0..<program.operations.count, into: &bytes, escaped: escaped, budget: &budget, scope: &scope)
     }
 
     /// What a header template rendered.
@@ -352,61 +373,76 @@ extension TextTemplate {
         }
     }
 
-    private static func render(
-        _ segments: [Segment],
+    /// Runs the operations of `program` in `range`.
+    private static func run(
+        _ program: TextProgram,
+        _ range: Range<Int>,
         into bytes: inout [UInt8],
         escaped: Bool,
         budget: inout RenderBudget,
         scope: inout RenderScope
     ) -> RenderStop? {
-        // By index, not `for segment in segments`: the iterator copied each segment (its references retained
-        // and released per segment per event).
-        for index in segments.indices {
-            switch segments[index] {
-            case .text(let raw, let escapedText):
-                bytes.append(contentsOf: escaped ? escapedText : raw)
-            case .variable(let path):
-                let value = scope.locate(path, charging: &budget)
+        var index = range.lowerBound
+        while index < range.upperBound {
+            let operation = program.operations[index]
+            switch operation.kind {
+            case .text:
+                bytes.append(contentsOf: program.text(index, escaped: escaped))
+                index += 1
+            case .variable:
+                let value = scope.locate(program.names.reference(operation.first), charging: &budget)
                 if budget.isSpent { return .overBudget }
-                guard let value, !scope.isNull(value) else { return .missing(path) }
+                guard let value, !scope.isNull(value) else { return .missing(program.names.paths[operation.first]) }
                 scope.appendText(value, to: &bytes, escaped: escaped)
-            case .section(let path, let inverted, let body):
-                let value = scope.locate(path, charging: &budget) ?? .made(.null)
+                index += 1
+            case .section:
+                let body = index + 1..<operation.second
+                let value = scope.locate(program.names.reference(operation.first), charging: &budget) ?? .made(.null)
                 if budget.isSpent { return .overBudget }
-                if inverted {
+                if operation.inverted {
                     if !scope.isTruthy(value),
-                        let stop = Self.render(body, into: &bytes, escaped: escaped, budget: &budget, scope: &scope)
+                        let stop = Self.run(
+                            program, body, into: &bytes, escaped: escaped, budget: &budget, scope: &scope)
                     {
                         return stop
                     }
-                } else if case .node(let index) = value, scope.tape.node(index).kind == .array {
+                } else if case .node(let array) = value, scope.tape.node(array).kind == .array {
                     // The elements one after the other on the tape: each one's subtree ends where the next starts.
-                    let end = Int(scope.tape.node(index).end)
-                    var element = index + 1
+                    let end = Int(scope.tape.node(array).end)
+                    var element = array + 1
                     while element < end {
-                        if let stop = Self.iterate(body, over: .node(element), &bytes, escaped, &budget, &scope) {
+                        if let stop = Self.iterate(
+                            program, body, over: .node(element), &bytes, escaped, &budget, &scope)
+                        {
                             return stop
                         }
                         element = Int(scope.tape.node(element).end)
                     }
                 } else if case .made(.array(let elements)) = value {
                     for element in elements {
-                        if let stop = Self.iterate(body, over: .made(element), &bytes, escaped, &budget, &scope) {
+                        if let stop = Self.iterate(
+                            program, body, over: .made(element), &bytes, escaped, &budget, &scope)
+                        {
                             return stop
                         }
                     }
                 } else if scope.isTruthy(value) {
-                    if let stop = Self.iterate(body, over: value, &bytes, escaped, &budget, &scope) { return stop }
+                    if let stop = Self.iterate(program, body, over: value, &bytes, escaped, &budget, &scope) {
+                        return stop
+                    }
                 }
+                index = operation.second
             }
             if bytes.count > budget.byteLimit { return .overBudget }
         }
         return nil
     }
 
-    /// One section iteration: a step of the budget, then `body` with `value` as the innermost section value.
+    /// One section iteration: a step of the budget, then the operations of `body` with `value` as the innermost
+    /// section value.
     private static func iterate(
-        _ body: [Segment],
+        _ program: TextProgram,
+        _ body: Range<Int>,
         over value: ScopeValue,
         _ bytes: inout [UInt8],
         _ escaped: Bool,
@@ -416,7 +452,7 @@ extension TextTemplate {
         budget.stepsLeft -= 1
         if budget.isSpent { return .overBudget }
         return scope.withFrame(value) { scope in
-            Self.render(body, into: &bytes, escaped: escaped, budget: &budget, scope: &scope)
+            Self.run(program, body, into: &bytes, escaped: escaped, budget: &budget, scope: &scope)
         }
     }
 }

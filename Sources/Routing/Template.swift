@@ -117,6 +117,8 @@ struct TextTemplate: Sendable {
     /// The template as written.
     let source: String
     let segments: [Segment]
+    /// ``segments`` laid out for rendering.
+    let program: TextProgram
 
     /// The path when the whole template is exactly one variable tag (a typed leaf).
     var singleTag: TemplatePath? {
@@ -153,6 +155,7 @@ struct TextTemplate: Sendable {
     private init(source: String, segments: [Segment]) {
         self.source = source
         self.segments = segments
+        self.program = TextProgram(segments)
     }
 
     /// Parses `source`: first with swift-mustache, whose parser defines the syntax and locates errors, then
@@ -174,6 +177,7 @@ struct TextTemplate: Sendable {
         self.source = source
         var scanner = TagScanner(Array(source.utf8))
         self.segments = try scanner.parse(closing: nil)
+        self.program = TextProgram(self.segments)
     }
 
     /// How deep sections may nest in a template.

@@ -49,15 +49,10 @@ import Testing
         #expect(tape.element(of: JSONTape.root, at: -1) == nil)
     }
 
-    /// Follows `path` as a template names it, from the root.
+    /// Follows `path` as a template names it, from the root (outside any section).
     static func lookUp(_ path: String, in document: JSONDocument) throws -> JSONValue? {
-        let path = try #require(TemplatePath(path))
-        var index = JSONTape.root
-        for position in path.keys.indices {
-            guard let next = document.tape.child(of: index, path: path, at: position) else { return nil }
-            index = next
-        }
-        return document.tape.value(index)
+        let scope = RenderScope(event: SourceEvent(topic: "t", partition: 0, offset: 0, value: nil), document: document)
+        return scope.resolve(try #require(TemplatePath(path)))
     }
 
     @Test func lookupsAnswerWhatTheTreeAnswers() throws {
