@@ -12,12 +12,9 @@
 set -eu
 binary=$(realpath "${1:-.build/release/pushbridge}")
 events=${2:-5000}
-bench=.build/release/BridgeBench
-[ "$(id -u)" = 0 ] || { echo "count-calls: root is needed to place uprobes" >&2; exit 2; }
-command -v perf >/dev/null || { echo "count-calls: perf is missing (apt-get install linux-perf)" >&2; exit 2; }
-[ -x "$bench" ] || { echo "count-calls: $bench is missing (swift build -c release)" >&2; exit 2; }
-swift_core=$(ldd "$binary" | awk '/libswiftCore/ {print $3}')
-[ -n "$swift_core" ] || { echo "count-calls: $binary does not link libswiftCore.so dynamically" >&2; exit 2; }
+# shellcheck source=scripts/lib/uprobes.sh
+. "$(dirname "$0")/lib/uprobes.sh"
+uprobe_checks count-calls "$binary"
 
 work=$(mktemp -d)
 trap 'perf probe -q -d "count_calls:*" 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -33,14 +30,7 @@ exec perf record -q -o "$work/calls.data" -c 1 -e count_calls:retain -e count_ca
   -- "$binary" "\$@"
 EOF
 chmod +x "$work/wrap.sh"
-# The bench reports the run as incomplete, since perf, not the bridge, answers its SIGTERM; what counts is that
-# every event became an outcome.
-"$bench" --events "$events" --live-events 0 --pushbridge "$work/wrap.sh" >"$work/bench.txt" 2>&1 || true
-grep -q "events: *$events pre-loaded + 0 live -> $events outcomes" "$work/bench.txt" || {
-    cat "$work/bench.txt" >&2
-    echo "count-calls: the run did not turn every event into an outcome" >&2
-    exit 1
-}
+uprobe_bench count-calls "$work/wrap.sh" "$events"
 grep -E "events:" "$work/bench.txt"
 echo "calls per notification ($binary, $events events):"
 perf script -i "$work/calls.data" -F comm,event 2>/dev/null | awk -v n="$events" '

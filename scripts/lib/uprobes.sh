@@ -1,0 +1,25 @@
+# Shared by scripts/count-calls.sh and scripts/count-shared.sh: the checks before placing uprobes on the Swift
+# runtime of a pushbridge binary, and the run of BridgeBench with the bridge under a perf wrapper.
+#
+#   uprobe_checks NAME BINARY     sets swift_core (the libswiftCore.so BINARY links), or exits 2 saying what is missing
+#   uprobe_bench NAME WRAPPER N   runs BridgeBench over N events with the bridge started by WRAPPER; exits 1 unless
+#                                 every event became an outcome
+
+uprobe_checks() {
+    [ "$(id -u)" = 0 ] || { echo "$1: root is needed to place uprobes" >&2; exit 2; }
+    command -v perf >/dev/null || { echo "$1: perf is missing (apt-get install linux-perf)" >&2; exit 2; }
+    [ -x .build/release/BridgeBench ] || { echo "$1: .build/release/BridgeBench is missing (swift build -c release)" >&2; exit 2; }
+    swift_core=$(ldd "$2" | awk '/libswiftCore/ {print $3}')
+    [ -n "$swift_core" ] || { echo "$1: $2 does not link libswiftCore.so dynamically" >&2; exit 2; }
+}
+
+uprobe_bench() {
+    # The bench reports the run as incomplete, since perf, not the bridge, answers its SIGTERM; what counts is that
+    # every event became an outcome.
+    .build/release/BridgeBench --events "$3" --live-events 0 --pushbridge "$2" >"$work/bench.txt" 2>&1 || true
+    grep -q "events: *$3 pre-loaded + 0 live -> $3 outcomes" "$work/bench.txt" || {
+        cat "$work/bench.txt" >&2
+        echo "$1: the run did not turn every event into an outcome" >&2
+        exit 1
+    }
+}
