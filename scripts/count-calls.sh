@@ -16,9 +16,7 @@ events=${2:-5000}
 . "$(dirname "$0")/lib/uprobes.sh"
 uprobe_checks count-calls "$binary"
 
-work=$(mktemp -d)
-trap 'perf probe -q -d "count_calls:*" 2>/dev/null || true; rm -rf "$work"' EXIT
-perf probe -q -d "count_calls:*" 2>/dev/null || true
+uprobe_start count_calls
 perf probe -q -x "$swift_core" --add count_calls:retain=swift_retain
 perf probe -q -x "$swift_core" --add count_calls:release=swift_release
 perf probe -q -x "$swift_core" --add count_calls:alloc=swift_allocObject

@@ -19,9 +19,7 @@ events=${2:-2000}
 . "$(dirname "$0")/lib/uprobes.sh"
 uprobe_checks count-shared "$binary"
 
-work=$(mktemp -d)
-trap 'perf probe -q -d "count_shared:*" 2>/dev/null || true; rm -rf "$work"' EXIT
-perf probe -q -d "count_shared:*" 2>/dev/null || true
+uprobe_start count_shared
 perf probe -q -x "$swift_core" --add 'count_shared:retain=swift_retain object=%di:u64'
 perf probe -q -x "$swift_core" --add 'count_shared:release=swift_release object=%di:u64'
 

@@ -2,6 +2,7 @@
 # runtime of a pushbridge binary, and the run of BridgeBench with the bridge under a perf wrapper.
 #
 #   uprobe_checks NAME BINARY     sets swift_core (the libswiftCore.so BINARY links), or exits 2 saying what is missing
+#   uprobe_start GROUP            sets work (a scratch directory) and removes the probes of GROUP and work at exit
 #   uprobe_bench NAME WRAPPER N   runs BridgeBench over N events with the bridge started by WRAPPER; exits 1 unless
 #                                 every event became an outcome
 
@@ -11,6 +12,13 @@ uprobe_checks() {
     [ -x .build/release/BridgeBench ] || { echo "$1: .build/release/BridgeBench is missing (swift build -c release)" >&2; exit 2; }
     swift_core=$(ldd "$2" | awk '/libswiftCore/ {print $3}')
     [ -n "$swift_core" ] || { echo "$1: $2 does not link libswiftCore.so dynamically" >&2; exit 2; }
+}
+
+uprobe_start() {
+    work=$(mktemp -d)
+    # shellcheck disable=SC2064 # the group is expanded now, the directory at exit
+    trap "perf probe -q -d '$1:*' 2>/dev/null || true; rm -rf \"\$work\"" EXIT
+    perf probe -q -d "$1:*" 2>/dev/null || true
 }
 
 uprobe_bench() {
