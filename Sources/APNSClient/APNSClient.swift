@@ -71,8 +71,11 @@ package final class APNSClient: Sendable {
     package func send(contentsOf submissions: [Submission]) {
         var prepared: [Prepared] = []
         prepared.reserveCapacity(submissions.count)
+        // The provider token and its header once for the whole batch: asked per notification, each took two locks
+        // and copied the shared token strings, which every thread that sends or answers counts.
+        let credentials = self.credentials()
         for index in submissions.indices {
-            switch self.prepare(submissions[index].notification) {
+            switch self.prepare(submissions[index].notification, credentials) {
             case .success(let sending):
                 prepared.append(Prepared(sending: sending, completion: submissions[index].completion))
             case .failure(let answer):
@@ -156,26 +159,40 @@ package final class APNSClient: Sendable {
     }
 
     /// The request for `notification`, or the result to return at once (a local rejection, no token).
-    private func prepare(_ notification: Notification) -> Result<Sending, PreparedResult> {
+    /// The provider token to send with, and its `authorization` value, when token-based; `nil` with certificates;
+    /// a failure when the token cannot be signed.
+    private typealias Credentials = Result<(token: ProviderTokenJWT, bearer: String)?, PreparedResult>
+
+    private func credentials() -> Credentials {
+        guard case .token(let source) = self.configuration.authentication else { return .success(nil) }
+        do {
+            let token = try source.currentToken()
+            return .success((token, self.bearer(token)))
+        } catch {
+            return .failure(PreparedResult(.failed(.unreachable("cannot sign the provider token: \(error)"))))
+        }
+    }
+
+    private func prepare(_ notification: Notification, _ credentials: Credentials) -> Result<Sending, PreparedResult> {
         if self.configuration.validatesLocally, let reason = NotificationValidation.validate(notification) {
             return .failure(
                 PreparedResult(
                     .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason))))
         }
-        var token: ProviderTokenJWT?
-        if case .token(let source) = self.configuration.authentication {
-            do {
-                token = try source.currentToken()
-            } catch {
-                return .failure(PreparedResult(.failed(.unreachable("cannot sign the provider token: \(error)"))))
-            }
+        switch credentials {
+        case .failure(let failure):
+            return .failure(failure)
+        case .success(let credentials):
+            return .success(
+                Sending(
+                    notification: notification,
+                    request: self.request(notification, bearer: credentials?.bearer),
+                    token: credentials?.token))
         }
-        return .success(
-            Sending(notification: notification, request: self.request(notification, token: token), token: token))
     }
 
-    /// The HTTP/2 request for `notification`, with `token` as its `authorization` when token-based.
-    private func request(_ notification: Notification, token: ProviderTokenJWT?) -> HTTP2Request {
+    /// The HTTP/2 request for `notification`, with `bearer` as its `authorization` when token-based.
+    private func request(_ notification: Notification, bearer: String?) -> HTTP2Request {
         // Written once into one block of bytes, which the connection hands to nghttp2 as it is (no header
         // strings, no copy on the event loop).
         var fields = HTTP2HeaderBlock(fields: 8, bytes: 384)
@@ -186,8 +203,8 @@ package final class APNSClient: Sendable {
             // insertion per request.
             fields.append(name, value, indexing: variesPerRequest ? .nameOnce : .incremental)
         }
-        if let token {
-            fields.append("authorization", self.bearer(token), indexing: .never)
+        if let bearer {
+            fields.append("authorization", bearer, indexing: .never)
         }
         return HTTP2Request(
             method: "POST", path: notification.path, fields: fields, body: notification.payload,
@@ -247,7 +264,7 @@ package final class APNSClient: Sendable {
                 else { return .answered(response) }
                 renewedToken = true
                 token = fresh
-                request = self.request(sending.notification, token: fresh)
+                request = self.request(sending.notification, bearer: self.bearer(fresh))
                 self.logger.info("apns provider token renewed after ExpiredProviderToken")
             case .done(let final):
                 return final

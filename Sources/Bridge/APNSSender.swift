@@ -149,6 +149,19 @@ package final class APNSSender: ManagedSender {
     }
 
     package func send(contentsOf batch: consuming [SendRequest]) {
+        // One HTTP/2 client for every app (the usual case): the batch goes to it whole. Choosing the provider per
+        // notification copied it, a retain and a release per notification of the client every answer's thread
+        // counts too.
+        if self.appProviders.isEmpty, case .http2(let client) = self.defaultProvider {
+            var submissions: [APNSClient.Submission] = []
+            submissions.reserveCapacity(batch.count)
+            for index in batch.indices {
+                submissions.append(
+                    APNSClient.Submission(notification: batch[index].notification, completion: batch[index].completion))
+            }
+            client.send(contentsOf: submissions)
+            return
+        }
         // Grouped per client, so each client's event loop is woken once for its share.
         var http2 = IdentityGroups<APNSClient, APNSClient.Submission>(expecting: batch.count)
         var binary = IdentityGroups<BinaryClient, APNSClient.Submission>(expecting: batch.count)
