@@ -74,8 +74,14 @@ package final class APNSClient: Sendable {
         // The provider token and its header once for the whole batch: asked per notification, each took two locks
         // and copied the shared token strings, which every thread that sends or answers counts.
         let credentials = self.credentials()
+        // Taken apart once: copying the pair per notification retained both shared strings twice.
+        let (token, bearer, failure): (ProviderTokenJWT?, String?, PreparedResult?) =
+            switch credentials {
+            case .success(let pair): (pair?.token, pair?.bearer, nil)
+            case .failure(let failure): (nil, nil, failure)
+            }
         for index in submissions.indices {
-            switch self.prepare(submissions[index].notification, credentials) {
+            switch self.prepare(submissions[index].notification, token: token, bearer: bearer, failure: failure) {
             case .success(let sending):
                 prepared.append(Prepared(sending: sending, completion: submissions[index].completion))
             case .failure(let answer):
@@ -173,22 +179,19 @@ package final class APNSClient: Sendable {
         }
     }
 
-    private func prepare(_ notification: Notification, _ credentials: Credentials) -> Result<Sending, PreparedResult> {
+    /// The request for `notification` with `token` and its `bearer` header (`nil` with certificates), or why it
+    /// is not sent: a local fault, then `failure` (the provider token could not be signed).
+    private func prepare(
+        _ notification: Notification, token: ProviderTokenJWT?, bearer: String?, failure: PreparedResult?
+    ) -> Result<Sending, PreparedResult> {
         if self.configuration.validatesLocally, let reason = NotificationValidation.validate(notification) {
             return .failure(
                 PreparedResult(
                     .answered(APNSResponse(status: reason.status ?? 400, apnsID: notification.apnsID, reason: reason))))
         }
-        switch credentials {
-        case .failure(let failure):
-            return .failure(failure)
-        case .success(let credentials):
-            return .success(
-                Sending(
-                    notification: notification,
-                    request: self.request(notification, bearer: credentials?.bearer),
-                    token: credentials?.token))
-        }
+        if let failure { return .failure(failure) }
+        return .success(
+            Sending(notification: notification, request: self.request(notification, bearer: bearer), token: token))
     }
 
     /// The HTTP/2 request for `notification`, with `bearer` as its `authorization` when token-based.
