@@ -73,13 +73,7 @@ package final class APNSClient: Sendable {
         prepared.reserveCapacity(submissions.count)
         // The provider token and its header once for the whole batch: asked per notification, each took two locks
         // and copied the shared token strings, which every thread that sends or answers counts.
-        let credentials = self.credentials()
-        // Taken apart once: copying the pair per notification retained both shared strings twice.
-        let (token, bearer, failure): (ProviderTokenJWT?, String?, PreparedResult?) =
-            switch credentials {
-            case .success(let pair): (pair?.token, pair?.bearer, nil)
-            case .failure(let failure): (nil, nil, failure)
-            }
+        let (token, bearer, failure) = self.credentials()
         for index in submissions.indices {
             switch self.prepare(submissions[index].notification, token: token, bearer: bearer, failure: failure) {
             case .success(let sending):
@@ -164,18 +158,15 @@ package final class APNSClient: Sendable {
         }
     }
 
-    /// The request for `notification`, or the result to return at once (a local rejection, no token).
-    /// The provider token to send with, and its `authorization` value, when token-based; `nil` with certificates;
-    /// a failure when the token cannot be signed.
-    private typealias Credentials = Result<(token: ProviderTokenJWT, bearer: String)?, PreparedResult>
-
-    private func credentials() -> Credentials {
-        guard case .token(let source) = self.configuration.authentication else { return .success(nil) }
+    /// The provider token to send with and its `authorization` value, both `nil` with certificates; or, when the
+    /// token cannot be signed, why every request fails.
+    private func credentials() -> (token: ProviderTokenJWT?, bearer: String?, failure: PreparedResult?) {
+        guard case .token(let source) = self.configuration.authentication else { return (nil, nil, nil) }
         do {
             let token = try source.currentToken()
-            return .success((token, self.bearer(token)))
+            return (token, self.bearer(token), nil)
         } catch {
-            return .failure(PreparedResult(.failed(.unreachable("cannot sign the provider token: \(error)"))))
+            return (nil, nil, PreparedResult(.failed(.unreachable("cannot sign the provider token: \(error)"))))
         }
     }
 

@@ -62,15 +62,14 @@ final class TextProgram: @unchecked Sendable {
             }
         }
         layOut(segments)
-        self.operations = Self.frozen(operations)
-        self.bytes = Self.frozen(bytes)
+        self.operations = frozen(operations)
+        self.bytes = frozen(bytes)
         self.names = NameTable(paths)
     }
 
     deinit {
         self.operations.deallocate()
         self.bytes.deallocate()
-
     }
 
     /// The literal text of the operation at `index`.
@@ -83,13 +82,13 @@ final class TextProgram: @unchecked Sendable {
             : operation.first..<operation.first + operation.second
         return UnsafeBufferPointer(rebasing: self.bytes[range])
     }
+}
 
-    /// `array`'s elements in a buffer of their own, owned by the caller.
-    fileprivate static func frozen<Element>(_ array: [Element]) -> UnsafeMutableBufferPointer<Element> {
-        let buffer = UnsafeMutableBufferPointer<Element>.allocate(capacity: array.count)
-        _ = buffer.initialize(fromContentsOf: array)
-        return buffer
-    }
+/// `array`'s elements in a buffer of their own, owned by the caller.
+private func frozen<Element>(_ array: [Element]) -> UnsafeMutableBufferPointer<Element> {
+    let buffer = UnsafeMutableBufferPointer<Element>.allocate(capacity: array.count)
+    _ = buffer.initialize(fromContentsOf: array)
+    return buffer
 }
 
 /// A name as a lookup reads it: where it starts and its segments' keys, trivially copied, and the name itself for
@@ -124,8 +123,8 @@ final class NameTable: @unchecked Sendable {
     private let references: UnsafeMutableBufferPointer<PathReference>
 
     init(_ paths: [TemplatePath]) {
-        self.paths = TextProgram.frozen(paths)
-        self.keys = TextProgram.frozen(paths.flatMap(\.keys))
+        self.paths = frozen(paths)
+        self.keys = frozen(paths.flatMap(\.keys))
         var references: [PathReference] = []
         var start = 0
         for index in paths.indices {
@@ -136,7 +135,7 @@ final class NameTable: @unchecked Sendable {
                     path: UnsafePointer(self.paths.baseAddress.unsafelyUnwrapped + index)))
             start += count
         }
-        self.references = TextProgram.frozen(references)
+        self.references = frozen(references)
     }
 
     deinit {
@@ -161,7 +160,7 @@ final class PayloadProgram: @unchecked Sendable {
         case constant
         /// A typed leaf: the value of the name at `first` in ``names``.
         case typed
-        /// A string leaf with tags: the template at `first` in ``texts``.
+        /// A string leaf with tags: the program at `first` in ``texts``.
         case text
         /// An object or an array between `open` and `close`: the children at `first` in ``children``, `second` of
         /// them.
@@ -187,9 +186,9 @@ final class PayloadProgram: @unchecked Sendable {
     private let children: UnsafeMutableBufferPointer<Child>
     private let bytes: UnsafeMutableBufferPointer<UInt8>
     private let names: NameTable
-    /// The text leaves' programs, held unretained: ``textTemplates`` keeps them alive.
+    /// The text leaves' programs, held unretained: ``textPrograms`` keeps them alive.
     private let texts: UnsafeMutableBufferPointer<Unmanaged<TextProgram>>
-    private let textTemplates: [TextTemplate]
+    private let textPrograms: [TextProgram]
 
     /// Lays `root` out; the root is node 0.
     init(_ root: PayloadNode) {
@@ -197,7 +196,7 @@ final class PayloadProgram: @unchecked Sendable {
         var children: [Child] = []
         var bytes: [UInt8] = []
         var paths: [TemplatePath] = []
-        var texts: [TextTemplate] = []
+        var texts: [TextProgram] = []
         func layOut(_ node: PayloadNode) -> Int {
             let index = nodes.count
             switch node {
@@ -209,7 +208,7 @@ final class PayloadProgram: @unchecked Sendable {
                 paths.append(path)
             case .text(let template):
                 nodes.append(Node(kind: .text, first: texts.count))
-                texts.append(template)
+                texts.append(template.program)
             case .container(let open, let close, let members):
                 nodes.append(Node(kind: .container, open: open, close: close))
                 // The children's nodes first (each with its subtree), then their entries together.
@@ -227,12 +226,12 @@ final class PayloadProgram: @unchecked Sendable {
             return index
         }
         _ = layOut(root)
-        self.nodes = TextProgram.frozen(nodes)
-        self.children = TextProgram.frozen(children)
-        self.bytes = TextProgram.frozen(bytes)
+        self.nodes = frozen(nodes)
+        self.children = frozen(children)
+        self.bytes = frozen(bytes)
         self.names = NameTable(paths)
-        self.textTemplates = texts
-        self.texts = TextProgram.frozen(texts.map { Unmanaged.passUnretained($0.program) })
+        self.textPrograms = texts
+        self.texts = frozen(texts.map { Unmanaged.passUnretained($0) })
     }
 
     deinit {
