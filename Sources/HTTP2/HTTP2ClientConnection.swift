@@ -1,5 +1,6 @@
 // A client connection: one TCP + TLS connection speaking HTTP/2 through one nghttp2 session.
 
+import Dispatch
 import EgressProxy
 import Logging
 import NIOCore
@@ -103,8 +104,9 @@ package final class HTTP2ClientConnection: Sendable {
 
     /// Sends the requests and calls each one's completion once with the response or the ``HTTP2Error``
     /// (`notProcessed`, safe to re-send elsewhere; `connectionLost`, `timeout`, `malformedResponse`, `closed`,
-    /// `cancelled`, `invalidRequest`): on the connection's event loop, or on the calling thread when the connection
-    /// refuses a request at once. One hand-over to the event loop (one wake-up) for all of them; no task waits
+    /// `cancelled`, `invalidRequest`): on the connection's answer queue (a serial queue of its own, never the event
+    /// loop: see ``PendingRequest/finish(_:)``), or on the calling thread when the connection refuses a request at
+    /// once or the request is invalid. One hand-over to the event loop (one wake-up) for all of them; no task waits
     /// meanwhile, and the request's timeout ends it.
     ///
     /// The one way a request goes out: the path of a caller with thousands of requests in flight (the bridge),
@@ -119,7 +121,7 @@ package final class HTTP2ClientConnection: Sendable {
                 submissions[index].completion(.failure(HTTP2Error(.invalidRequest, problem)))
                 continue
             }
-            let pending = PendingRequest(request: submissions[index].request)
+            let pending = PendingRequest(request: submissions[index].request, answers: self.shared.answers)
             pending.completion = submissions[index].completion
             accepted.append(pending)
         }
@@ -132,7 +134,7 @@ package final class HTTP2ClientConnection: Sendable {
         if let problem = Self.validate(request) {
             throw HTTP2Error(.invalidRequest, problem)
         }
-        let pending = PendingRequest(request: request)
+        let pending = PendingRequest(request: request, answers: self.shared.answers)
         let shared = self.shared
         return try await withTaskCancellationHandler {
             try await withUnsafeThrowingContinuation { continuation in
@@ -146,11 +148,12 @@ package final class HTTP2ClientConnection: Sendable {
         }
     }
 
-    /// Hands requests whose completion is set to the event loop; fails them all when the connection refuses them.
+    /// Hands requests whose completion is set to the event loop; fails them all, on the calling thread, when the
+    /// connection refuses them.
     private func submit(_ requests: some Collection<PendingRequest>) {
         guard !requests.isEmpty, let error = self.shared.enqueue(contentsOf: requests) else { return }
         for pending in requests {
-            pending.finish(.failure(error))
+            pending.take()?(.failure(error))
         }
     }
 
@@ -271,6 +274,8 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     let request: HTTP2Request
     /// Called once when the request ends.
     var completion: (@Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)?
+    /// Where ``finish(_:)`` calls it: the connection's answer queue.
+    let answers: DispatchQueue
     var phase = Phase.inbox
     var cancelRequested = false
     var streamID: Int32 = 0
@@ -283,19 +288,34 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     var responseHeaderListBytes = 0
     var responseBody: [UInt8] = []
 
-    init(request: HTTP2Request) {
+    init(request: HTTP2Request, answers: DispatchQueue) {
         self.request = request
+        self.answers = answers
         super.init()
         self.body = request.body
     }
 
+    /// Ends the request with `result`: its completion runs on the connection's answer queue, not on the event loop,
+    /// which goes back to reading and writing while the caller's work on the answer (the bridge publishes its
+    /// outcome there) runs on another core. Ignored once the request is done.
     func finish(_ result: Result<HTTP2Response, HTTP2Error>) {
-        guard self.phase != .done else { return }
-        self.phase = .done
-        let completion = self.completion
-        self.completion = nil
-        completion?(result)
+        guard let completion = self.take() else { return }
+        self.answers.async { completion(result) }
     }
+
+    /// Marks the request done and returns its completion for the caller to call; `nil` when it was done already.
+    func take() -> (@Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)? {
+        guard self.phase != .done else { return nil }
+        self.phase = .done
+        defer { self.completion = nil }
+        return self.completion
+    }
+}
+
+/// A response and the completion it goes to, handed to the answer queue with the others of one read.
+struct Answer: Sendable {
+    let completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
+    let response: HTTP2Response
 }
 
 /// State shared between callers of `send` (any thread) and the connection's event loop.
@@ -315,6 +335,8 @@ final class ClientShared: Sendable {
     let logger: Logger
     let handler: NIOLoopBoundBox<HTTP2ClientHandler?>
     let inbox = Mutex(Inbox())
+    /// Where the requests' completions run, in the order the event loop ended them (``PendingRequest/finish(_:)``).
+    let answers = DispatchQueue(label: "pushbridge.http2.answers")
     let ready: EventLoopPromise<Void>
     let closed: EventLoopPromise<HTTP2CloseReason>
     let activeStreams = Atomic<Int>(0)
@@ -333,6 +355,14 @@ final class ClientShared: Sendable {
         self.handler = NIOLoopBoundBox.makeEmptyBox(valueType: HTTP2ClientHandler.self, eventLoop: eventLoop)
         self.ready = eventLoop.makePromise()
         self.closed = eventLoop.makePromise()
+    }
+
+    /// Calls the completions of answers the event loop ended, on the answer queue, in one hand-over.
+    func deliver(_ answers: [Answer]) {
+        guard !answers.isEmpty else { return }
+        self.answers.async {
+            for answer in answers { answer.completion(.success(answer.response)) }
+        }
     }
 
     /// Hands requests to the event loop together (all or none); returns the error when it accepts none. One wake-up

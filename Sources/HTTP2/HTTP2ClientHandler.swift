@@ -118,18 +118,19 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     /// Hands the responses that completed during this read to their senders, after ``flush()`` wrote the
-    /// requests their streams made room for: the server works on those while the senders' callbacks (the
-    /// bridge publishes each outcome there) run on this thread. Handing them over inside the read instead made
-    /// the server wait for all of that before it saw a new request.
+    /// requests their streams made room for, in one hand-over to the answer queue (``PendingRequest/finish(_:)``):
+    /// the senders' callbacks (the bridge publishes each outcome there) run on another thread while this one reads
+    /// the next answers and writes the next requests. Run on this thread, they took half of its time, and the server
+    /// waited for it (docs/benchmarks.md, "Answers off the event loop").
     private func deliverAnswered() {
         guard !self.answered.isEmpty else { return }
-        var answered: [(PendingRequest, HTTP2Response)] = []
-        swap(&answered, &self.answered)
-        for (pending, response) in answered {
-            pending.finish(.success(response))
+        var answers: [Answer] = []
+        answers.reserveCapacity(self.answered.count)
+        for (pending, response) in self.answered {
+            if let completion = pending.take() { answers.append(Answer(completion: completion, response: response)) }
         }
-        answered.removeAll(keepingCapacity: true)
-        if self.answered.isEmpty { swap(&answered, &self.answered) }
+        self.answered.removeAll(keepingCapacity: true)
+        self.shared.deliver(answers)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
