@@ -335,7 +335,8 @@ final class ClientShared: Sendable {
     let logger: Logger
     let handler: NIOLoopBoundBox<HTTP2ClientHandler?>
     let inbox = Mutex(Inbox())
-    /// Where the requests' completions run, in the order the event loop ended them (``PendingRequest/finish(_:)``).
+    /// Where the requests' completions run, one at a time: each read's answers together, in the order they arrived, and
+    /// each failure as the event loop decides it (``PendingRequest/finish(_:)``).
     let answers = DispatchQueue(label: "pushbridge.http2.answers")
     let ready: EventLoopPromise<Void>
     let closed: EventLoopPromise<HTTP2CloseReason>

@@ -4,8 +4,8 @@ import Synchronization
 import Testing
 
 /// Where a request's completion runs: on the connection's answer queue, never on its event loop (so the caller's work
-/// on an answer, such as the bridge's outcome record, does not hold up the next reads and writes), one at a time and
-/// in the order the event loop ended the requests.
+/// on an answer, such as the bridge's outcome record, does not hold up the next reads and writes), one at a time, and
+/// answers in the order they arrived.
 @Suite struct HTTP2AnswerQueueTests {
     /// What a completion saw: the request's path (or the error), and whether it ran on an event loop.
     private struct Call: Sendable {
