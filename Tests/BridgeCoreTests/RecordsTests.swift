@@ -157,6 +157,31 @@ struct RecordsTests {
         #expect(object["b"] as? String == "q\"uo\\te\n\r\t\u{01}\u{7F}é end")
     }
 
+    @Test("timestamps match Foundation's calendar at 5000 instants from 1900 to the end of 9999, and at its edges")
+    func timestampsAcrossTheYears() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        let first: Int64 = -2_208_988_800_000  // 1900-01-01T00:00:00.000Z
+        let last: Int64 = 253_402_300_799_999  // 9999-12-31T23:59:59.999Z
+        // SplitMix64 from a fixed seed: the same instants every run.
+        var state: UInt64 = 0x5EED
+        var instants: [Int64] = [first, last, 0, -1, 951_868_799_999, 951_868_800_000, 4_102_444_800_000]
+        for _ in 0..<5000 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var mixed = state
+            mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+            mixed ^= mixed >> 31
+            instants.append(first + Int64(mixed % UInt64(last - first + 1)))
+        }
+        let wrong = instants.filter { milliseconds in
+            let expected = formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+            return JSONText.timestamp(epochMilliseconds: milliseconds) != expected
+        }
+        #expect(wrong.isEmpty, "differs from Foundation at \(wrong.prefix(5))")
+    }
+
     @Test("years outside four digits are written in full")
     func timestampYearsOutsideRFC3339() {
         #expect(JSONText.timestamp(epochMilliseconds: 253_402_300_800_000) == "10000-01-01T00:00:00.000Z")
