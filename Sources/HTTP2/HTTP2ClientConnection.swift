@@ -1,6 +1,5 @@
 // A client connection: one TCP + TLS connection speaking HTTP/2 through one nghttp2 session.
 
-import Dispatch
 import EgressProxy
 import Logging
 import NIOCore
@@ -104,8 +103,8 @@ package final class HTTP2ClientConnection: Sendable {
 
     /// Sends the requests and calls each one's completion once with the response or the ``HTTP2Error``
     /// (`notProcessed`, safe to re-send elsewhere; `connectionLost`, `timeout`, `malformedResponse`, `closed`,
-    /// `cancelled`, `invalidRequest`): on the connection's answer queue (a serial queue of its own, never the event
-    /// loop: see ``PendingRequest/finish(_:)``), or on the calling thread when the connection refuses a request at
+    /// `cancelled`, `invalidRequest`): on the connection's answer loop (one of the `h2-answers` threads, never the
+    /// event loop: see ``PendingRequest/finish(_:)``), or on the calling thread when the connection refuses a request at
     /// once or the request is invalid. One hand-over to the event loop (one wake-up) for all of them; no task waits
     /// meanwhile, and the request's timeout ends it.
     ///
@@ -274,8 +273,8 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     let request: HTTP2Request
     /// Called once when the request ends.
     var completion: (@Sendable (Result<HTTP2Response, HTTP2Error>) -> Void)?
-    /// Where ``finish(_:)`` calls it: the connection's answer queue.
-    let answers: DispatchQueue
+    /// Where ``finish(_:)`` calls it: the connection's answer loop.
+    let answers: any EventLoop
     var phase = Phase.inbox
     var cancelRequested = false
     var streamID: Int32 = 0
@@ -288,19 +287,19 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     var responseHeaderListBytes = 0
     var responseBody: [UInt8] = []
 
-    init(request: HTTP2Request, answers: DispatchQueue) {
+    init(request: HTTP2Request, answers: any EventLoop) {
         self.request = request
         self.answers = answers
         super.init()
         self.body = request.body
     }
 
-    /// Ends the request with `result`: its completion runs on the connection's answer queue, not on the event loop,
+    /// Ends the request with `result`: its completion runs on the connection's answer loop, not on the event loop,
     /// which goes back to reading and writing while the caller's work on the answer (the bridge publishes its
     /// outcome there) runs on another core. Ignored once the request is done.
     func finish(_ result: Result<HTTP2Response, HTTP2Error>) {
         guard let completion = self.take() else { return }
-        self.answers.async { completion(result) }
+        self.answers.execute { completion(result) }
     }
 
     /// Marks the request done and returns its completion for the caller to call; `nil` when it was done already.
@@ -312,7 +311,7 @@ final class PendingRequest: OutgoingBody, @unchecked Sendable {
     }
 }
 
-/// A response and the completion it goes to, handed to the answer queue with the others of one read.
+/// A response and the completion it goes to, handed to the answer loop with the others of one read.
 struct Answer: Sendable {
     let completion: @Sendable (Result<HTTP2Response, HTTP2Error>) -> Void
     let response: HTTP2Response
@@ -336,8 +335,8 @@ final class ClientShared: Sendable {
     let handler: NIOLoopBoundBox<HTTP2ClientHandler?>
     let inbox = Mutex(Inbox())
     /// Where the requests' completions run, one at a time: each read's answers together, in the order they arrived, and
-    /// each failure as the event loop decides it (``PendingRequest/finish(_:)``).
-    let answers = DispatchQueue(label: "pushbridge.http2.answers")
+    /// each failure as the event loop decides it (``PendingRequest/finish(_:)``, ``AnswerLoops``).
+    let answers = AnswerLoops.next()
     let ready: EventLoopPromise<Void>
     let closed: EventLoopPromise<HTTP2CloseReason>
     let activeStreams = Atomic<Int>(0)
@@ -358,10 +357,10 @@ final class ClientShared: Sendable {
         self.closed = eventLoop.makePromise()
     }
 
-    /// Calls the completions of answers the event loop ended, on the answer queue, in one hand-over.
+    /// Calls the completions of answers the event loop ended, on the answer loop, in one hand-over.
     func deliver(_ answers: [Answer]) {
         guard !answers.isEmpty else { return }
-        self.answers.async {
+        self.answers.execute {
             for answer in answers { answer.completion(.success(answer.response)) }
         }
     }

@@ -118,7 +118,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 
     /// Hands the responses that completed during this read to their senders, after ``flush()`` wrote the
-    /// requests their streams made room for, in one hand-over to the answer queue (``PendingRequest/finish(_:)``):
+    /// requests their streams made room for, in one hand-over to the answer loop (``PendingRequest/finish(_:)``):
     /// the senders' callbacks (the bridge publishes each outcome there) run on another thread while this one reads
     /// the next answers and writes the next requests. Run on this thread, they took half of its time, and the server
     /// waited for it (docs/benchmarks.md, "Answers off the event loop").
