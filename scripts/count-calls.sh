@@ -10,24 +10,16 @@
 #
 #   scripts/count-calls.sh [pushbridge binary] [events]
 set -eu
-binary=$(realpath "${1:-.build/release/pushbridge}")
-events=${2:-5000}
 # shellcheck source=scripts/lib/uprobes.sh
 . "$(dirname "$0")/lib/uprobes.sh"
-uprobe_checks count-calls "$binary"
+uprobe_begin count-calls count_calls 5000 "$@"
 
-uprobe_start count_calls
 perf probe -q -x "$swift_core" --add count_calls:retain=swift_retain
 perf probe -q -x "$swift_core" --add count_calls:release=swift_release
 perf probe -q -x "$swift_core" --add count_calls:alloc=swift_allocObject
 
-# BridgeBench starts the bridge through this wrapper: perf records one sample per probe hit (-c 1), no stacks.
-cat >"$work/wrap.sh" <<EOF
-#!/bin/sh
-exec perf record -q -o "$work/calls.data" -c 1 -e count_calls:retain -e count_calls:release -e count_calls:alloc \
-  -- "$binary" "\$@"
-EOF
-chmod +x "$work/wrap.sh"
+# No stacks: only the counts.
+uprobe_wrapper calls.data -e count_calls:retain -e count_calls:release -e count_calls:alloc
 uprobe_bench count-calls "$work/wrap.sh" "$events"
 grep -E "events:" "$work/bench.txt"
 echo "calls per notification ($binary, $events events):"

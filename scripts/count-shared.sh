@@ -13,20 +13,13 @@
 #
 #   scripts/count-shared.sh [pushbridge binary] [events]
 set -eu
-binary=$(realpath "${1:-.build/release/pushbridge}")
-events=${2:-2000}
 # shellcheck source=scripts/lib/uprobes.sh
 . "$(dirname "$0")/lib/uprobes.sh"
-uprobe_checks count-shared "$binary"
+uprobe_begin count-shared count_shared 2000 "$@"
 
-uprobe_start count_shared
 perf probe -q -x "$swift_core" --add 'count_shared:retain=swift_retain object=%di:u64'
 perf probe -q -x "$swift_core" --add 'count_shared:release=swift_release object=%di:u64'
 
-cat >"$work/wrap.sh" <<EOF
-#!/bin/sh
-exec perf record -q -o "$work/shared.data" -c 1 -g -e count_shared:retain -e count_shared:release -- "$binary" "\$@"
-EOF
-chmod +x "$work/wrap.sh"
+uprobe_wrapper shared.data -g -e count_shared:retain -e count_shared:release
 uprobe_bench count-shared "$work/wrap.sh" "$events"
 perf script -i "$work/shared.data" -F comm,tid,event,trace,ip,sym 2>/dev/null | python3 "$(dirname "$0")/count-shared.py" "$events"
