@@ -182,6 +182,16 @@ struct RecordsTests {
         #expect(wrong.isEmpty, "differs from Foundation at \(wrong.prefix(5))")
     }
 
+    @Test("the extreme instants an Int64 holds are written in full, without trapping")
+    func timestampsAtTheEndsOfInt64() throws {
+        let shape = try Regex(#"^-?[0-9]+-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$"#)
+        for milliseconds in [Int64.min, Int64.min + 1, Int64.max - 1, Int64.max] {
+            let text = JSONText.timestamp(epochMilliseconds: milliseconds)
+            #expect(text.wholeMatch(of: shape) != nil, "\(milliseconds) -> \(text)")
+        }
+        #expect(JSONText.timestamp(epochMilliseconds: .max).hasSuffix("T07:12:55.807Z"))
+    }
+
     @Test("years outside four digits are written in full")
     func timestampYearsOutsideRFC3339() {
         #expect(JSONText.timestamp(epochMilliseconds: 253_402_300_800_000) == "10000-01-01T00:00:00.000Z")
