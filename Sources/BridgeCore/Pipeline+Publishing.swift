@@ -16,9 +16,12 @@ extension Pipeline {
         _ record: OutgoingRecord, invalidToken other: OutgoingRecord?, of delivery: Delivery,
         status: OutcomeStatus, reason: String?, invalidTokenReason: String?
     ) {
+        let finished = FinishedDelivery(
+            route: delivery.route, status: status, reason: reason, invalidTokenReason: invalidTokenReason,
+            ticket: delivery.ticket, bytes: delivery.bytes, places: delivery.holdsPlace.load(ordering: .relaxed) ? 1 : 0,
+            lane: delivery.lane)
         let publication = OutcomePublication(
-            pipeline: self, record: record, delivery: delivery, status: status, reason: reason,
-            invalidTokenReason: invalidTokenReason, records: other == nil ? 1 : 2)
+            pipeline: self, record: record, finished: finished, records: other == nil ? 1 : 2)
         publication.publish()
         if let other {
             InvalidTokenPublication(record: other, outcome: publication).publish()
@@ -26,16 +29,13 @@ extension Pipeline {
     }
 
     /// What the outcome's records do once acknowledged, from the sink's thread.
-    fileprivate func outcomeAcknowledged(
-        _ delivery: Delivery, status: OutcomeStatus, reason: String?, invalidTokenReason: String?
-    ) {
-        if let invalidTokenReason {
+    fileprivate func outcomeAcknowledged(_ finished: FinishedDelivery) {
+        if let invalidTokenReason = finished.invalidTokenReason {
             self.metrics.invalidToken(reason: invalidTokenReason)
         }
-        self.metrics.notification(route: delivery.route, status: status, reason: reason)
-        self.pieceFinished(delivery.ticket)
-        self.releaseRoom(
-            bytes: delivery.bytes, places: delivery.holdsPlace.load(ordering: .relaxed) ? 1 : 0, lane: delivery.lane)
+        self.metrics.notification(route: finished.route, status: finished.status, reason: finished.reason)
+        self.pieceFinished(finished.ticket)
+        self.releaseRoom(bytes: finished.bytes, places: finished.places, lane: finished.lane)
     }
 
     /// A record handed over and failed, or one the sink could not take at once: from here on it goes through
@@ -211,30 +211,36 @@ class OutcomeRecordPublication: RecordAcknowledgement, @unchecked Sendable {
 /// The outcome record itself, which finishes the notification once it (and its invalid-token record, if any)
 /// is acknowledged: counts the outcome, marks the piece finished, returns the room.
 final class OutcomePublication: OutcomeRecordPublication, @unchecked Sendable {
-    private let delivery: Pipeline.Delivery
-    private let status: OutcomeStatus
-    private let reason: String?
-    private let invalidTokenReason: String?
+    /// What finishing the notification needs, taken out of its ``Pipeline/Delivery``: the delivery itself (its
+    /// notification, payload, strings) is let go on the answer's thread, where it was just read for the record,
+    /// rather than kept until the broker acknowledges and freed cold on the sink's thread.
+    private let finished: FinishedDelivery
     /// Records not yet acknowledged: 1, or 2 with an invalid-token record (an ``InvalidTokenPublication``).
     private let remaining: Atomic<Int>
 
-    fileprivate init(
-        pipeline: Pipeline, record: OutgoingRecord, delivery: Pipeline.Delivery, status: OutcomeStatus,
-        reason: String?, invalidTokenReason: String?, records: Int
-    ) {
-        self.delivery = delivery
-        self.status = status
-        self.reason = reason
-        self.invalidTokenReason = invalidTokenReason
+    fileprivate init(pipeline: Pipeline, record: OutgoingRecord, finished: FinishedDelivery, records: Int) {
+        self.finished = finished
         self.remaining = Atomic(records)
         super.init(pipeline: pipeline, record: record)
     }
 
     fileprivate override func recordDone() {
         guard self.remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
-        self.pipeline.outcomeAcknowledged(
-            self.delivery, status: self.status, reason: self.reason, invalidTokenReason: self.invalidTokenReason)
+        self.pipeline.outcomeAcknowledged(self.finished)
     }
+}
+
+/// What an acknowledged outcome counts and returns: its metrics' labels, its piece, its room.
+struct FinishedDelivery: Sendable {
+    let route: String
+    let status: OutcomeStatus
+    let reason: String?
+    let invalidTokenReason: String?
+    let ticket: Pipeline.Ticket
+    let bytes: Int
+    /// 1 when the delivery holds a place in `kafka.max_in_flight`'s count (``Pipeline/Delivery/holdsPlace``).
+    let places: Int
+    let lane: Lane?
 }
 
 /// The invalid-token record that goes with an outcome: acknowledged, it counts towards the outcome's.
