@@ -32,17 +32,14 @@ package struct KafkaRecordSink: RecordSink {
         )
     }
 
-    /// What a delivery report tells the pipeline: `nil`, or the error (a too-large record as
-    /// ``RecordTooLargeError``, which the pipeline may cut down and publish again).
-    private static func error(of result: Result<KafkaDelivery, KafkaError>) -> (any Error)? {
-        switch result {
-        case .success: nil
-        case .failure(let error) where error.code == .messageSizeTooLarge: RecordTooLargeError(detail: "\(error)")
-        case .failure(let error): error
-        }
+    /// What a failed delivery tells the pipeline: the error (a too-large record as ``RecordTooLargeError``, which
+    /// the pipeline may cut down and publish again).
+    private static func error(of error: KafkaError) -> any Error {
+        error.code == .messageSizeTooLarge ? RecordTooLargeError(detail: "\(error)") : error
     }
 
-    /// A delivery report handed straight to the record's acknowledgement: one object per record between them.
+    /// A delivery report handed straight to the record's acknowledgement: one object per record between them. A
+    /// failure hands back the record as librdkafka still had it, so the pipeline keeps no copy while it waits.
     private final class Report: KafkaDeliveryHandler, @unchecked Sendable {
         let acknowledgement: RecordAcknowledgement
 
@@ -50,8 +47,16 @@ package struct KafkaRecordSink: RecordSink {
             self.acknowledgement = acknowledgement
         }
 
-        override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
-            self.acknowledgement.acknowledged(KafkaRecordSink.error(of: result))
+        override func delivered(_ delivery: KafkaDelivery) {
+            self.acknowledgement.acknowledged()
+        }
+
+        override func failed(_ error: KafkaError, message: KafkaUndeliveredMessage) {
+            self.acknowledgement.failed(
+                KafkaRecordSink.error(of: error),
+                record: OutgoingRecord(
+                    topic: message.topic, key: message.key, value: message.value,
+                    headers: message.headers.map { ($0.name, $0.value) }))
         }
     }
 

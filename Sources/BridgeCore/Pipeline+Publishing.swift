@@ -18,13 +18,13 @@ extension Pipeline {
     ) {
         let finished = FinishedDelivery(
             route: delivery.route, status: status, reason: reason, invalidTokenReason: invalidTokenReason,
-            ticket: delivery.ticket, bytes: delivery.bytes, places: delivery.holdsPlace.load(ordering: .relaxed) ? 1 : 0,
+            ticket: delivery.ticket, bytes: delivery.bytes,
+            places: delivery.holdsPlace.load(ordering: .relaxed) ? 1 : 0,
             lane: delivery.lane)
-        let publication = OutcomePublication(
-            pipeline: self, record: record, finished: finished, records: other == nil ? 1 : 2)
-        publication.publish()
+        let publication = OutcomePublication(pipeline: self, finished: finished, records: other == nil ? 1 : 2)
+        publication.publish(record)
         if let other {
-            InvalidTokenPublication(record: other, outcome: publication).publish()
+            InvalidTokenPublication(outcome: publication).publish(other)
         }
     }
 
@@ -47,7 +47,7 @@ extension Pipeline {
             self.resumptions.continuation.yield(.publish(record, acknowledged: acknowledged))
             return
         }
-        RecordPublication(self, record, refit: nil, acknowledged: acknowledged).acknowledged(error)
+        RecordPublication(self, record, refit: nil, acknowledged: acknowledged).failed(error, record: record)
     }
 
     /// Publishes a record ``publishOutcome(_:invalidToken:of:status:reason:invalidTokenReason:)`` could not hand
@@ -162,7 +162,11 @@ final class RecordPublication: RecordAcknowledgement, @unchecked Sendable {
         super.init()
     }
 
-    override func acknowledged(_ error: (any Error)?) {
+    override func acknowledged() {
+        self.pipeline.answered(self, error: nil)
+    }
+
+    override func failed(_ error: any Error, record: OutgoingRecord) {
         self.pipeline.answered(self, error: error)
     }
 }
@@ -178,30 +182,30 @@ struct RefitBudget: Sendable {
 }
 
 /// A record of a notification's outcome on its way to the sink, as the sink's acknowledgement: one object per
-/// record between the pipeline and the broker (the sink adds its own), holding the record once where a closure
-/// per layer held copies. A failed record, or one the sink cannot take at once, goes on through the
-/// path with retries (``RecordPublication``). Subclasses say what an acknowledged record does.
+/// record between the pipeline and the broker (the sink adds its own). It keeps no copy of the record: once the
+/// sink has it, the record's bytes are let go on the thread that wrote them, and a failure hands the record back
+/// (``RecordAcknowledgement/failed(_:record:)``). A failed record, or one the sink cannot take at once, goes on
+/// through the path with retries (``RecordPublication``). Subclasses say what an acknowledged record does.
 class OutcomeRecordPublication: RecordAcknowledgement, @unchecked Sendable {
     fileprivate let pipeline: Pipeline
-    private let record: OutgoingRecord
 
-    fileprivate init(pipeline: Pipeline, record: OutgoingRecord) {
+    fileprivate init(pipeline: Pipeline) {
         self.pipeline = pipeline
-        self.record = record
         super.init()
     }
 
-    fileprivate func publish() {
-        if !self.pipeline.sink.publishNow(self.record, acknowledgement: self) {
-            self.pipeline.publishAgain(self.record, after: nil, acknowledged: { self.recordDone() })
+    fileprivate func publish(_ record: OutgoingRecord) {
+        if !self.pipeline.sink.publishNow(record, acknowledgement: self) {
+            self.pipeline.publishAgain(record, after: nil, acknowledged: { self.recordDone() })
         }
     }
 
-    override func acknowledged(_ error: (any Error)?) {
-        guard error == nil else {
-            return self.pipeline.publishAgain(self.record, after: error, acknowledged: { self.recordDone() })
-        }
+    override func acknowledged() {
         self.recordDone()
+    }
+
+    override func failed(_ error: any Error, record: OutgoingRecord) {
+        self.pipeline.publishAgain(record, after: error, acknowledged: { self.recordDone() })
     }
 
     /// The broker has the record.
@@ -218,10 +222,10 @@ final class OutcomePublication: OutcomeRecordPublication, @unchecked Sendable {
     /// Records not yet acknowledged: 1, or 2 with an invalid-token record (an ``InvalidTokenPublication``).
     private let remaining: Atomic<Int>
 
-    fileprivate init(pipeline: Pipeline, record: OutgoingRecord, finished: FinishedDelivery, records: Int) {
+    fileprivate init(pipeline: Pipeline, finished: FinishedDelivery, records: Int) {
         self.finished = finished
         self.remaining = Atomic(records)
-        super.init(pipeline: pipeline, record: record)
+        super.init(pipeline: pipeline)
     }
 
     fileprivate override func recordDone() {
@@ -247,9 +251,9 @@ struct FinishedDelivery: Sendable {
 final class InvalidTokenPublication: OutcomeRecordPublication, @unchecked Sendable {
     private let outcome: OutcomePublication
 
-    fileprivate init(record: OutgoingRecord, outcome: OutcomePublication) {
+    fileprivate init(outcome: OutcomePublication) {
         self.outcome = outcome
-        super.init(pipeline: outcome.pipeline, record: record)
+        super.init(pipeline: outcome.pipeline)
     }
 
     fileprivate override func recordDone() {

@@ -2,7 +2,7 @@ import APNSCore
 import Routing
 
 /// A record the pipeline publishes: an outcome, an invalid token or a dead letter.
-package struct OutgoingRecord: Sendable {
+public struct OutgoingRecord: Sendable {
     /// The destination topic.
     package var topic: String
     /// The key.
@@ -62,17 +62,23 @@ extension RecordSink {
     }
 }
 
-/// What a record's answer from the sink goes to: subclass it and override ``acknowledged(_:)``.
+/// What a record's answer from the sink goes to: subclass it and override ``acknowledged()`` and
+/// ``failed(_:record:)``.
 open class RecordAcknowledgement: @unchecked Sendable {
     /// An acknowledgement.
     public init() {}
 
-    /// Called exactly once, from any thread: with `nil` once the broker acknowledged the record durably, or with
-    /// why it could not (``RecordTooLargeError`` when its size is the reason).
-    open func acknowledged(_ error: (any Error)?) {}
+    /// The broker acknowledged the record durably. Called at most once, and only if ``failed(_:record:)`` is not,
+    /// from any thread.
+    open func acknowledged() {}
+
+    /// The record could not be published: why (``RecordTooLargeError`` when its size is the reason), and the
+    /// record as the sink had it, so that a publisher that tries again need not keep a copy of its own while it
+    /// waits. Called at most once, and only if ``acknowledged()`` is not, from any thread.
+    open func failed(_ error: any Error, record: OutgoingRecord) {}
 }
 
-/// An acknowledgement that calls a closure.
+/// An acknowledgement that calls a closure: with `nil` once acknowledged, with the error once failed.
 package final class ClosureAcknowledgement: RecordAcknowledgement, @unchecked Sendable {
     private let body: @Sendable ((any Error)?) -> Void
 
@@ -82,7 +88,11 @@ package final class ClosureAcknowledgement: RecordAcknowledgement, @unchecked Se
         super.init()
     }
 
-    override package func acknowledged(_ error: (any Error)?) {
+    override package func acknowledged() {
+        self.body(nil)
+    }
+
+    override package func failed(_ error: any Error, record: OutgoingRecord) {
         self.body(error)
     }
 }

@@ -140,7 +140,9 @@ package final class KafkaProducer: Sendable {
             topic: topic, key: key, value: value, headers: headers, partition: partition, handler: handler)
         {
             guard await self.context.waitForDelivery() else {
-                handler.delivered(.failure(KafkaError.interruptedWaitingForRoom))
+                handler.failed(
+                    KafkaError.interruptedWaitingForRoom,
+                    message: KafkaUndeliveredMessage(topic: topic, key: key, value: value, headers: headers))
                 return
             }
         }
@@ -190,7 +192,9 @@ package final class KafkaProducer: Sendable {
         } catch {
             self.context.didNotProduce()
             opaque.release()
-            handler.delivered(.failure(error as? KafkaError ?? KafkaError(code: .state, message: "\(error)")))
+            handler.failed(
+                error as? KafkaError ?? KafkaError(code: .state, message: "\(error)"),
+                message: KafkaUndeliveredMessage(topic: topic, key: key, value: value, headers: headers))
             return true
         }
     }
@@ -252,15 +256,37 @@ extension KafkaProducer {
     }
 }
 
-/// Where a produced message's delivery report goes: subclass it and override ``delivered(_:)``. It travels
-/// through librdkafka as the message's opaque, retained until the report (or the refusal) comes.
+/// Where a produced message's delivery report goes: subclass it and override ``delivered(_:)`` and
+/// ``failed(_:message:)``. It travels through librdkafka as the message's opaque, retained until the report (or the
+/// refusal) comes.
 open class KafkaDeliveryHandler: @unchecked Sendable {
     /// A handler.
     public init() {}
 
-    /// Called exactly once, on the producer's poll thread (or at once when the message is refused): the offset
-    /// the broker gave the message, or why it was not delivered.
-    open func delivered(_ result: Result<KafkaDelivery, KafkaError>) {}
+    /// The broker has the message, at this offset. Called at most once, and only if ``failed(_:message:)`` is not,
+    /// on the producer's poll thread.
+    open func delivered(_ delivery: KafkaDelivery) {}
+
+    /// The message was not delivered: why, and the message as it was produced (its topic, key, value and headers,
+    /// read back from librdkafka), so that a sender that may produce it again need not keep a copy of its own
+    /// until the report. Called at most once, and only if ``delivered(_:)`` is not: on the producer's poll thread,
+    /// or at once on the sending thread when the message is refused.
+    open func failed(_ error: KafkaError, message: KafkaUndeliveredMessage) {}
+}
+
+/// A message the producer could not deliver, as it was produced.
+public struct KafkaUndeliveredMessage: Sendable, Hashable {
+    package var topic: String
+    package var key: [UInt8]?
+    package var value: [UInt8]?
+    package var headers: [KafkaHeader]
+
+    package init(topic: String, key: [UInt8]?, value: [UInt8]?, headers: [KafkaHeader]) {
+        self.topic = topic
+        self.key = key
+        self.value = value
+        self.headers = headers
+    }
 }
 
 /// A closure as a send's handler.
@@ -272,8 +298,12 @@ package final class DeliveryBox: KafkaDeliveryHandler, @unchecked Sendable {
         self.completion = completion
     }
 
-    override package func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
-        self.completion(result)
+    override package func delivered(_ delivery: KafkaDelivery) {
+        self.completion(.success(delivery))
+    }
+
+    override package func failed(_ error: KafkaError, message: KafkaUndeliveredMessage) {
+        self.completion(.failure(error))
     }
 }
 
@@ -296,7 +326,15 @@ final class AwaitedDelivery: KafkaDeliveryHandler, @unchecked Sendable {
 
     private let state = Mutex(State.waiting(nil))
 
-    override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
+    override func delivered(_ delivery: KafkaDelivery) {
+        self.report(.success(delivery))
+    }
+
+    override func failed(_ error: KafkaError, message: KafkaUndeliveredMessage) {
+        self.report(.failure(error))
+    }
+
+    private func report(_ result: Result<KafkaDelivery, KafkaError>) {
         let waiting = self.state.withLock { state -> CheckedContinuation<KafkaDelivery, any Error>? in
             guard case .waiting(let continuation) = state else { return nil }
             state = .reported(result)

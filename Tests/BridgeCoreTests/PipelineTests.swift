@@ -487,7 +487,7 @@ final class MemorySink: RecordSink {
     private struct State {
         var records: [OutgoingRecord] = []
         var heldKey: [UInt8]?
-        var held: [(record: OutgoingRecord, acknowledged: @Sendable ((any Error)?) -> Void)] = []
+        var held: [(record: OutgoingRecord, acknowledgement: RecordAcknowledgement)] = []
         var flushed = false
         var failuresLeft = 0
         var failures = 0
@@ -500,7 +500,7 @@ final class MemorySink: RecordSink {
     /// Records a record and acknowledges it at once, unless acknowledgements for its key are held, or fails
     /// it (as a broker that did not take it) while failures are due.
     func publish(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) async {
-        self.take(record, acknowledged: acknowledgement.acknowledged)
+        self.take(record, acknowledgement)
     }
 
     /// With ``takesAtOnce``, takes every record without a wait, as the Kafka sink does while librdkafka's queue
@@ -508,20 +508,23 @@ final class MemorySink: RecordSink {
     /// takes none, so every record goes through ``publish(_:acknowledgement:)`` in a task.
     func publishNow(_ record: OutgoingRecord, acknowledgement: RecordAcknowledgement) -> Bool {
         guard self.state.withLock({ $0.takesAtOnce }) else { return false }
-        self.take(record, acknowledged: acknowledgement.acknowledged)
+        self.take(record, acknowledgement)
         return true
     }
 
     func takeAtOnce() { self.state.withLock { $0.takesAtOnce = true } }
 
-    private func take(_ record: OutgoingRecord, acknowledged: @escaping @Sendable ((any Error)?) -> Void) {
+    /// Fails a record as a sink does: handing it back with the error (``RecordAcknowledgement/failed(_:record:)``).
+    private func take(_ record: OutgoingRecord, _ acknowledgement: RecordAcknowledgement) {
         let size =
             (record.key?.count ?? 0) + (record.value?.count ?? 0)
             + record.headers.reduce(0) { total, header in total + header.0.utf8.count + (header.1?.count ?? 0) }
         if size > self.state.withLock({ $0.maxRecordBytes }) {
             // As a broker whose topic takes smaller messages than the producer sends.
             self.state.withLock { $0.failures += 1 }
-            Thread.detachNewThread { acknowledged(RecordTooLargeError(detail: "Broker: Message size too large")) }
+            Thread.detachNewThread {
+                acknowledgement.failed(RecordTooLargeError(detail: "Broker: Message size too large"), record: record)
+            }
             return
         }
         let failed = self.state.withLock { state -> Bool in
@@ -532,18 +535,18 @@ final class MemorySink: RecordSink {
         }
         if failed {
             // Reported from another thread, as librdkafka's delivery reports are.
-            Thread.detachNewThread { acknowledged(KafkaTestError()) }
+            Thread.detachNewThread { acknowledgement.failed(KafkaTestError(), record: record) }
             return
         }
         let held = self.state.withLock { state -> Bool in
             if state.heldKey != nil, state.heldKey == record.key {
-                state.held.append((record, acknowledged))
+                state.held.append((record, acknowledgement))
                 return true
             }
             state.records.append(record)
             return false
         }
-        if !held { acknowledged(nil) }
+        if !held { acknowledgement.acknowledged() }
     }
     func flush(timeout: Duration) async throws { self.state.withLock { $0.flushed = true } }
 
@@ -562,7 +565,7 @@ final class MemorySink: RecordSink {
             state.records += state.held.map(\.record)
             return state.held
         }
-        for entry in held { entry.acknowledged(nil) }
+        for entry in held { entry.acknowledgement.acknowledged() }
     }
     func records(topic: String) -> [OutgoingRecord] { self.state.withLock { $0.records.filter { $0.topic == topic } } }
     func values(topic: String) -> [[String: Any]] {

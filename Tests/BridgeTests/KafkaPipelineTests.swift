@@ -114,14 +114,34 @@ final class CountingSink: RecordSink {
     }
 
     private func counted(_ record: OutgoingRecord, _ acknowledgement: RecordAcknowledgement) -> RecordAcknowledgement {
-        ClosureAcknowledgement { error in
-            if error == nil {
-                self.state.withLock { state in
-                    state.count += 1
-                    if let key = record.key { state.keys.insert(String(decoding: key, as: UTF8.self)) }
-                }
+        Counted(record: record, acknowledgement: acknowledgement, state: self.state)
+    }
+
+    /// Counts an acknowledged record, then passes the answer on (a failure with the record the base handed back).
+    private final class Counted: RecordAcknowledgement, @unchecked Sendable {
+        let record: OutgoingRecord
+        let acknowledgement: RecordAcknowledgement
+        let state: AsyncCondition<(count: Int, keys: Set<String>)>
+
+        init(
+            record: OutgoingRecord, acknowledgement: RecordAcknowledgement,
+            state: AsyncCondition<(count: Int, keys: Set<String>)>
+        ) {
+            self.record = record
+            self.acknowledgement = acknowledgement
+            self.state = state
+        }
+
+        override func acknowledged() {
+            self.state.withLock { state in
+                state.count += 1
+                if let key = self.record.key { state.keys.insert(String(decoding: key, as: UTF8.self)) }
             }
-            acknowledgement.acknowledged(error)
+            self.acknowledgement.acknowledged()
+        }
+
+        override func failed(_ error: any Error, record: OutgoingRecord) {
+            self.acknowledgement.failed(error, record: record)
         }
     }
 

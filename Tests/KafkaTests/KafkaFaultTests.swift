@@ -2,6 +2,7 @@ import Kafka
 import TestSupport
 import TestWaiting
 import Testing
+import Waiting
 
 @Suite("Faults: injected errors, broker outages, closing", .timeLimit(.minutes(1)))
 struct KafkaFaultTests {
@@ -52,6 +53,54 @@ struct KafkaFaultTests {
         let received = try await read(consumer) { $0.count >= high }
         await consumer.close()
         #expect(received.map(\.text) == acknowledged)
+    }
+
+    /// Keeps what ``KafkaDeliveryHandler/failed(_:message:)`` hands back.
+    final class Undelivered: KafkaDeliveryHandler, @unchecked Sendable {
+        let reports = AsyncCondition<[(error: KafkaError, message: KafkaUndeliveredMessage)]>([])
+
+        override func delivered(_ delivery: KafkaDelivery) {
+            Issue.record("delivered at \(delivery.partition) although the broker refuses the topic")
+        }
+
+        override func failed(_ error: KafkaError, message: KafkaUndeliveredMessage) {
+            self.reports.withLock { $0.append((error, message)) }
+        }
+    }
+
+    @Test(
+        "a failed delivery hands the message back as it was produced (key, value, headers, a null one too): a sender keeps no copy while it waits"
+    )
+    func failedDeliveryHandsTheMessageBack() async throws {
+        let topic = "handed-back"
+        let cluster = try makeCluster(topic: topic, partitionCount: 2)
+        let producer = try makeProducer(cluster)
+        try await producer.send(topic: topic, key: nil, value: Array("warm-up".utf8))
+        // Refused at once (no such partition): handed back on the sending thread, without key or value too.
+        let refused = Undelivered()
+        #expect(producer.sendNow(topic: topic, key: nil, value: nil, partition: 7, handler: refused))
+        let refusal = refused.reports.read { $0.first }
+        #expect(refusal?.error.code == .unknownPartition)
+        #expect(refusal?.message == KafkaUndeliveredMessage(topic: topic, key: nil, value: nil, headers: []))
+
+        // Failed by the broker: handed back from the delivery report, as librdkafka still holds it.
+        try cluster.injectErrors([.topicAuthorizationFailed], on: .produce)
+        let headers = [
+            KafkaHeader(name: "pushbridge-app", value: Array("shop".utf8)), KafkaHeader(name: "empty", value: nil),
+            KafkaHeader(name: "bytes", value: [0, 0xFF, 0x0A]),
+        ]
+        let sent = KafkaUndeliveredMessage(
+            topic: topic, key: Array("device-1".utf8), value: Array("{\"status\":\"delivered\"}".utf8), headers: headers
+        )
+        let reported = Undelivered()
+        #expect(
+            producer.sendNow(
+                topic: sent.topic, key: sent.key, value: sent.value, headers: sent.headers, handler: reported))
+        let failure = await reported.reports.wait(deadline: .now + .seconds(30)) { $0.first }.value
+        #expect(failure?.error.code == .topicAuthorizationFailed)
+        #expect(failure?.message == sent)
+        await producer.close()
+        cluster.close()
     }
 
     @Test("a broker that goes down and comes back mid-stream loses no message")

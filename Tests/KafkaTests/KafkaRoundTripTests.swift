@@ -257,7 +257,11 @@ private final class TallyHandler: KafkaDeliveryHandler, @unchecked Sendable {
         self.tally = tally
     }
 
-    override func delivered(_ result: Result<KafkaDelivery, KafkaError>) {
-        self.tally.add(self.index, result)
+    override func delivered(_ delivery: KafkaDelivery) {
+        self.tally.add(self.index, .success(delivery))
+    }
+
+    override func failed(_ error: KafkaError, message: KafkaUndeliveredMessage) {
+        self.tally.add(self.index, .failure(error))
     }
 }
