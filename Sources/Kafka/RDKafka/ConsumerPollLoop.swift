@@ -148,35 +148,16 @@ struct PollLoop: Sendable {
     private static func copy(
         _ message: UnsafeMutablePointer<rd_kafka_message_t>, topic: String, generation: UInt64
     ) -> KafkaMessage {
-        let fields = message.pointee
-        let value = fields.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: fields.len)) }
-        let key = fields.key.map { Array(UnsafeRawBufferPointer(start: $0, count: fields.key_len)) }
-        var headers: [KafkaHeader] = []
-        var list: OpaquePointer?
-        if rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list {
-            var index = 0
-            var name: UnsafePointer<CChar>?
-            var headerValue: UnsafeRawPointer?
-            var size = 0
-            while rd_kafka_header_get_all(list, index, &name, &headerValue, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
-                headers.append(
-                    KafkaHeader(
-                        name: name.map { String(cString: $0) } ?? "",
-                        value: headerValue.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }
-                    )
-                )
-                index += 1
-            }
-        }
+        let content = RDKafkaMessageContent(message)
         var timestampType = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
         let timestamp = rd_kafka_message_timestamp(message, &timestampType)
         return KafkaMessage(
             topic: topic,
-            partition: fields.partition,
-            offset: fields.offset,
-            key: key,
-            value: value,
-            headers: headers,
+            partition: message.pointee.partition,
+            offset: message.pointee.offset,
+            key: content.key,
+            value: content.value,
+            headers: content.headers,
             timestampMilliseconds: timestamp >= 0 ? timestamp : nil,
             assignmentGeneration: generation
         )

@@ -109,25 +109,7 @@ final class ProducerContext: Sendable {
     /// The message of a failed delivery report as it was produced: librdkafka hands it back whole (key, value and
     /// headers), so the sender keeps no copy of its own while it waits for the report.
     static func undelivered(_ message: UnsafePointer<rd_kafka_message_t>, topic: String) -> KafkaUndeliveredMessage {
-        let fields = message.pointee
-        let key = fields.key.map { Array(UnsafeRawBufferPointer(start: $0, count: fields.key_len)) }
-        let value = fields.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: fields.len)) }
-        var headers: [KafkaHeader] = []
-        var list: OpaquePointer?
-        // The list belongs to the message: read, not freed.
-        if rd_kafka_message_headers(message, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list {
-            var index = 0
-            var name: UnsafePointer<CChar>?
-            var bytes: UnsafeRawPointer?
-            var size = 0
-            while rd_kafka_header_get_all(list, index, &name, &bytes, &size) == RD_KAFKA_RESP_ERR_NO_ERROR {
-                headers.append(
-                    KafkaHeader(
-                        name: name.map { String(cString: $0) } ?? "",
-                        value: bytes.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) }))
-                index += 1
-            }
-        }
-        return KafkaUndeliveredMessage(topic: topic, key: key, value: value, headers: headers)
+        let content = RDKafkaMessageContent(message)
+        return KafkaUndeliveredMessage(topic: topic, key: content.key, value: content.value, headers: content.headers)
     }
 }
