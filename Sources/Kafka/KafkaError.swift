@@ -49,6 +49,7 @@ public struct KafkaError: Error, Sendable, Hashable, CustomStringConvertible {
         package static let messageTimedOut = Code(RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
         /// The local producer queue is full (`_QUEUE_FULL`).
         package static let queueFull = Code(RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        /// The message names a partition the topic does not have (`_UNKNOWN_PARTITION`).
         package static let unknownPartition = Code(RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
         /// A message was purged from the local queue before it was sent (`_PURGE_QUEUE`).
         package static let purgedQueued = Code(RD_KAFKA_RESP_ERR__PURGE_QUEUE)
