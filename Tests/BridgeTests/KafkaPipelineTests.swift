@@ -162,6 +162,44 @@ final class CountingSink: RecordSink {
 
 @Suite("Pipeline instances in one group")
 struct KafkaGroupPipelineTests {
+    /// Keeps what the sink answers a record.
+    final class Answers: RecordAcknowledgement, @unchecked Sendable {
+        let failures = AsyncCondition<[(error: String, record: OutgoingRecord)]>([])
+
+        override func acknowledged() {
+            Issue.record("acknowledged although the broker refuses the topic")
+        }
+
+        override func failed(_ error: any Error, record: OutgoingRecord) {
+            self.failures.withLock { $0.append(("\(error)", record)) }
+        }
+    }
+
+    @Test(
+        "a record the broker fails comes back to its acknowledgement as it was published (key, value, headers, a null one), for the pipeline to publish again"
+    )
+    func failedRecordComesBack() async throws {
+        let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
+        defer { cluster.close() }
+        try cluster.createTopic("pushbridge.outcomes", partitionCount: 1)
+        let producer = try KafkaProducer(configuration: producerConfiguration(cluster), logger: quietLogger()).running()
+        try await producer.send(topic: "pushbridge.outcomes", key: nil, value: Array("warm-up".utf8))
+        try cluster.injectErrors([.topicAuthorizationFailed], on: .produce)
+        let sent = OutgoingRecord(
+            topic: "pushbridge.outcomes", key: Array("aa01".utf8), value: Array(#"{"status":"delivered"}"#.utf8),
+            headers: [("pushbridge-app", Array("shop".utf8)), ("trace", nil), ("tenant", [])])
+        let answers = Answers()
+        #expect(KafkaRecordSink(producer: producer).publishNow(sent, acknowledgement: answers))
+        let failure = await answers.failures.wait(deadline: .now + .seconds(30)) { $0.first }.value
+        #expect(failure?.error.contains("TOPIC_AUTHORIZATION_FAILED") == true)
+        #expect(failure?.record.topic == sent.topic)
+        #expect(failure?.record.key == sent.key)
+        #expect(failure?.record.value == sent.value)
+        #expect(failure?.record.headers.map(\.0) == sent.headers.map(\.0))
+        #expect(failure?.record.headers.map(\.1) == sent.headers.map(\.1))
+        await producer.close()
+    }
+
     @Test("two instances split the partitions; when one stops, the other finishes everything")
     func twoInstances() async throws {
         let cluster = try KafkaMockCluster(brokerCount: 1, properties: ["log_level": "0"])
