@@ -203,7 +203,7 @@ private final class BatchReader: @unchecked Sendable {
 
 extension SourceEvent {
     /// The pipeline's view of a consumed Kafka message.
-    init(message: KafkaMessage) {
+    convenience init(message: KafkaMessage) {
         self.init(
             source: SourceCoordinates(
                 topic: message.topic, partition: message.partition, offset: message.offset, key: message.key

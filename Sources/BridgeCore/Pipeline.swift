@@ -427,13 +427,14 @@ package final class Pipeline: Service, Sendable {
     /// Hands the collected notifications to the sender.
     func send(_ sends: inout [SendRequest]) {
         guard !sends.isEmpty else { return }
-        // Handed over whole (the sender takes it as `consuming`): a sender that rewrites the batch (a reload's
-        // in-flight count) then owns it alone, where a shared array would be copied, a retain per field per
-        // notification.
+        // Handed over whole (the sender takes it as `consuming`, and `consume` ends this function's hold on it): a
+        // sender that rewrites the batch (a reload's in-flight count) then owns it alone, where a shared array would
+        // be copied, a retain per field per notification. Without `consume` the local kept a reference through the
+        // call, and `ReloadableSender` copied every batch.
         var batch: [SendRequest] = []
         batch.reserveCapacity(Self.sendBatchSize)
         swap(&batch, &sends)
-        self.sender.send(contentsOf: batch)
+        self.sender.send(contentsOf: consume batch)
     }
 
     private func deadLetter(

@@ -21,11 +21,14 @@ package struct SourceCoordinates: Sendable, Hashable {
 /// One consumed event, from the broker adapter through the pipeline to the mapper: the only shape an event
 /// takes after the Kafka source read it (templates see it as `_kafka.*` and `_headers.*`).
 ///
-/// Its properties are constants, as are ``SourceCoordinates``': this toolchain compiles an explicit initialiser of a
-/// struct with `var` properties, returned in memory, into a copy of the new value and the destruction of the original
-/// (a retain and a release of each reference), and every event is made by one (docs/architecture.md, "The parts and
+/// An immutable object, not a struct: the consume loop, the pipeline's asynchronous steps and the mapper's scope each
+/// hold the event, and a copy of a struct of its four references (topic, key, value, headers) retained and released
+/// each of them, three copies per event; a copy of the object is one retain (docs/benchmarks.md, "Fewer copies of the
+/// event"). Its properties are constants, so sharing it is the same as copying it. ``SourceCoordinates``' are
+/// constants too: this toolchain compiles an explicit initialiser of a struct with `var` properties, returned in
+/// memory, into a copy of the new value and the destruction of the original (docs/architecture.md, "The parts and
 /// their boundaries").
-package struct SourceEvent: Sendable {
+package final class SourceEvent: Sendable {
     /// Where it came from; `key` is the event's key.
     package let source: SourceCoordinates
     /// The value bytes; `nil` for a tombstone.
@@ -62,7 +65,7 @@ package struct SourceEvent: Sendable {
 
 extension SourceEvent {
     /// An event at `topic`/`partition`/`offset` (for tools and tests that make events by hand).
-    package init(
+    package convenience init(
         topic: String, partition: Int32, offset: Int64, key: [UInt8]? = nil, timestampMilliseconds: Int64? = nil,
         headers: [(String, [UInt8]?)] = [], value: [UInt8]?
     ) {
