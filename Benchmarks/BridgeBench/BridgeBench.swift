@@ -166,10 +166,16 @@ struct BridgeBench {
             "  bridge: pid \(bridge.pid), \(options.logSender ? "log sender (no APNs)" : "APNs sender"), "
                 + "log \(bridgeLog)")
 
-        // Backlog phase: every pre-loaded event becomes one outcome.
-        var cpuAtFirstOutcome: Double?
-        var threadsAtFirstOutcome: [Int: ProcessCPU.ThreadUsage] = [:]
-        var serverCPUAtFirstOutcome: Double?
+        // Backlog phase: every pre-loaded event becomes one outcome. Its CPU and rate are measured over a span in
+        // the middle (``SteadySpan``), not from the first outcome read: by then the bridge had already consumed,
+        // mapped, sent and answered a whole window of notifications, whose work the measure would leave out.
+        var firstOutcomeSeen = false
+        let span = try SteadySpan(eventCount: options.eventCount, maxInFlight: options.maxInFlightCount)
+        // Its own task: the loop below waits seconds at a time for the mock cluster's watermarks.
+        let (bridgePID, serverPID) = (bridge.pid, server.pid)
+        let spanSamples = Task {
+            await span.sample(tally: tally, bridgePID: bridgePID, serverPID: serverPID)
+        }
         let backlogDeadline = ContinuousClock.now + .seconds(60) + .milliseconds(options.eventCount)
         var lastProgress = ContinuousClock.now
         var urgentDuringBacklog: Task<Void, any Error>?
@@ -182,10 +188,8 @@ struct BridgeBench {
                 bridge.signal(SIGKILL)
                 throw BenchError("timed out with \(tally.count)/\(options.eventCount) outcomes; see \(bridgeLog)")
             }
-            if cpuAtFirstOutcome == nil, tally.count > 0 {
-                cpuAtFirstOutcome = bridge.cpuSecondsSoFar()
-                threadsAtFirstOutcome = ProcessCPU.threads(pid: bridge.pid)
-                serverCPUAtFirstOutcome = server.cpuSeconds
+            if !firstOutcomeSeen, tally.count > 0 {
+                firstOutcomeSeen = true
                 if let trickle {
                     urgentDuringBacklog = Task {
                         try await trickle.produce(
@@ -209,13 +213,15 @@ struct BridgeBench {
             }
             try await Task.sleep(for: .milliseconds(5))
         }
-        let cpuAtBacklogDone = bridge.cpuSecondsSoFar()
-        let threadsAtBacklogDone = ProcessCPU.threads(pid: bridge.pid)
-        let serverCPUAtBacklogDone = server.cpuSeconds
         let backlogRead = tally.lastReadAt ?? ContinuousClock.now
         let firstRead = tally.firstReadAt ?? bridgeStarted
-        let window = backlogRead - firstRead
-        let backlogCPU = cpuAtBacklogDone - (cpuAtFirstOutcome ?? 0)
+        spanSamples.cancel()
+        guard let (spanStart, spanEnd) = await spanSamples.value else {
+            throw BenchError("the backlog ended before the end of its measured span (outcomes \(span.end))")
+        }
+        let measured = spanEnd.count - spanStart.count
+        let spanSeconds = Self.secondsValue(spanEnd.at - spanStart.at)
+        let backlogCPU = spanEnd.cpu - spanStart.cpu
         try await urgentDuringBacklog?.value
 
         // Idle phase of the urgent events: as many again, on the bridge with the backlog done.
@@ -259,9 +265,9 @@ struct BridgeBench {
         )
         await relay?.stop()
         let serverCPUDuringH2Load = server.cpuSeconds - serverCPUBeforeH2Load
-        let serverCPUDuringBacklog = serverCPUAtBacklogDone - (serverCPUAtFirstOutcome ?? 0)
+        let serverCPUDuringBacklog = spanEnd.serverCPU - spanStart.serverCPU
 
-        let rate = Double(options.eventCount) / Self.secondsValue(window)
+        let rate = Double(measured) / spanSeconds
         let latencies = tally.liveLatenciesMilliseconds.sorted()
         let connections = "\(options.connectionCount) APNs connection\(options.connectionCount == 1 ? "" : "s")"
         var report = "\nBridge end to end (server \(options.server.rawValue), "
@@ -274,13 +280,15 @@ struct BridgeBench {
         report += "  server:         \(server.description)\n"
         report += "  events:         \(options.eventCount) pre-loaded + \(options.liveEventCount) live -> "
         report += "\(tally.count) outcomes, \(tally.deliveredCount) delivered\n"
-        report += "  throughput:     \(Self.format(rate, 0)) notifications/s (first to last outcome read: "
-        report += "\(Self.seconds(window)) s; from bridge start: \(Self.seconds(backlogRead - bridgeStarted)) s)\n"
-        report += "  CPU/notif:      \(Self.format(backlogCPU / Double(options.eventCount) * 1e6, 1)) µs "
-        report += "(bridge process, during the backlog; \(Self.format(backlogCPU, 2)) CPU s in "
-        report += "\(Self.seconds(window)) s = \(Self.format(backlogCPU / Self.secondsValue(window), 2)) cores)\n"
-        report += Self.threadReport(
-            from: threadsAtFirstOutcome, to: threadsAtBacklogDone, notifications: options.eventCount)
+        report += "  measured:       outcomes \(spanStart.count)..<\(spanEnd.count) of the backlog, read in "
+        report +=
+            "\(Self.format(spanSeconds, 2)) s (first to last outcome read: \(Self.seconds(backlogRead - firstRead)) s; "
+        report += "from bridge start: \(Self.seconds(backlogRead - bridgeStarted)) s)\n"
+        report += "  throughput:     \(Self.format(rate, 0)) notifications/s\n"
+        report += "  CPU/notif:      \(Self.format(backlogCPU / Double(measured) * 1e6, 1)) µs "
+        report += "(bridge process; \(Self.format(backlogCPU, 2)) CPU s in "
+        report += "\(Self.format(spanSeconds, 2)) s = \(Self.format(backlogCPU / spanSeconds, 2)) cores)\n"
+        report += Self.threadReport(from: spanStart.threads, to: spanEnd.threads, notifications: measured)
         if latencies.isEmpty {
             report += "  latency:        no live phase\n"
         } else {
@@ -296,13 +304,13 @@ struct BridgeBench {
         report += "\(Self.format(h2load.rate, 0)) req/s "
         report += "(\(h2load.succeeded)/\(h2loadCount) 2xx), h2load's own CPU "
         report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs/req\n"
-        let serverWithBridge = serverCPUDuringBacklog / Double(options.eventCount) * 1e6
+        let serverWithBridge = serverCPUDuringBacklog / Double(measured) * 1e6
         let serverWithH2Load = serverCPUDuringH2Load / Double(h2loadCount) * 1e6
         report += "  server CPU/req: \(Self.format(serverWithBridge, 1)) µs with the bridge, "
         report += "\(Self.format(serverWithH2Load, 1)) µs with h2load (\(options.server.rawValue) process)\n"
         report += "  ratio bridge (\(connections)) / h2load (1 connection): "
         report += "\(Self.format(rate / h2load.rate, 2)) (target >= 0.5)\n"
-        let bridgeMicroseconds = backlogCPU / Double(options.eventCount) * 1e6
+        let bridgeMicroseconds = backlogCPU / Double(measured) * 1e6
         report += "  CPU ratio:      bridge's CPU per notification / h2load's per request: "
         report += "\(Self.format(bridgeMicroseconds / h2load.cpuMicrosecondsPerRequest, 2)) (target <= 3)\n"
         if options.roundTripMilliseconds > 0 {
