@@ -170,7 +170,7 @@ struct BridgeBench {
         // the middle (``SteadySpan``), not from the first outcome read: by then the bridge had already consumed,
         // mapped, sent and answered a whole window of notifications, whose work the measure would leave out.
         var firstOutcomeSeen = false
-        let span = try SteadySpan(eventCount: options.eventCount, maxInFlight: options.maxInFlightCount)
+        let span = SteadySpan(eventCount: options.eventCount, maxInFlight: options.maxInFlightCount)
         // Its own task: the loop below waits seconds at a time for the mock cluster's watermarks.
         let (bridgePID, serverPID) = (bridge.pid, server.pid)
         let spanSamples = Task {
@@ -215,7 +215,7 @@ struct BridgeBench {
         }
         let backlogRead = tally.lastReadAt ?? ContinuousClock.now
         let firstRead = tally.firstReadAt ?? bridgeStarted
-        spanSamples.cancel()
+        // The count has reached the span's end: the task returns within its next reading.
         guard let (spanStart, spanEnd) = await spanSamples.value else {
             throw BenchError("the backlog ended before the end of its measured span (outcomes \(span.end))")
         }
@@ -284,6 +284,7 @@ struct BridgeBench {
         report +=
             "\(Self.format(spanSeconds, 2)) s (first to last outcome read: \(Self.seconds(backlogRead - firstRead)) s; "
         report += "from bridge start: \(Self.seconds(backlogRead - bridgeStarted)) s)\n"
+        report += span.caveat(maxInFlight: options.maxInFlightCount)
         report += "  throughput:     \(Self.format(rate, 0)) notifications/s\n"
         report += "  CPU/notif:      \(Self.format(backlogCPU / Double(measured) * 1e6, 1)) µs "
         report += "(bridge process; \(Self.format(backlogCPU, 2)) CPU s in "

@@ -14,16 +14,23 @@ struct SteadySpan: Sendable {
     /// The outcome count at which it ends: a tenth of the backlog, and at least two windows, before its end (the events
     /// not yet read then are those in flight and as many again still to be consumed).
     let end: Int
+    /// Whether the backlog is long enough for such a span. When it is not (fewer than five windows of events, as in
+    /// the counting scripts' short runs), the span is the whole backlog from the first outcome read, and the report
+    /// says so.
+    let isSteady: Bool
 
-    init(eventCount: Int, maxInFlight: Int) throws {
-        self.start = max(eventCount / 10, maxInFlight)
-        self.end = eventCount - max(eventCount / 10, 2 * maxInFlight)
-        guard self.end - self.start >= eventCount / 5 else {
-            throw BenchError(
-                "\(eventCount) events are too few to measure with \(maxInFlight) in flight: the span between the first "
-                    + "window and the last two would hold \(max(0, self.end - self.start)) outcomes; use --events "
-                    + "\(5 * maxInFlight) or more, or --max-in-flight \(eventCount / 5) or less")
-        }
+    init(eventCount: Int, maxInFlight: Int) {
+        let start = max(eventCount / 10, maxInFlight)
+        let end = eventCount - max(eventCount / 10, 2 * maxInFlight)
+        self.isSteady = end - start >= eventCount / 5
+        (self.start, self.end) = self.isSteady ? (start, end) : (1, eventCount)
+    }
+
+    /// What the report says of the span when it is not steady.
+    func caveat(maxInFlight: Int) -> String {
+        guard !self.isSteady else { return "" }
+        return "  caveat:         too few events for a span in the middle (at least 5 × \(maxInFlight)): measured from "
+            + "the first outcome read, which leaves out the work of up to \(maxInFlight) notifications\n"
     }
 
     /// Reads the bridge's CPU when the outcome count reaches the span's start and its end, every 2 ms; `nil` when
