@@ -135,7 +135,7 @@ struct BridgeBench {
         ).write(toFile: configurationPath, atomically: true, encoding: .utf8)
 
         // Read the outcomes back while the bridge runs.
-        let tally = OutcomeTally(recordsCompletions: options.streamLimitRaise > 0, urgentPartition: trickle?.partition)
+        let tally = OutcomeTally(urgentPartition: trickle?.partition)
         var readerConfiguration = KafkaConsumerConfiguration(
             bootstrapServers: cluster.bootstrapServers, groupID: "bench-reader-\(UUID())"
         )
@@ -167,15 +167,12 @@ struct BridgeBench {
                 + "log \(bridgeLog)")
 
         // Backlog phase: every pre-loaded event becomes one outcome. Its CPU and rate are measured over a span in
-        // the middle (``SteadySpan``), not from the first outcome read: by then the bridge had already consumed,
-        // mapped, sent and answered a whole window of notifications, whose work the measure would leave out.
+        // the middle, placed by the outcomes' completion times (``SteadySpan``), from readings of the bridge's CPU
+        // taken all along by a task of their own.
         var firstOutcomeSeen = false
         let span = SteadySpan(eventCount: options.eventCount, maxInFlight: options.maxInFlightCount)
-        // Its own task: the loop below waits seconds at a time for the mock cluster's watermarks.
         let (bridgePID, serverPID) = (bridge.pid, server.pid)
-        let spanSamples = Task {
-            await span.sample(tally: tally, bridgePID: bridgePID, serverPID: serverPID)
-        }
+        let cpuTrace = Task { await SteadySpan.trace(bridgePID: bridgePID, serverPID: serverPID) }
         let backlogDeadline = ContinuousClock.now + .seconds(60) + .milliseconds(options.eventCount)
         var lastProgress = ContinuousClock.now
         var urgentDuringBacklog: Task<Void, any Error>?
@@ -215,13 +212,13 @@ struct BridgeBench {
         }
         let backlogRead = tally.lastReadAt ?? ContinuousClock.now
         let firstRead = tally.firstReadAt ?? bridgeStarted
-        // The count has reached the span's end: the task returns within its next reading.
-        guard let (spanStart, spanEnd) = await spanSamples.value else {
-            throw BenchError("the backlog ended before the end of its measured span (outcomes \(span.end))")
+        cpuTrace.cancel()
+        guard let measured = span.measure(trace: await cpuTrace.value, completions: tally.completions) else {
+            throw BenchError(
+                "no two readings of the bridge's CPU fell between completions \(span.start) and \(span.end)")
         }
-        let measured = spanEnd.count - spanStart.count
-        let spanSeconds = Self.secondsValue(spanEnd.at - spanStart.at)
-        let backlogCPU = spanEnd.cpu - spanStart.cpu
+        let spanSeconds = measured.seconds
+        let backlogCPU = measured.cpu
         try await urgentDuringBacklog?.value
 
         // Idle phase of the urgent events: as many again, on the bridge with the backlog done.
@@ -265,9 +262,9 @@ struct BridgeBench {
         )
         await relay?.stop()
         let serverCPUDuringH2Load = server.cpuSeconds - serverCPUBeforeH2Load
-        let serverCPUDuringBacklog = spanEnd.serverCPU - spanStart.serverCPU
+        let serverCPUDuringBacklog = measured.serverCPU
 
-        let rate = Double(measured) / spanSeconds
+        let rate = Double(measured.completed) / spanSeconds
         let latencies = tally.liveLatenciesMilliseconds.sorted()
         let connections = "\(options.connectionCount) APNs connection\(options.connectionCount == 1 ? "" : "s")"
         var report = "\nBridge end to end (server \(options.server.rawValue), "
@@ -280,16 +277,18 @@ struct BridgeBench {
         report += "  server:         \(server.description)\n"
         report += "  events:         \(options.eventCount) pre-loaded + \(options.liveEventCount) live -> "
         report += "\(tally.count) outcomes, \(tally.deliveredCount) delivered\n"
-        report += "  measured:       outcomes \(spanStart.count)..<\(spanEnd.count) of the backlog, read in "
         report +=
-            "\(Self.format(spanSeconds, 2)) s (first to last outcome read: \(Self.seconds(backlogRead - firstRead)) s; "
-        report += "from bridge start: \(Self.seconds(backlogRead - bridgeStarted)) s)\n"
+            "  measured:       \(measured.completed) notifications completed in \(Self.format(spanSeconds, 2)) s, "
+        report += "from completion \(span.start) to \(span.end) of the backlog (outcomes read from first to last in "
+        report +=
+            "\(Self.seconds(backlogRead - firstRead)) s; from bridge start: \(Self.seconds(backlogRead - bridgeStarted)) s)\n"
         report += span.caveat(maxInFlight: options.maxInFlightCount)
         report += "  throughput:     \(Self.format(rate, 0)) notifications/s\n"
-        report += "  CPU/notif:      \(Self.format(backlogCPU / Double(measured) * 1e6, 1)) µs "
+        report += "  CPU/notif:      \(Self.format(backlogCPU / Double(measured.completed) * 1e6, 1)) µs "
         report += "(bridge process; \(Self.format(backlogCPU, 2)) CPU s in "
         report += "\(Self.format(spanSeconds, 2)) s = \(Self.format(backlogCPU / spanSeconds, 2)) cores)\n"
-        report += Self.threadReport(from: spanStart.threads, to: spanEnd.threads, notifications: measured)
+        report += Self.threadReport(
+            from: measured.start.threads, to: measured.end.threads, notifications: measured.completed)
         if latencies.isEmpty {
             report += "  latency:        no live phase\n"
         } else {
@@ -305,13 +304,13 @@ struct BridgeBench {
         report += "\(Self.format(h2load.rate, 0)) req/s "
         report += "(\(h2load.succeeded)/\(h2loadCount) 2xx), h2load's own CPU "
         report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs/req\n"
-        let serverWithBridge = serverCPUDuringBacklog / Double(measured) * 1e6
+        let serverWithBridge = serverCPUDuringBacklog / Double(measured.completed) * 1e6
         let serverWithH2Load = serverCPUDuringH2Load / Double(h2loadCount) * 1e6
         report += "  server CPU/req: \(Self.format(serverWithBridge, 1)) µs with the bridge, "
         report += "\(Self.format(serverWithH2Load, 1)) µs with h2load (\(options.server.rawValue) process)\n"
         report += "  ratio bridge (\(connections)) / h2load (1 connection): "
         report += "\(Self.format(rate / h2load.rate, 2)) (target >= 0.5)\n"
-        let bridgeMicroseconds = backlogCPU / Double(measured) * 1e6
+        let bridgeMicroseconds = backlogCPU / Double(measured.completed) * 1e6
         report += "  CPU ratio:      bridge's CPU per notification / h2load's per request: "
         report += "\(Self.format(bridgeMicroseconds / h2load.cpuMicrosecondsPerRequest, 2)) (target <= 3)\n"
         if options.roundTripMilliseconds > 0 {

@@ -3,8 +3,8 @@ import Foundation
 import Synchronization
 
 /// What the outcome topic held so far: counts by status, when the first and last outcome were read, and the
-/// event-to-outcome latencies of the live phase's events and of the urgent events (``UrgentTrickle``); with
-/// `recordsCompletions`, every outcome's `completed_at` (for ``StreamRamp``).
+/// event-to-outcome latencies of the live phase's events and of the urgent events (``UrgentTrickle``), and
+/// every outcome's `completed_at` (for ``SteadySpan`` and ``StreamRamp``).
 final class OutcomeTally: Sendable {
     private struct State {
         var count = 0
@@ -19,8 +19,6 @@ final class OutcomeTally: Sendable {
         var urgentLatenciesMilliseconds: [Int64: Double] = [:]
     }
 
-    private let recordsCompletions: Bool
-
     private let state = Mutex(State())
     /// Produce time (epoch ms) of each live event, by "partition/offset".
     private let liveProducedAt = Mutex([Int64: Int64]())
@@ -29,8 +27,7 @@ final class OutcomeTally: Sendable {
     /// The urgent events' partition, when there are any.
     let urgentPartition: Int32?
 
-    init(recordsCompletions: Bool = false, urgentPartition: Int32?) {
-        self.recordsCompletions = recordsCompletions
+    init(urgentPartition: Int32?) {
         self.urgentPartition = urgentPartition
     }
 
@@ -58,7 +55,7 @@ final class OutcomeTally: Sendable {
         var urgent: [(offset: Int64, completedAt: Int64)] = []
         for value in values {
             let fields = OutcomeFields(value)
-            if self.recordsCompletions, let completedAt = fields.completedAtEpochMilliseconds {
+            if let completedAt = fields.completedAtEpochMilliseconds {
                 completions.append(completedAt)
             }
             if fields.status == "delivered" {
