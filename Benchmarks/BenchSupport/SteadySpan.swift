@@ -1,4 +1,3 @@
-import BenchSupport
 import Foundation
 
 /// The part of the backlog over which its CPU and rate are measured: the middle, where the bridge takes in events as
@@ -15,22 +14,22 @@ import Foundation
 ///
 /// So the bench reads the bridge's CPU every ``interval`` (a ``Trace``). Once every outcome is read, it takes the
 /// readings nearest to the span's two ends, and counts the notifications completed between them.
-struct SteadySpan: Sendable {
+package struct SteadySpan: Sendable {
     /// The completed notification (in completion order) at which the span starts: a tenth of the backlog, and at
     /// least one window in.
-    let start: Int
+    package let start: Int
     /// The one at which it ends: a tenth of the backlog, and at least two windows, before its end (events are still
     /// being consumed then).
-    let end: Int
+    package let end: Int
     /// Whether the backlog is long enough for such a span. When it is not (fewer than five windows of events, as in
     /// the counting scripts' short runs), the span runs from the first completion to the last, and the report says
     /// so.
-    let isSteady: Bool
+    package let isSteady: Bool
 
     /// How often the bench reads the bridge's CPU.
-    static let interval = Duration.milliseconds(20)
+    package static let interval = Duration.milliseconds(20)
 
-    init(eventCount: Int, maxInFlight: Int) {
+    package init(eventCount: Int, maxInFlight: Int) {
         let start = max(eventCount / 10, maxInFlight)
         let end = eventCount - max(eventCount / 10, 2 * maxInFlight)
         self.isSteady = end - start >= eventCount / 5
@@ -38,7 +37,7 @@ struct SteadySpan: Sendable {
     }
 
     /// What the report says of the span when it is not steady.
-    func caveat(maxInFlight: Int) -> String {
+    package func caveat(maxInFlight: Int) -> String {
         guard !self.isSteady else { return "" }
         return "  caveat:         too few events for a span in the middle (at least 5 × \(maxInFlight)): measured from "
             + "the first completion, which leaves out the work of up to \(maxInFlight) notifications\n"
@@ -46,7 +45,7 @@ struct SteadySpan: Sendable {
 
     /// The readings nearest inside the span, and how many notifications were completed between them; `nil` when no
     /// two readings fall inside it.
-    func measure(trace: [Sample], completions: [Int64]) -> Measured? {
+    package func measure(trace: [Sample], completions: [Int64]) -> Measured? {
         let sorted = completions.sorted()
         guard sorted.count > self.end else { return nil }
         let (from, to) = (sorted[self.start], sorted[self.end])
@@ -71,18 +70,18 @@ struct SteadySpan: Sendable {
     }
 
     /// The bridge's CPU over the span and the notifications it completed in it.
-    struct Measured {
-        let start: Sample
-        let end: Sample
-        let completed: Int
+    package struct Measured: Sendable {
+        package let start: Sample
+        package let end: Sample
+        package let completed: Int
 
-        var seconds: Double { Double(self.end.epochMilliseconds - self.start.epochMilliseconds) / 1000 }
-        var cpu: Double { self.end.cpu - self.start.cpu }
-        var serverCPU: Double { self.end.serverCPU - self.start.serverCPU }
+        package var seconds: Double { Double(self.end.epochMilliseconds - self.start.epochMilliseconds) / 1000 }
+        package var cpu: Double { self.end.cpu - self.start.cpu }
+        package var serverCPU: Double { self.end.serverCPU - self.start.serverCPU }
     }
 
     /// Reads the bridge's and the server's CPU every ``interval`` until cancelled; returns the readings.
-    static func trace(bridgePID: pid_t, serverPID: pid_t) async -> [Sample] {
+    package static func trace(bridgePID: pid_t, serverPID: pid_t) async -> [Sample] {
         var samples: [Sample] = []
         while !Task.isCancelled {
             samples.append(Sample(bridgePID: bridgePID, serverPID: serverPID))
@@ -92,18 +91,29 @@ struct SteadySpan: Sendable {
     }
 
     /// One reading of the bridge's CPU, by thread, and of the server's.
-    struct Sample: Sendable {
+    package struct Sample: Sendable {
         /// When, on the clock of the outcomes' `completed_at`.
-        let epochMilliseconds: Int64
-        let cpu: Double
-        let threads: [Int: ProcessCPU.ThreadUsage]
-        let serverCPU: Double
+        package let epochMilliseconds: Int64
+        package let cpu: Double
+        package let threads: [Int: ProcessCPU.ThreadUsage]
+        package let serverCPU: Double
 
-        init(bridgePID: pid_t, serverPID: pid_t) {
-            self.epochMilliseconds = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-            self.cpu = ProcessCPU.seconds(pid: bridgePID)
-            self.threads = ProcessCPU.threads(pid: bridgePID)
-            self.serverCPU = ProcessCPU.seconds(pid: serverPID)
+        /// Reads both processes now.
+        package init(bridgePID: pid_t, serverPID: pid_t) {
+            self.init(
+                epochMilliseconds: Int64((Date().timeIntervalSince1970 * 1000).rounded()),
+                cpu: ProcessCPU.seconds(pid: bridgePID), threads: ProcessCPU.threads(pid: bridgePID),
+                serverCPU: ProcessCPU.seconds(pid: serverPID))
+        }
+
+        /// A reading as given (for tests).
+        package init(
+            epochMilliseconds: Int64, cpu: Double, threads: [Int: ProcessCPU.ThreadUsage] = [:], serverCPU: Double
+        ) {
+            self.epochMilliseconds = epochMilliseconds
+            self.cpu = cpu
+            self.threads = threads
+            self.serverCPU = serverCPU
         }
     }
 }
