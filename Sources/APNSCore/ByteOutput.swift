@@ -62,14 +62,39 @@ public struct ByteBuilder: ByteOutput {
     @inlinable
     public mutating func append(utf8 bytes: UnsafeBufferPointer<UInt8>) {
         guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
-        if self.capacity - self.written < bytes.count { self.grow(toAtLeast: self.written + bytes.count) }
-        if bytes.count <= 16 {
-            // Short runs (names, digits, punctuation) byte by byte: `memmove`'s call costs more than the copy.
-            for index in 0..<bytes.count { self.base[self.written + index] = source[index] }
-        } else {
-            (self.base + self.written).update(from: source, count: bytes.count)
+        let count = bytes.count
+        if self.capacity - self.written < count { self.grow(toAtLeast: self.written + count) }
+        Self.copy(UnsafeRawPointer(source), to: UnsafeMutableRawPointer(self.base + self.written), count: count)
+        self.written += count
+    }
+
+    /// Copies `count` (at least 1) bytes. Short runs (names, digits, punctuation) are copied as
+    /// two words that may overlap, which is a few instructions: a byte loop stored and reloaded the count on every
+    /// byte, and `memmove`'s call costs more than such a copy.
+    @inlinable
+    static func copy(_ source: UnsafeRawPointer, to target: UnsafeMutableRawPointer, count: Int) {
+        switch count {
+        case 8...16:
+            let head = source.loadUnaligned(as: UInt64.self)
+            let tail = source.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+            target.storeBytes(of: head, as: UInt64.self)
+            target.storeBytes(of: tail, toByteOffset: count - 8, as: UInt64.self)
+        case 4..<8:
+            let head = source.loadUnaligned(as: UInt32.self)
+            let tail = source.loadUnaligned(fromByteOffset: count - 4, as: UInt32.self)
+            target.storeBytes(of: head, as: UInt32.self)
+            target.storeBytes(of: tail, toByteOffset: count - 4, as: UInt32.self)
+        case 1..<4:
+            // First, middle and last byte: all of 1, 2 or 3.
+            let first = source.load(as: UInt8.self)
+            let middle = source.load(fromByteOffset: count / 2, as: UInt8.self)
+            let last = source.load(fromByteOffset: count - 1, as: UInt8.self)
+            target.storeBytes(of: first, as: UInt8.self)
+            target.storeBytes(of: middle, toByteOffset: count / 2, as: UInt8.self)
+            target.storeBytes(of: last, toByteOffset: count - 1, as: UInt8.self)
+        default:
+            target.copyMemory(from: source, byteCount: count)
         }
-        self.written += bytes.count
     }
 
     /// Appends `bytes`.

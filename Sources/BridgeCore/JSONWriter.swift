@@ -34,6 +34,7 @@ package struct JSONWriter: ~Copyable {
     }
 
     /// Writes `"name":` so that the next value call fills it. Names are constants, so they need no escaping.
+    @inline(__always)
     package mutating func key(_ name: StaticString) {
         self.comma()
         self.output.append(UInt8(ascii: "\""))
@@ -120,11 +121,13 @@ package struct JSONWriter: ~Copyable {
         self.output.append(ascii: "null")
     }
 
+    @inline(__always)
     private mutating func comma() {
         if self.commaBits & 1 != 0 { self.output.append(UInt8(ascii: ",")) }
         self.commaBits |= 1
     }
 
+    @inline(__always)
     private mutating func beginValue() {
         if self.afterKey {
             self.afterKey = false

@@ -21,6 +21,25 @@ struct ByteBuilderTests {
         #expect(builder.bytes == expected)
     }
 
+    @Test(
+        "runs of 1 to 24 bytes read from every offset of their buffer (short runs are copied as words) come out whole")
+    func unalignedRuns() {
+        let source = (0..<64).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) }
+        var builder = ByteBuilder(capacity: 3)
+        defer { builder.deallocate() }
+        var expected: [UInt8] = []
+        source.withUnsafeBufferPointer { all in
+            for offset in 0..<8 {
+                for length in 1...24 {
+                    let run = UnsafeBufferPointer(rebasing: all[offset..<(offset + length)])
+                    builder.append(utf8: run)
+                    expected += run
+                }
+            }
+        }
+        #expect(builder.bytes == expected)
+    }
+
     @Test("JSON text writes into it as into an array")
     func jsonText() {
         var builder = ByteBuilder(capacity: 8)
