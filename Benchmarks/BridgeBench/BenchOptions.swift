@@ -24,6 +24,12 @@ struct BenchOptions {
     var liveRatePerSecond = 2_000
     /// Requests h2load sends (0: as many as the backlog, at most 200,000).
     var h2loadRequestCount = 0
+    /// `--h2load-runs N`: how many times h2load runs; the ratios use the median run (0: 3, or 1 with `--rtt-ms`,
+    /// where each run takes as long as the backlog). h2load's own CPU per request moved by a third between single
+    /// runs on a shared host, and with it the CPU ratio.
+    var h2loadRunCount = 0
+    /// The h2load runs to make.
+    var h2loadRuns: Int { self.h2loadRunCount > 0 ? self.h2loadRunCount : self.roundTripMilliseconds > 0 ? 1 : 3 }
     /// APNs connections the bridge keeps (`apns.connections`); h2load always uses one (the reference).
     var connectionCount = 1
     /// The simulator's delay before every answer (its scenario's `latency_ms`), to model APNs' round trip; only
@@ -100,7 +106,7 @@ struct BenchOptions {
 
     static let usage = """
         usage: BridgeBench [--events N] [--server nghttpd|simulator] [--live-events N] [--live-rate N]
-                           [--h2load-requests N] [--connections N] [--max-in-flight N] [--simulator-latency-ms N]
+                           [--h2load-requests N] [--h2load-runs N] [--connections N] [--max-in-flight N] [--simulator-latency-ms N]
                            [--outcome-partitions N] [--pushbridge PATH] [--directory DIR] [--consumer-property K=V]... [--producer-property K=V]...
                            [--preload-property K=V]...
                            [--log-sender] [--ordering-keys N [--unordered]] [--device-tokens N]
@@ -156,6 +162,7 @@ struct BenchOptions {
                 case "--live-events": self.liveEventCount = number
                 case "--live-rate": self.liveRatePerSecond = max(1, number)
                 case "--h2load-requests": self.h2loadRequestCount = number
+                case "--h2load-runs": self.h2loadRunCount = number
                 case "--connections": self.connectionCount = max(1, number)
                 case "--max-in-flight": self.maxInFlightCount = max(1, number)
                 case "--simulator-latency-ms": self.simulatorLatencyMilliseconds = number

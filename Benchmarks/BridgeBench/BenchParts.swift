@@ -69,6 +69,16 @@ struct BenchServer {
 /// h2load with one connection and `streams` streams, sending the bridge's request for event 0 with the JWT, to the
 /// device paths of `paths` (the run's tokens) in turn (nghttpd answers 200 only for those).
 enum H2LoadReference {
+    /// The median rate and the median CPU per request of `runs` (each of its own run), the fewest 2xx answers,
+    /// and the CPU of the run with the median CPU per request.
+    static func median(of runs: [H2Load.Result]) -> H2Load.Result {
+        let byCPU = runs.sorted { $0.cpuMicrosecondsPerRequest < $1.cpuMicrosecondsPerRequest }
+        var result = byCPU[byCPU.count / 2]
+        result.rate = runs.map(\.rate).sorted()[runs.count / 2]
+        result.succeeded = runs.map(\.succeeded).min() ?? 0
+        return result
+    }
+
     static func run(
         request: APNSCore.Notification, jwt: String, paths: [String], port: Int, requestCount: Int, streams: Int,
         directory: String

@@ -251,17 +251,19 @@ struct BridgeBench {
         // --connections the bridge had).
         let h2loadCount = options.h2loadRequestCount > 0 ? options.h2loadRequestCount : min(options.eventCount, 200_000)
         let serverCPUBeforeH2Load = server.cpuSeconds
-        let h2load = try H2LoadReference.run(
-            request: try events.sampleRequest(configurationPath: configurationPath),
-            jwt: try ProviderTokenJWT.sign(
-                keyID: Self.keyID, teamID: Self.teamID,
-                issuedAtEpochSeconds: Int64(Date().timeIntervalSince1970), privateKey: signingKey
-            ).compact,
-            paths: events.deviceTokens(eventCount: h2loadCount), port: apnsPort, requestCount: h2loadCount,
-            streams: options.serverStreamCount, directory: directory
-        )
+        let sampleRequest = try events.sampleRequest(configurationPath: configurationPath)
+        let jwt = try ProviderTokenJWT.sign(
+            keyID: Self.keyID, teamID: Self.teamID, issuedAtEpochSeconds: Int64(Date().timeIntervalSince1970),
+            privateKey: signingKey
+        ).compact
+        let h2loadRuns = try (0..<options.h2loadRuns).map { _ in
+            try H2LoadReference.run(
+                request: sampleRequest, jwt: jwt, paths: events.deviceTokens(eventCount: h2loadCount), port: apnsPort,
+                requestCount: h2loadCount, streams: options.serverStreamCount, directory: directory)
+        }
+        let h2load = H2LoadReference.median(of: h2loadRuns)
         await relay?.stop()
-        let serverCPUDuringH2Load = server.cpuSeconds - serverCPUBeforeH2Load
+        let serverCPUDuringH2Load = (server.cpuSeconds - serverCPUBeforeH2Load) / Double(h2loadRuns.count)
         let serverCPUDuringBacklog = measured.serverCPU
 
         let rate = Double(measured.completed) / spanSeconds
@@ -303,7 +305,15 @@ struct BridgeBench {
         report += "  h2load -c 1 -m \(options.serverStreamCount) (reference, one connection): "
         report += "\(Self.format(h2load.rate, 0)) req/s "
         report += "(\(h2load.succeeded)/\(h2loadCount) 2xx), h2load's own CPU "
-        report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs/req\n"
+        report += "\(Self.format(h2load.cpuMicrosecondsPerRequest, 1)) µs/req"
+        if h2loadRuns.count > 1 {
+            let rates = h2loadRuns.map(\.rate)
+            let cpus = h2loadRuns.map(\.cpuMicrosecondsPerRequest)
+            report += " (medians of \(h2loadRuns.count) runs, which ranged over \(Self.format(rates.min() ?? 0, 0))–"
+            report += "\(Self.format(rates.max() ?? 0, 0)) req/s, \(Self.format(cpus.min() ?? 0, 1))–"
+            report += "\(Self.format(cpus.max() ?? 0, 1)) µs/req)"
+        }
+        report += "\n"
         let serverWithBridge = serverCPUDuringBacklog / Double(measured.completed) * 1e6
         let serverWithH2Load = serverCPUDuringH2Load / Double(h2loadCount) * 1e6
         report += "  server CPU/req: \(Self.format(serverWithBridge, 1)) µs with the bridge, "
