@@ -12,8 +12,8 @@ import Foundation
 ///   finished before the span were then counted in it. Same build, same total CPU, and yet 6.2 against 9.7 µs per
 ///   notification.
 ///
-/// So the bench reads the bridge's CPU every ``interval`` (a ``Trace``). Once every outcome is read, it takes the
-/// readings nearest to the span's two ends, and counts the notifications completed between them.
+/// So the bench reads the bridge's CPU every ``interval`` (``trace(bridgePID:serverPID:)``). Once every outcome is
+/// read, it takes the readings nearest to the span's two ends, and counts the notifications completed between them.
 package struct SteadySpan: Sendable {
     /// The completed notification (in completion order) at which the span starts: a tenth of the backlog, and at
     /// least one window in.
@@ -25,6 +25,8 @@ package struct SteadySpan: Sendable {
     /// the counting scripts' short runs), the span runs from the first completion to the last, and the report says
     /// so.
     package let isSteady: Bool
+    /// The bridge's `max_in_flight`, which places the span.
+    private let maxInFlight: Int
 
     /// How often the bench reads the bridge's CPU.
     package static let interval = Duration.milliseconds(20)
@@ -32,15 +34,17 @@ package struct SteadySpan: Sendable {
     package init(eventCount: Int, maxInFlight: Int) {
         let start = max(eventCount / 10, maxInFlight)
         let end = eventCount - max(eventCount / 10, 2 * maxInFlight)
+        self.maxInFlight = maxInFlight
         self.isSteady = end - start >= eventCount / 5
         (self.start, self.end) = self.isSteady ? (start, end) : (0, eventCount - 1)
     }
 
     /// What the report says of the span when it is not steady.
-    package func caveat(maxInFlight: Int) -> String {
+    package var caveat: String {
         guard !self.isSteady else { return "" }
-        return "  caveat:         too few events for a span in the middle (at least 5 × \(maxInFlight)): measured from "
-            + "the first completion, which leaves out the work of up to \(maxInFlight) notifications\n"
+        return "  caveat:         too few events for a span in the middle (at least 5 × \(self.maxInFlight)): "
+            + "measured from the first completion, which leaves out the work of up to \(self.maxInFlight) "
+            + "notifications\n"
     }
 
     /// The readings nearest inside the span, and how many notifications were completed between them; `nil` when no

@@ -284,7 +284,7 @@ struct BridgeBench {
         report += "from completion \(span.start) to \(span.end) of the backlog (outcomes read from first to last in "
         report +=
             "\(Self.seconds(backlogRead - firstRead)) s; from bridge start: \(Self.seconds(backlogRead - bridgeStarted)) s)\n"
-        report += span.caveat(maxInFlight: options.maxInFlightCount)
+        report += span.caveat
         report += "  throughput:     \(Self.format(rate, 0)) notifications/s\n"
         report += "  CPU/notif:      \(Self.format(backlogCPU / Double(measured.completed) * 1e6, 1)) µs "
         report += "(bridge process; \(Self.format(backlogCPU, 2)) CPU s in "

@@ -24,10 +24,10 @@ package struct SourceCoordinates: Sendable, Hashable {
 /// An immutable object, not a struct: the consume loop, the pipeline's asynchronous steps and the mapper's scope each
 /// hold the event, and a copy of a struct of its four references (topic, key, value, headers) retained and released
 /// each of them, three copies per event; a copy of the object is one retain (docs/benchmarks.md, "Fewer copies of the
-/// event, and what is left to try"). Its properties are constants, so sharing it is the same as copying it. ``SourceCoordinates``' are
-/// constants too: this toolchain compiles an explicit initialiser of a struct with `var` properties, returned in
-/// memory, into a copy of the new value and the destruction of the original (docs/architecture.md, "The parts and
-/// their boundaries").
+/// event, and what is left to try"). Its properties are constants, so sharing it is the same as copying it.
+/// ``SourceCoordinates``' are constants too: this toolchain compiles an explicit initialiser of a struct with `var`
+/// properties, returned in memory, into a copy of the new value and the destruction of the original
+/// (docs/architecture.md, "The parts and their boundaries").
 package final class SourceEvent: Sendable {
     /// Where it came from; `key` is the event's key.
     package let source: SourceCoordinates
